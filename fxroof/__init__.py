@@ -1,0 +1,12 @@
+"""fxroof: where the time goes in a PyTorch model, and why.
+
+>>> g = fxroof.analyze(torchvision.models.resnet50(), torch.randn(64, 3, 224, 224), backward=True)
+>>> print(g.table(top=20)); print(g.breakdown("layer_type")); g.to_json("r50.json")
+"""
+__version__ = "0.1.0"
+
+from fxroof.errors import FxroofError  # noqa: E402
+from fxroof.analyze import analyze  # noqa: E402
+from fxroof.graph import AnnotatedGraph, ModelInfo  # noqa: E402
+
+__all__ = ["analyze", "AnnotatedGraph", "ModelInfo", "FxroofError", "__version__"]

@@ -1,0 +1,179 @@
+"""analyze(): model + example inputs -> AnnotatedGraph. Capture, cost pass, memory pass.
+
+Everything runs on fake tensors: parameters, buffers and inputs are replaced by FakeTensors of
+the same shape and dtype (or the requested dtype), so no real compute or memory is spent and a
+batch of 256 costs what a batch of 1 does. The user's module is not modified: parameters are
+swapped in with ``torch.func.functional_call`` and its train/eval flags are restored.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import nn
+from torch._subclasses import fake_tensor
+from torch.utils import _pytree as pytree
+
+from fxroof.capture import BACKWARD, FORWARD, GraphRecorder, InputKind
+from fxroof.cost_pass import annotate_costs
+from fxroof.errors import FxroofError
+from fxroof.graph import AnnotatedGraph, ModelInfo
+from fxroof.memory import memory_report
+from fxroof.models import build_model, default_input_shape, ensure_module, parse_dtype
+from fxroof.scope import ModuleScope
+
+_UNTRACEABLE = (fake_tensor.DataDependentOutputException,
+                fake_tensor.DynamicOutputShapeException,
+                fake_tensor.UnsupportedOperatorException)
+
+
+def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
+            dtype=None, kwargs: Optional[dict] = None,
+            input_shapes: Optional[Sequence[Sequence[int]]] = None, batch: int = 1,
+            name: Optional[str] = None, device: str = "cpu") -> AnnotatedGraph:
+    """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
+
+    model: an nn.Module, a torchvision model name, or 'package.module:callable'.
+    inputs: example inputs (tensors are used for their shape and dtype only); or give
+        ``input_shapes`` (float inputs); or neither for a named model's native
+        (batch, 3, S, S) image input.
+    backward: also record autograd's backward (a gradient flows from every differentiable
+        output, as from a loss; no optimizer step).
+    mode: "train" or "eval" (default: train with backward, eval without).
+    dtype: run parameters and floating inputs in this dtype (e.g. torch.bfloat16).
+    """
+    spec = model if isinstance(model, str) else None
+    module = build_model(spec) if spec else ensure_module(model)
+    dtype = parse_dtype(dtype)
+    mode = mode or ("train" if backward else "eval")
+    if mode not in ("train", "eval"):
+        raise FxroofError(f"mode must be 'train' or 'eval', not '{mode}'.")
+    if not inputs:
+        shapes = input_shapes or [default_input_shape(spec or "", module, batch)]
+        inputs = tuple(torch.empty(s, dtype=dtype or torch.float32, device="meta")
+                       for s in shapes)
+
+    fake_mode = fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
+
+    def fake_like(t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
+        target = dtype if (dtype is not None and t.is_floating_point()) else t.dtype
+        with fake_mode:
+            fake = torch.empty_strided(t.shape, t.stride(), dtype=target, device=device)
+        return fake.requires_grad_(requires_grad and fake.is_floating_point())
+
+    params = {n: fake_like(p, p.requires_grad and backward) for n, p in module.named_parameters()}
+    buffers = {n: fake_like(b) for n, b in module.named_buffers()}
+    fake_inputs = pytree.tree_map_only(torch.Tensor, fake_like, (tuple(inputs), kwargs or {}))
+
+    scope = ModuleScope(module)
+    recorder = GraphRecorder(scope)
+    for fqn, p in params.items():
+        recorder.placeholder(p, fqn, InputKind("parameter", fqn))
+    for fqn, b in buffers.items():
+        recorder.placeholder(b, fqn, InputKind("buffer", fqn))
+    for i, x in enumerate(pytree.tree_leaves(fake_inputs)):
+        if isinstance(x, torch.Tensor):
+            recorder.placeholder(x, f"input_{i}", InputKind("input", str(i)))
+
+    training = {m: m.training for m in module.modules()}
+    module.train(mode == "train")
+    try:
+        capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fake_mode,
+                            backward)
+    finally:
+        for m, flag in training.items():
+            m.training = flag
+    for graph in capture.graphs():
+        annotate_costs(graph)
+
+    shapes = [{"shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
+              for x in pytree.tree_leaves(fake_inputs) if isinstance(x, torch.Tensor)]
+    info = ModelInfo(
+        name=name or spec or type(module).__name__,
+        batch=shapes[0]["shape"][0] if shapes and shapes[0]["shape"] else None,
+        inputs=shapes,
+        dtype=str(dtype or next((p.dtype for p in params.values()), torch.float32)).replace(
+            "torch.", ""),
+        mode=mode,
+        backward=backward,
+        parameters=sum(p.numel() for p in params.values()),
+        device=device,
+    )
+    return AnnotatedGraph(capture, info, memory_report(capture))
+
+
+def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backward):
+    args, kwargs = inputs
+    state = {**params, **buffers}
+    try:
+        with fake_mode, scope, recorder:
+            with torch.set_grad_enabled(backward):
+                out = torch.func.functional_call(module, state, args, kwargs, strict=False)
+            outputs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+            if not backward:
+                return recorder.finish(outputs, None)
+            recorder.phase = BACKWARD
+            differentiable = [o for o in outputs if o.requires_grad]
+            if not differentiable:
+                raise FxroofError(
+                    "backward was requested but no output of the model requires grad: its "
+                    "parameters are frozen or its outputs are detached. Analyse it without "
+                    "--backward, or unfreeze the parameters you want gradients for.")
+            recorder.paused = True  # the seeds are inputs of the backward graph, not ops in it
+            tangents = [torch.empty_like(o) for o in differentiable]
+            recorder.paused = False
+            for i, t in enumerate(tangents):
+                recorder.placeholder(t, f"tangent_{i}", InputKind("tangent", str(i)), BACKWARD)
+            wrt = [p for p in params.values() if p.requires_grad]
+            grads = torch.autograd.grad(differentiable, wrt, tangents, allow_unused=True)
+            recorder.phase = FORWARD
+            return recorder.finish(outputs, list(grads))
+    except FxroofError:
+        raise
+    except _UNTRACEABLE as e:
+        raise FxroofError(_untraceable_message(e, scope)) from None
+    except Exception as e:
+        raise FxroofError(_rejected_message(e, scope, args)) from None
+
+
+def _where(scope) -> str:
+    info = scope.current
+    if info is None:
+        return "the model's own forward"
+    return f"layer `{info.path or '(root)'}` ({info.cls})"
+
+
+def _user_frame(e: BaseException) -> Optional[str]:
+    """file:line of the innermost frame outside torch and fxroof: the construct to look at."""
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if not f.filename.startswith(skip) and "<" not in f.filename]
+    if not frames:
+        return None
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno} (`{(f.line or '').strip()}`)"
+
+
+def _untraceable_message(e: BaseException, scope) -> str:
+    where = _user_frame(e)
+    return (
+        f"The model cannot be traced: {_where(scope)} runs `{getattr(e, 'func', e)}`, whose "
+        "result depends on tensor values (a data-dependent shape or a Python value read from a "
+        "tensor, e.g. `.item()`, `.tolist()`, `if tensor:` or `nonzero`)"
+        + (f", at {where}" if where else "") + ". fxroof traces on fake tensors that carry "
+        "shapes but no data. Rewrite that construct to depend on shapes only, or analyse the "
+        "data-independent part of the model on its own.")
+
+
+def _rejected_message(e: BaseException, scope, args) -> str:
+    shapes = ", ".join(str(tuple(a.shape)) for a in pytree.tree_leaves(args)
+                       if isinstance(a, torch.Tensor))
+    detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    where = _user_frame(e)
+    return (
+        f"Running the model on inputs of shape {shapes or '(none)'} failed in {_where(scope)}: "
+        f"{type(e).__name__}: {detail}" + (f" (at {where})" if where else "") + ". If the "
+        "input shape does not fit the model, pass the shape it expects (--input-shape, batch "
+        "first, e.g. 8,3,224,224); if the model needs extra inputs, pass them all.")

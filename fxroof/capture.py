@@ -1,0 +1,197 @@
+"""Capture: run one training (or inference) step on fake tensors and record every ATen op that
+is dispatched -- the forward, then autograd's backward -- into two torch.fx graphs.
+
+Why a dispatch-mode recorder rather than AOTAutograd or make_fx: both record the same ATen ops
+(make_fx is itself a dispatch-mode tracer), but neither attaches the module path to a node
+without Dynamo in front, and neither splits forward and backward without a partitioner pass.
+Recording below autograd gives us, in one pass at the cost of FlopCounterMode:
+* the module path and layer type of every forward op (from module hooks, see scope.py),
+* the forward op each backward op differentiates: while the engine runs a backward node,
+  ``torch._C._current_autograd_node()`` is that node, and its sequence number is the one
+  autograd gave the forward op that created it,
+* the eager op set exactly as a real step runs it (no decompositions, no functionalisation),
+  including in-place ops and views.
+
+Graph conventions (shared with make_fx/AOTAutograd graphs): ``call_function`` nodes target
+``OpOverload``s, multi-output ops are followed by ``operator.getitem`` nodes, every node's
+``meta["val"]`` is its fake output. fxroof adds, per node, ``meta[ORIGIN]`` (an :class:`Origin`)
+and ``meta[SHAPES]`` (TensorMeta of the outputs at the time of the call); per placeholder
+``meta[INPUT]`` (an :class:`InputKind`). The forward graph returns the model's tensor outputs
+followed by the tensors the backward graph reads (its "saved" placeholders, named like the
+forward nodes they stand for); the backward graph takes those plus one tangent per
+differentiable output and returns the gradients.
+"""
+from __future__ import annotations
+
+import collections
+import operator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Optional
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from op_costs import TensorMeta
+from fxroof.scope import ModuleScope, op_family
+
+FORWARD, BACKWARD = "forward", "backward"
+ORIGIN = "fxroof.origin"
+SHAPES = "fxroof.shapes"
+INPUT = "fxroof.input"
+
+# Ops that only re-label a tensor: recording them would add nodes, not information. Autograd
+# emits a detach for every tensor it saves for backward; eliding them keeps the graphs lean
+# and makes the backward read the forward node itself.
+_TRANSPARENT = {torch.ops.aten.detach.default, torch.ops.aten.alias.default,
+                torch.ops.aten.lift_fresh.default}
+
+
+class Origin(NamedTuple):
+    phase: str                    # FORWARD or BACKWARD
+    module: str                   # module path, "" for code in the root module
+    layer_type: str               # module class, or the op family for module-less code
+    forward_node: Optional[str]   # backward nodes: the forward node they differentiate
+
+
+class InputKind(NamedTuple):
+    kind: str    # "parameter" | "buffer" | "input" | "tangent" | "saved" | "constant"
+    label: str   # fully qualified name, input index, or the forward node's name
+
+
+@dataclass
+class Capture:
+    forward: fx.Graph
+    backward: Optional[fx.Graph]
+    saved: list[str] = field(default_factory=list)  # forward nodes the backward reads
+
+    def graphs(self) -> list[fx.Graph]:
+        return [g for g in (self.forward, self.backward) if g is not None]
+
+
+def tensor_meta_tree(value):
+    return pytree.tree_map_only(torch.Tensor, TensorMeta.of, value)
+
+
+class GraphRecorder(TorchDispatchMode):
+    """Records dispatched ATen ops into a forward and a backward fx.Graph."""
+
+    def __init__(self, scope: ModuleScope):
+        super().__init__()
+        self.scope = scope
+        self.graphs = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
+        self.phase = FORWARD
+        self.paused = False
+        self._producer: dict[int, fx.Node] = {}   # id(tensor) -> node that produced it
+        self._alive: list[Any] = []               # keeps recorded tensors (and their ids) alive
+        self._last_placeholder: dict[str, Optional[fx.Node]] = {FORWARD: None, BACKWARD: None}
+        self._saved: dict[fx.Node, fx.Node] = {}  # forward node -> its backward placeholder
+        self._by_sequence_nr: dict[int, fx.Node] = {}
+        self._names = collections.Counter()
+
+    # ---- inputs -------------------------------------------------------------------------
+    def placeholder(self, value, name: str, kind: InputKind, phase: str = FORWARD) -> fx.Node:
+        graph = self.graphs[phase]
+        last = self._last_placeholder[phase]
+        with (graph.inserting_after(last) if last is not None else graph.inserting_before()):
+            node = graph.placeholder(self._unique(name))
+        node.meta["val"] = value
+        node.meta[SHAPES] = tensor_meta_tree(value)
+        node.meta[INPUT] = kind
+        self._last_placeholder[phase] = node
+        if isinstance(value, torch.Tensor):
+            self._remember(value, node)
+        return node
+
+    def _unique(self, base: str) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base)
+        n = self._names[base]
+        self._names[base] += 1
+        return base if n == 0 else f"{base}_{n}"
+
+    def _remember(self, tensor: torch.Tensor, node: fx.Node) -> None:
+        self._producer[id(tensor)] = node
+        self._alive.append(tensor)
+
+    def _node_for(self, tensor: torch.Tensor) -> fx.Node:
+        node = self._producer.get(id(tensor))
+        if node is None:  # a tensor from outside: a plain tensor attribute, a closure constant
+            node = self.placeholder(tensor, "constant", InputKind("constant", ""), self.phase)
+        if self.phase == BACKWARD and node.graph is self.graphs[FORWARD]:
+            node = self._saved_placeholder(node)
+        return node
+
+    def _saved_placeholder(self, forward_node: fx.Node) -> fx.Node:
+        if forward_node not in self._saved:
+            self._saved[forward_node] = self.placeholder(
+                forward_node.meta["val"], forward_node.name, InputKind("saved", forward_node.name),
+                BACKWARD)
+        return self._saved[forward_node]
+
+    # ---- recording ----------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.paused or func.namespace == "prim":
+            return out
+        if func in _TRANSPARENT:
+            self._remember(out, self._node_for(args[0]))
+            return out
+        if not any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(out)) and \
+                not func._schema.is_mutable:
+            return out  # sizes, devices, scalars: nothing to cost
+        node_args, node_kwargs = pytree.tree_map_only(torch.Tensor, self._node_for, (args, kwargs))
+        graph = self.graphs[self.phase]
+        node = graph.create_node("call_function", func, tuple(node_args), node_kwargs,
+                                 name=self._unique(op_family(func)))
+        node.meta["val"] = out
+        node.meta[SHAPES] = tensor_meta_tree(out)
+        node.meta[ORIGIN] = self._origin(func, node, args, kwargs)
+        self._register_outputs(node, out)
+        return out
+
+    def _register_outputs(self, node: fx.Node, out) -> None:
+        if isinstance(out, torch.Tensor):
+            self._remember(out, node)
+        elif isinstance(out, (tuple, list)):
+            for i, item in enumerate(out):
+                if isinstance(item, torch.Tensor):
+                    item_node = node.graph.call_function(operator.getitem, (node, i))
+                    item_node.meta["val"] = item
+                    item_node.meta[SHAPES] = TensorMeta.of(item)
+                    item_node.meta[ORIGIN] = node.meta[ORIGIN]
+                    self._remember(item, item_node)
+
+    def _origin(self, func, node: fx.Node, args, kwargs) -> Origin:
+        if self.phase == FORWARD:
+            info = self.scope.current
+            if torch.is_grad_enabled() and any(
+                    isinstance(x, torch.Tensor) and x.requires_grad
+                    for x in pytree.tree_leaves((args, kwargs))):
+                # autograd numbered this op's grad_fn just before redispatching it to us; an
+                # op that made no grad_fn only repeats an earlier number, and setdefault keeps
+                # the first (true) owner.
+                self._by_sequence_nr.setdefault(torch.autograd._get_sequence_nr() - 1, node)
+            return Origin(FORWARD, info.path if info else "", self.scope.layer_type_of(func), None)
+        grad_fn = torch._C._current_autograd_node()
+        forward = self._by_sequence_nr.get(grad_fn._sequence_nr()) if grad_fn is not None else None
+        if forward is None:  # engine bookkeeping (gradient accumulation, seeds)
+            return Origin(BACKWARD, "", op_family(func), None)
+        of = forward.meta[ORIGIN]
+        return Origin(BACKWARD, of.module, of.layer_type, forward.name)
+
+    # ---- outputs ------------------------------------------------------------------------
+    def finish(self, outputs: list[torch.Tensor], grads: Optional[list]) -> Capture:
+        forward = self.graphs[FORWARD]
+        saved = list(self._saved)
+        forward.output(tuple(self._producer_or_none(t) for t in outputs) + tuple(saved))
+        backward = None
+        if grads is not None:
+            backward = self.graphs[BACKWARD]
+            self.phase = BACKWARD
+            backward.output(tuple(self._node_for(g) if g is not None else None for g in grads))
+        return Capture(forward, backward, [n.name for n in saved])
+
+    def _producer_or_none(self, t) -> Optional[fx.Node]:
+        return self._producer.get(id(t)) if isinstance(t, torch.Tensor) else None

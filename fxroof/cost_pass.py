@@ -1,0 +1,30 @@
+"""The cost pass: one typed record per ATen node, ``node.meta[COST]``, from op_costs' rules.
+
+It does not re-execute anything: capture already recorded every node's output geometry
+(``meta[SHAPES]``), which is all a cost rule may look at.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+import op_costs
+from fxroof.capture import SHAPES
+
+COST = "fxroof.cost"
+NodeCost = op_costs.Estimate  # flops, macs, bytes_read, bytes_written, rule, op_class
+
+
+def is_costed(node: fx.Node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+
+
+def _shapes(arg):
+    return arg.meta.get(SHAPES) if isinstance(arg, fx.Node) else arg
+
+
+def annotate_costs(graph: fx.Graph) -> None:
+    for node in graph.nodes:
+        if is_costed(node):
+            args, kwargs = fx.node.map_arg((node.args, node.kwargs), _shapes)
+            node.meta[COST] = op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES])

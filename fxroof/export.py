@@ -1,0 +1,119 @@
+"""Exports of an AnnotatedGraph: JSON (versioned schema), CSV of nodes, networkx / GraphML.
+
+JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)::
+
+    schema_version: 1
+    fxroof_version: str
+    model:   {name, batch, inputs: [{shape, dtype}], dtype, mode, backward, parameters, device}
+    totals:  {forward, [backward], overall}: each {nodes, flops, macs, bytes_read,
+              bytes_written, bytes, intensity, [time_s]}
+    memory:  {parameter_bytes, buffer_bytes, input_bytes, activation_bytes,
+              saved_for_backward_bytes, gradient_bytes, peak_bytes, peak_node}
+    coverage: {nodes, costed_nodes, default_rule_ops: {target: count}}
+    nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype, flops,
+              macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s}]
+
+Later passes extend it (the timing pass adds ``time_s`` per node and a ``timing`` section)
+without changing the meaning of any key above.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+from fxroof.errors import FxroofError
+
+SCHEMA_VERSION = 1
+
+
+def check_writable(path: str, overwrite: bool) -> None:
+    """Never overwrite a user's file without being told to; fail before any work is lost."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FxroofError(f"Cannot write '{path}': the folder '{folder}' does not exist. Create "
+                          "it first or choose another path.")
+    if os.path.exists(path) and not overwrite:
+        raise FxroofError(f"'{path}' already exists and fxroof does not overwrite files unless "
+                          "asked: pass --force (overwrite=True in Python) or choose another path.")
+
+
+def to_dict(graph) -> dict:
+    from fxroof import __version__
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "fxroof_version": __version__,
+        "model": graph.model.as_dict(),
+        "totals": graph.totals(),
+        "memory": graph.memory.as_dict(),
+        "coverage": graph.coverage(),
+        "nodes": graph.records(),
+    }
+
+
+def write_json(graph, path: str, overwrite: bool = False) -> None:
+    check_writable(path, overwrite)
+    with open(path, "w") as f:
+        json.dump(to_dict(graph), f, indent=1)
+
+
+CSV_FIELDS = ["name", "phase", "target", "op", "layer_type", "module", "forward_node", "shape",
+              "dtype", "flops", "macs", "bytes_read", "bytes_written", "bytes", "intensity",
+              "op_class", "rule", "time_s"]
+
+
+def write_csv(graph, path: str, overwrite: bool = False) -> None:
+    check_writable(path, overwrite)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for r in graph.records():
+            writer.writerow({**r, "shape": "x".join(map(str, r["shape"]))})
+
+
+def to_networkx(graph):
+    """A DiGraph over both phases: node attributes are the JSON node record (None -> ''),
+    edges follow data flow, and each backward graph input is joined to the forward node it
+    stands for (so a saved activation links the two phases)."""
+    import networkx as nx
+
+    from fxroof.capture import INPUT
+    from fxroof.cost_pass import is_costed
+
+    g = nx.DiGraph(model=graph.model.name, schema_version=SCHEMA_VERSION)
+    for r in graph.records():
+        g.add_node(f"{r['phase']}:{r['name']}", **{
+            k: ("x".join(map(str, v)) if k == "shape" else ("" if v is None else v))
+            for k, v in r.items()})
+    for fx_graph in graph.capture.graphs():
+        for node in fx_graph.nodes:
+            if not is_costed(node):
+                continue
+            phase = node.meta["fxroof.origin"].phase
+            for source in _costed_sources(node):
+                kind = source.meta.get(INPUT)
+                if kind is not None and kind.kind == "saved":
+                    src = f"forward:{kind.label}"
+                else:
+                    src = f"{phase}:{source.name}"
+                if src in g:
+                    g.add_edge(src, f"{phase}:{node.name}")
+    return g
+
+
+def _costed_sources(node):
+    """Inputs of ``node``, looking through getitem to the op that produced the tuple."""
+    import operator
+
+    for arg in node.all_input_nodes:
+        while arg.op == "call_function" and arg.target is operator.getitem:
+            arg = arg.args[0]
+        yield arg
+
+
+def write_graphml(graph, path: str, overwrite: bool = False) -> None:
+    import networkx as nx
+
+    check_writable(path, overwrite)
+    nx.write_graphml(to_networkx(graph), path)

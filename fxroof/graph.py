@@ -1,0 +1,144 @@
+"""AnnotatedGraph: the canonical artefact. Forward and backward ATen fx graphs whose nodes carry
+``meta[ORIGIN]`` (capture) and ``meta[COST]`` (cost pass), plus the model description and the
+memory report. Everything downstream -- tables, rollups, exports -- reads from here.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import torch
+import torch.fx as fx
+
+from fxroof import export, render, rollups
+from fxroof.capture import BACKWARD, FORWARD, ORIGIN, SHAPES, Capture
+from fxroof.cost_pass import COST, is_costed
+from fxroof.memory import MemoryReport
+from op_costs import DEFAULT_RULE, TensorMeta
+
+TIME = "fxroof.time"  # written by the timing pass: a record with a ``median_s`` field
+
+
+@dataclass
+class ModelInfo:
+    name: str
+    batch: Optional[int]
+    inputs: list            # [{"shape": [...], "dtype": "float32"}]
+    dtype: str
+    mode: str               # "train" | "eval"
+    backward: bool
+    parameters: int         # parameter count (elements)
+    device: str = "cpu"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _output_shape(node: fx.Node):
+    shapes = node.meta.get(SHAPES)
+    first = shapes if isinstance(shapes, TensorMeta) else (shapes[0] if shapes else None)
+    if isinstance(first, TensorMeta):
+        return list(first.shape), str(first.dtype).replace("torch.", "")
+    return [], None
+
+
+class AnnotatedGraph:
+    def __init__(self, capture: Capture, model: ModelInfo, memory: MemoryReport):
+        self.capture = capture
+        self.model = model
+        self.memory = memory
+
+    # ---- graphs ---------------------------------------------------------------------------
+    @property
+    def forward(self) -> fx.Graph:
+        return self.capture.forward
+
+    @property
+    def backward(self) -> Optional[fx.Graph]:
+        return self.capture.backward
+
+    def graph_module(self, phase: str = FORWARD) -> fx.GraphModule:
+        graph = self.forward if phase == FORWARD else self.backward
+        if graph is None:
+            raise ValueError("this analysis has no backward graph (analyze with backward=True)")
+        return fx.GraphModule(torch.nn.Module(), graph)
+
+    def nodes(self, phase: Optional[str] = None) -> list[fx.Node]:
+        return [n for g in self.capture.graphs() for n in g.nodes
+                if is_costed(n) and (phase is None or n.meta[ORIGIN].phase == phase)]
+
+    # ---- plain data -----------------------------------------------------------------------
+    def records(self, phase: Optional[str] = None) -> list[dict]:
+        """One flat dict per ATen node, in schedule order (the JSON schema's node record)."""
+        out = []
+        for node in self.nodes(phase):
+            origin, cost = node.meta[ORIGIN], node.meta[COST]
+            shape, dtype = _output_shape(node)
+            moved = cost.bytes_read + cost.bytes_written
+            timing = node.meta.get(TIME)
+            out.append({
+                "name": node.name,
+                "phase": origin.phase,
+                "target": str(node.target),
+                "op": node.target.overloadpacket.__name__,
+                "layer_type": origin.layer_type,
+                "module": origin.module,
+                "forward_node": origin.forward_node,
+                "shape": shape,
+                "dtype": dtype,
+                "flops": cost.flops,
+                "macs": cost.macs,
+                "bytes_read": cost.bytes_read,
+                "bytes_written": cost.bytes_written,
+                "bytes": moved,
+                "intensity": cost.flops / moved if moved else None,
+                "op_class": cost.op_class,
+                "rule": cost.rule,
+                "time_s": getattr(timing, "median_s", None),
+            })
+        return out
+
+    def totals(self) -> dict:
+        records = self.records()
+        result = {FORWARD: rollups.total(r for r in records if r["phase"] == FORWARD)}
+        if self.backward is not None:
+            result[BACKWARD] = rollups.total(r for r in records if r["phase"] == BACKWARD)
+        result["overall"] = rollups.total(records)
+        return result
+
+    def breakdown(self, by: str = "layer_type", phase: Optional[str] = None,
+                  depth: Optional[int] = None, sort: str = "flops") -> list[dict]:
+        return rollups.breakdown(self.records(phase), by, depth, sort)
+
+    def coverage(self) -> dict:
+        records = self.records()
+        missing = Counter(r["target"] for r in records if r["rule"] == DEFAULT_RULE)
+        return {"nodes": len(records), "costed_nodes": len(records) - sum(missing.values()),
+                "default_rule_ops": dict(missing)}
+
+    # ---- renderers ------------------------------------------------------------------------
+    def table(self, top: Optional[int] = 20, sort: str = "flops", phase: Optional[str] = None,
+              macs: bool = False) -> str:
+        records = sorted(self.records(phase), key=lambda r: -(r.get(sort) or 0))
+        return render.node_table(records[:top] if top else records, macs=macs)
+
+    def summary(self, macs: bool = False) -> str:
+        return "\n".join([render.totals_lines(self.totals(), macs),
+                          render.memory_lines(self.memory.as_dict()),
+                          render.coverage_line(self.coverage())])
+
+    def to_dict(self) -> dict:
+        return export.to_dict(self)
+
+    def to_json(self, path: str, overwrite: bool = False) -> None:
+        export.write_json(self, path, overwrite)
+
+    def to_csv(self, path: str, overwrite: bool = False) -> None:
+        export.write_csv(self, path, overwrite)
+
+    def to_networkx(self):
+        return export.to_networkx(self)
+
+    def to_graphml(self, path: str, overwrite: bool = False) -> None:
+        export.write_graphml(self, path, overwrite)

@@ -1,0 +1,107 @@
+"""Memory: what a training step holds, from storage liveness over the forward+backward schedule.
+
+The schedule is the eager one: forward nodes in order, then backward nodes in order. A node
+allocates a storage when its output lives in one not seen before (views and in-place ops
+allocate nothing). A storage is freed after the last node that reads it; storages the forward
+returns (model outputs, gradients) and every parameter, buffer and input live throughout.
+Saved-for-backward bytes are the activation storages the backward graph reads.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import torch
+import torch.fx as fx
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils import _pytree as pytree
+
+from fxroof.capture import INPUT, Capture
+
+
+@dataclass
+class MemoryReport:
+    """All sizes in bytes."""
+
+    parameter_bytes: int
+    buffer_bytes: int
+    input_bytes: int
+    activation_bytes: int        # every storage the forward allocates
+    saved_for_backward_bytes: int
+    gradient_bytes: int          # the gradients the backward returns
+    peak_bytes: int              # parameters + buffers + inputs + peak of live allocations
+    peak_node: Optional[str]     # the node at which the peak is reached
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _storages(value):
+    for t in pytree.tree_leaves(value):
+        if isinstance(t, torch.Tensor):
+            storage = t.untyped_storage()
+            yield StorageWeakRef(storage), storage.nbytes()
+
+
+def memory_report(capture: Capture) -> MemoryReport:
+    resident = {"parameter": 0, "buffer": 0, "input": 0, "constant": 0}
+    seen: set = set()
+    for node in capture.forward.nodes:
+        if node.op == "placeholder":
+            for ref, size in _storages(node.meta["val"]):
+                if ref not in seen:
+                    seen.add(ref)
+                    resident[node.meta[INPUT].kind] += size
+
+    schedule = [n for g in capture.graphs() for n in g.nodes if n.op == "call_function"]
+    alloc_at: dict = {}
+    size_of: dict = {}
+    last_use: dict = {}
+    for i, node in enumerate(schedule):
+        for arg in node.all_input_nodes:
+            for ref, _ in _storages(arg.meta.get("val")):
+                last_use[ref] = i
+        for ref, size in _storages(node.meta.get("val")):
+            if ref not in seen:
+                seen.add(ref)
+                alloc_at[ref], size_of[ref] = i, size
+                last_use.setdefault(ref, i)
+
+    kept = set()  # what the step hands back lives to the end
+    for graph in capture.graphs():
+        output = next(n for n in reversed(graph.nodes) if n.op == "output")
+        for arg in output.all_input_nodes:
+            kept.update(ref for ref, _ in _storages(arg.meta.get("val")))
+    end = len(schedule)
+    delta = [0] * (end + 1)
+    for ref, i in alloc_at.items():
+        delta[i] += size_of[ref]
+        delta[(end if ref in kept else last_use[ref] + 1)] -= size_of[ref]
+    live = peak = 0
+    peak_index = None
+    for i in range(end):
+        live += delta[i]
+        if live > peak:
+            peak, peak_index = live, i
+
+    forward_count = sum(1 for n in capture.forward.nodes if n.op == "call_function")
+    saved = set()
+    gradients = 0
+    if capture.backward is not None:
+        for node in capture.backward.nodes:
+            if node.op == "placeholder" and node.meta[INPUT].kind == "saved":
+                saved.update(r for r, _ in _storages(node.meta["val"]) if r in alloc_at)
+        output = next(n for n in reversed(capture.backward.nodes) if n.op == "output")
+        gradients = sum(size for arg in output.all_input_nodes
+                        for _, size in _storages(arg.meta.get("val")))
+    resident_total = sum(resident.values())
+    return MemoryReport(
+        parameter_bytes=resident["parameter"],
+        buffer_bytes=resident["buffer"],
+        input_bytes=resident["input"] + resident["constant"],
+        activation_bytes=sum(size_of[r] for r, i in alloc_at.items() if i < forward_count),
+        saved_for_backward_bytes=sum(size_of[r] for r in saved),
+        gradient_bytes=gradients,
+        peak_bytes=resident_total + peak,
+        peak_node=schedule[peak_index].name if peak_index is not None else None,
+    )

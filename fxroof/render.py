@@ -1,0 +1,96 @@
+"""Text renderers over plain rows: units and tables. The analysis never formats numbers."""
+from __future__ import annotations
+
+from typing import Optional
+
+from tabulate import tabulate
+
+_SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+
+
+def si(value: Optional[float], unit: str, digits: int = 3) -> str:
+    """1.234e9, 'FLOP' -> '1.23 GFLOP'. Decimal prefixes throughout (1 MB = 10^6 bytes)."""
+    if value is None:
+        return "-"
+    for scale, prefix in _SI:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"
+
+
+def seconds(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value * 1e9:.3g} ns"
+
+
+def _work_label(macs: bool) -> tuple[str, str]:
+    return ("macs", "MAC") if macs else ("flops", "FLOP")
+
+
+def node_table(records: list[dict], macs: bool = False) -> str:
+    field, unit = _work_label(macs)
+    has_time = any(r.get("time_s") is not None for r in records)
+    headers = ["node", "layer type", "module", "phase", "output shape", unit + "s", "bytes",
+               "FLOP/byte"] + (["time"] if has_time else [])
+    rows = []
+    for r in records:
+        row = [r["name"], r["layer_type"], r["module"] or "(root)", r["phase"],
+               "x".join(map(str, r["shape"])) if r["shape"] else "-",
+               si(r[field], unit), si(r["bytes"], "B"),
+               f"{r['intensity']:.3g}" if r["intensity"] is not None else "-"]
+        if has_time:
+            row.append(seconds(r.get("time_s")))
+        rows.append(row)
+    return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def breakdown_table(rows: list[dict], title: str, macs: bool = False) -> str:
+    field, unit = _work_label(macs)
+    has_time = any("time_s" in r for r in rows)
+    headers = [title, "nodes", unit + "s", f"% {unit}s", "bytes", "% bytes", "FLOP/byte"]
+    if has_time:
+        headers += ["time", "% time"]
+    body = []
+    for r in rows:
+        line = [r["key"], r["nodes"], si(r[field], unit), f"{100 * r['flops_share']:.1f}",
+                si(r["bytes"], "B"), f"{100 * r['bytes_share']:.1f}",
+                f"{r['intensity']:.3g}" if r["intensity"] is not None else "-"]
+        if has_time:
+            line += [seconds(r.get("time_s")), f"{100 * r.get('time_share', 0):.1f}"]
+        body.append(line)
+    return tabulate(body, headers=headers, disable_numparse=True)
+
+
+def totals_lines(totals: dict, macs: bool = False) -> str:
+    field, unit = _work_label(macs)
+    lines = []
+    for phase in ("forward", "backward", "overall"):
+        t = totals.get(phase)
+        if t is None or (phase == "overall" and "backward" not in totals):
+            continue
+        lines.append(f"{phase:>9}: {si(t[field], unit)}s, {si(t['bytes'], 'B')} moved "
+                     f"({si(t['bytes_read'], 'B')} read, {si(t['bytes_written'], 'B')} written), "
+                     f"{t['nodes']} ATen nodes")
+    return "\n".join(lines)
+
+
+def memory_lines(memory: dict) -> str:
+    order = [("parameter_bytes", "parameters"), ("buffer_bytes", "buffers"),
+             ("input_bytes", "inputs"), ("activation_bytes", "activations (forward)"),
+             ("saved_for_backward_bytes", "saved for backward"),
+             ("gradient_bytes", "gradients"), ("peak_bytes", "peak live")]
+    parts = [f"{label} {si(memory[key], 'B')}" for key, label in order if memory.get(key)]
+    return "   memory: " + ", ".join(parts)
+
+
+def coverage_line(coverage: dict) -> str:
+    missing = coverage["default_rule_ops"]
+    head = f" coverage: {coverage['costed_nodes']}/{coverage['nodes']} ATen nodes have a cost rule"
+    if not missing:
+        return head + "; no op fell to the default (bytes-only) rule."
+    listed = ", ".join(f"{op} ({n})" for op, n in sorted(missing.items(), key=lambda kv: -kv[1]))
+    return head + f"; default bytes-only rule (0 FLOPs) used for: {listed}"

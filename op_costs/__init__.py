@@ -1,0 +1,29 @@
+"""Per-ATen-op cost rules: one registry, one module per op family.
+
+Importing this package registers every rule. See :mod:`op_costs.registry` for the calling
+convention and the memory-traffic model, and each family module for its formulas.
+"""
+from op_costs.registry import (  # noqa: F401
+    DEFAULT_RULE,
+    MATRIX,
+    MEMORY,
+    RULES,
+    VECTOR,
+    VIEW,
+    Cost,
+    Estimate,
+    TensorMeta,
+    estimate,
+    register,
+    rule_for,
+)
+from op_costs import (  # noqa: F401,E402  (imported for their registrations)
+    attention,
+    conv,
+    data_movement,
+    matmul,
+    norm,
+    pointwise,
+    pooling,
+    reduction,
+)

@@ -1,0 +1,91 @@
+"""Scaled dot-product attention, every fused variant, forward and backward.
+
+q is (B, H, L, E), k is (B, H, S, E), v is (B, H, S, Ev). Let P be the number of (query, key)
+score pairs actually computed: B*H*L*S, or, with ``is_causal`` (top-left aligned, as PyTorch
+defines it), B*H*sum_{i<L} min(i+1, S) -- fused kernels skip the masked half.
+
+Forward, per pair: q.k (2E) + scale (1) + softmax (5: max, sub, exp, sum, div) + p.v (2Ev)
+  [+ 1 for an additive/boolean mask, + 2 for dropout].
+Backward (fused kernels recompute the scores), per pair: recompute q.k (2E) and p (3: scale,
+  sub lse, exp), dV += p.dO (2Ev), dP = dO.v (2Ev), dS = p*(dP - D) (2), scale (1),
+  dQ += dS.k (2E), dK += dS.q (2E); plus D = rowsum(dO * O): 2*Ev per query row.
+MACs count the matrix products only: forward P*(E + Ev), backward P*(3E + 2Ev).
+The unfused "math" path shows up as separate bmm/softmax ops and is costed by their rules.
+"""
+from __future__ import annotations
+
+from op_costs.registry import MATRIX, Cost, register
+
+aten = __import__("torch").ops.aten
+
+SOFTMAX_FLOPS = 5
+
+
+def score_pairs(q, k, is_causal: bool) -> int:
+    *batch, length, _ = q.shape
+    source = k.shape[-2]
+    heads = 1
+    for n in batch:
+        heads *= n
+    if not is_causal:
+        return heads * length * source
+    # Row i sees keys 0..i (capped at S): sum_{i<L} min(i+1, S), in closed form.
+    full = min(length, source)
+    pairs = full * (full + 1) // 2 + max(length - source, 0) * source
+    return heads * pairs
+
+
+def attention_forward_cost(q, k, v, is_causal=False, masked=False, dropout_p=0.0) -> Cost:
+    pairs = score_pairs(q, k, is_causal)
+    e, ev = q.shape[-1], v.shape[-1]
+    per_pair = 2 * e + 1 + SOFTMAX_FLOPS + 2 * ev + (1 if masked else 0) + (2 if dropout_p else 0)
+    return Cost(flops=pairs * per_pair, macs=pairs * (e + ev))
+
+
+def attention_backward_cost(q, k, v, is_causal=False, masked=False, dropout_p=0.0) -> Cost:
+    pairs = score_pairs(q, k, is_causal)
+    e, ev = q.shape[-1], v.shape[-1]
+    per_pair = 6 * e + 4 * ev + 6 + (1 if masked else 0) + (2 if dropout_p else 0)
+    rows = q.numel // e
+    return Cost(flops=pairs * per_pair + rows * 2 * ev, macs=pairs * (3 * e + 2 * ev))
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu, op_class=MATRIX)
+def sdpa_flash_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, out, attn_mask=None, **_):
+    return attention_forward_cost(q, k, v, is_causal, attn_mask is not None, dropout_p)
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu_backward, op_class=MATRIX)
+def sdpa_flash_cpu_backward(grad_out, q, k, v, o, lse, dropout_p, is_causal, *, out,
+                            attn_mask=None, **_):
+    return attention_backward_cost(q, k, v, is_causal, attn_mask is not None, dropout_p)
+
+
+@register(aten._scaled_dot_product_flash_attention, op_class=MATRIX)
+def sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, *_, out, **__):
+    return attention_forward_cost(q, k, v, is_causal, False, dropout_p)
+
+
+@register(aten._scaled_dot_product_flash_attention_backward, op_class=MATRIX)
+def sdpa_flash_backward(grad_out, q, k, v, o, lse, cum_q, cum_k, max_q, max_k, dropout_p,
+                        is_causal, *_, out, **__):
+    return attention_backward_cost(q, k, v, is_causal, False, dropout_p)
+
+
+@register(aten._scaled_dot_product_efficient_attention, aten._scaled_dot_product_cudnn_attention,
+          op_class=MATRIX)
+def sdpa_with_bias(q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False,
+                   *_, out, **__):
+    return attention_forward_cost(q, k, v, is_causal, attn_bias is not None, dropout_p)
+
+
+@register(aten._scaled_dot_product_efficient_attention_backward, op_class=MATRIX)
+def sdpa_efficient_backward(grad_out, q, k, v, attn_bias, o, lse, philox_seed, philox_offset,
+                            dropout_p, grad_input_mask, is_causal=False, *_, out, **__):
+    return attention_backward_cost(q, k, v, is_causal, attn_bias is not None, dropout_p)
+
+
+@register(aten._scaled_dot_product_cudnn_attention_backward, op_class=MATRIX)
+def sdpa_cudnn_backward(grad_out, q, k, v, o, lse, philox_seed, philox_offset, attn_bias,
+                        cum_q, cum_k, max_q, max_k, dropout_p, is_causal, *_, out, **__):
+    return attention_backward_cost(q, k, v, is_causal, attn_bias is not None, dropout_p)

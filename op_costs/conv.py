@@ -1,0 +1,53 @@
+"""Convolutions, forward and backward, any rank, groups, dilation, stride, transposed.
+
+Direct (dense) convolution, padding positions included, which is what every library kernel's
+nominal work is and what torchvision's ``_ops`` counts:
+
+* regular:    MACs = N * C_out * prod(out_spatial) * (C_in / groups) * prod(kernel)
+              weight is (C_out, C_in/groups, *kernel), so this is out.numel * weight[1:].numel
+* transposed: every input element scatters into (C_out / groups) * prod(kernel) outputs:
+              MACs = N * C_in * prod(in_spatial) * (C_out / groups) * prod(kernel)
+              weight is (C_in, C_out/groups, *kernel), so this is input.numel * weight[1:].numel
+* bias:       one add per output element.
+
+convolution_backward computes, as ``output_mask`` asks: grad_input (a transposed convolution of
+grad_output with the weight: the same MACs as the forward), grad_weight (a correlation of input
+and grad_output: the same MACs again) and grad_bias (a sum of grad_output: one add per element).
+The groups factor enters through the weight's shape, so depthwise convs are never over-counted.
+"""
+from __future__ import annotations
+
+import math
+
+from op_costs.registry import MATRIX, Cost, register
+
+aten = __import__("torch").ops.aten
+
+
+def conv_macs(x, weight, out, transposed: bool) -> int:
+    per_element = math.prod(weight.shape[1:])
+    return (x.numel if transposed else out.numel) * per_element
+
+
+@register(aten.convolution, aten._convolution, op_class=MATRIX)
+def convolution(x, weight, bias, stride, padding, dilation, transposed, *_, out, **__):
+    macs = conv_macs(x, weight, out, transposed)
+    return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs)
+
+
+@register(aten.conv2d, aten.conv1d, aten.conv3d, op_class=MATRIX)
+def conv_nd(x, weight, bias=None, *_, out, **__):
+    macs = conv_macs(x, weight, out, transposed=False)
+    return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs)
+
+
+@register(aten.convolution_backward, op_class=MATRIX)
+def convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilation,
+                         transposed, output_padding, groups, output_mask, *, out, **_):
+    want_input, want_weight, want_bias = output_mask
+    # The forward's output has grad_out's shape; its input has x's shape.
+    macs = conv_macs(x, weight, grad_out, transposed) * (int(want_input) + int(want_weight))
+    flops = 2 * macs + (grad_out.numel if want_bias else 0)
+    # grad_input needs (grad_out, weight); grad_weight needs (grad_out, x); grad_bias grad_out.
+    read = grad_out.nbytes + (weight.nbytes if want_input else 0) + (x.nbytes if want_weight else 0)
+    return Cost(flops=flops, macs=macs, bytes_read=read)

@@ -1,0 +1,121 @@
+"""Batch, layer, group and RMS normalisation, forward and backward.
+
+Per normalised element (x_hat = (x - mean) * rstd):
+* statistics (training batch norm, layer/group norm): mean (1: add) + variance (3: sub,
+  square, add) = 4;  RMS norm: mean of squares (2: square, add)
+* normalise: 2 (sub mean, mul rstd);  RMS norm: 1 (mul rstd)
+* affine: 1 for the weight, 1 for the bias, when present
+Per-channel / per-row terms (rsqrt of the variance, running-stat updates) are O(C) and omitted.
+
+Backward, per element, for the outputs ``output_mask`` asks for:
+* grad_input with batch statistics (training BN, LN, GN):
+  x_hat (2) + g*w (1, with weight) + sum(g*w) (1) + sum(g*w*x_hat) (2)
+  + combine rstd*(g*w - mean1 - x_hat*mean2) (4)                       = 9 (+1 with weight)
+* grad_input with fixed statistics (eval BN): g * w * rstd                = 1 (scale precomputed)
+* grad_weight: sum(g * x_hat) = 2 (+2 for x_hat when grad_input did not compute it)
+* grad_bias: sum(g) = 1
+RMS norm backward: grad_input rstd*(g*w - x_hat*mean(g*w*x_hat)): x_hat 1, g*w 1, sum 2,
+combine 3 = 7; grad_weight: sum(g * x_hat) = 2.
+"""
+from __future__ import annotations
+
+from op_costs.registry import VECTOR, Cost, register
+
+aten = __import__("torch").ops.aten
+
+STATS, NORMALISE = 4, 2
+
+
+def norm_forward_flops(numel: int, batch_stats: bool, weight, bias) -> int:
+    per_element = (STATS if batch_stats else 0) + NORMALISE
+    per_element += (weight is not None) + (bias is not None)
+    return numel * per_element
+
+
+def norm_backward_flops(numel: int, batch_stats: bool, weight, output_mask) -> int:
+    want_input, want_weight, want_bias = output_mask
+    per_element = 0
+    if want_input:
+        per_element += (9 + (weight is not None)) if batch_stats else 1
+    if want_weight:
+        per_element += 2 if (want_input and batch_stats) else 4  # reuse x_hat when it exists
+    if want_bias:
+        per_element += 1
+    return numel * per_element
+
+
+@register(aten.native_batch_norm, aten._native_batch_norm_legit,
+          aten._native_batch_norm_legit_functional, aten.cudnn_batch_norm,
+          aten.miopen_batch_norm, op_class=VECTOR)
+def batch_norm(x, weight, bias, running_mean=None, running_var=None, training=True, *_,
+               out, **__):
+    # The `no_stats` overload has no running stats, so `training` lands on a float there;
+    # without running stats the op can only use batch statistics.
+    training = training if isinstance(training, bool) else True
+    return Cost(flops=norm_forward_flops(x.numel, training, weight, bias))
+
+
+@register(aten._batch_norm_with_update, aten._batch_norm_with_update_functional,
+          op_class=VECTOR)
+def batch_norm_with_update(x, weight, bias, *_, out, **__):
+    return Cost(flops=norm_forward_flops(x.numel, True, weight, bias))
+
+
+@register(aten._native_batch_norm_legit_no_training, aten._batch_norm_no_update,
+          op_class=VECTOR)
+def batch_norm_eval(x, weight, bias, *_, out, **__):
+    return Cost(flops=norm_forward_flops(x.numel, False, weight, bias))
+
+
+@register(aten.native_batch_norm_backward, op_class=VECTOR)
+def batch_norm_backward(grad_out, x, weight, running_mean, running_var, save_mean,
+                        save_invstd, train, eps, output_mask, *, out, **_):
+    return Cost(flops=norm_backward_flops(x.numel, train, weight, output_mask))
+
+
+@register(aten.batch_norm_backward, op_class=VECTOR)
+def batch_norm_backward_update(grad_out, x, weight, running_mean, running_var, save_mean,
+                               save_var, update, eps, output_mask, *_, out, **__):
+    return Cost(flops=norm_backward_flops(x.numel, update, weight, output_mask))
+
+
+@register(aten.cudnn_batch_norm_backward, aten.miopen_batch_norm_backward, op_class=VECTOR)
+def batch_norm_backward_vendor(x, grad_out, weight, *_, out, **__):
+    return Cost(flops=norm_backward_flops(x.numel, True, weight, (True, True, True)))
+
+
+@register(aten.native_layer_norm, op_class=VECTOR)
+def layer_norm(x, normalized_shape, weight, bias, eps, *, out, **_):
+    return Cost(flops=norm_forward_flops(x.numel, True, weight, bias))
+
+
+@register(aten.native_layer_norm_backward, op_class=VECTOR)
+def layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask,
+                        *, out, **_):
+    return Cost(flops=norm_backward_flops(x.numel, True, weight, output_mask))
+
+
+@register(aten.native_group_norm, op_class=VECTOR)
+def group_norm(x, weight, bias, n, c, hxw, group, eps, *, out, **_):
+    return Cost(flops=norm_forward_flops(x.numel, True, weight, bias))
+
+
+@register(aten.native_group_norm_backward, op_class=VECTOR)
+def group_norm_backward(grad_out, x, mean, rstd, weight, n, c, hxw, group, output_mask,
+                        *, out, **_):
+    return Cost(flops=norm_backward_flops(x.numel, True, weight, output_mask))
+
+
+RMS_STATS, RMS_NORMALISE, RMS_BACKWARD_INPUT, RMS_BACKWARD_WEIGHT = 2, 1, 7, 2
+
+
+@register(aten._fused_rms_norm, op_class=VECTOR)
+def rms_norm(x, normalized_shape, weight=None, eps=None, *, out, **_):
+    return Cost(flops=x.numel * (RMS_STATS + RMS_NORMALISE + (weight is not None)))
+
+
+@register(aten._fused_rms_norm_backward, op_class=VECTOR)
+def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight, output_mask, *, out, **_):
+    want_input, want_weight = output_mask[:2]
+    return Cost(flops=x.numel * (RMS_BACKWARD_INPUT * want_input
+                                 + RMS_BACKWARD_WEIGHT * want_weight))
