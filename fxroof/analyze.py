@@ -70,9 +70,9 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     scope = ModuleScope(module)
     recorder = GraphRecorder(scope)
     for fqn, p in params.items():
-        recorder.placeholder(p, fqn, InputKind("parameter", fqn))
+        recorder.placeholder(p, f"p_{fqn}", InputKind("parameter", fqn))
     for fqn, b in buffers.items():
-        recorder.placeholder(b, fqn, InputKind("buffer", fqn))
+        recorder.placeholder(b, f"b_{fqn}", InputKind("buffer", fqn))
     for i, x in enumerate(pytree.tree_leaves(fake_inputs)):
         if isinstance(x, torch.Tensor):
             recorder.placeholder(x, f"input_{i}", InputKind("input", str(i)))
@@ -114,6 +114,7 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
             outputs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
             if not backward:
                 return recorder.finish(outputs, None)
+            recorder.resolve_grad_fns()
             recorder.phase = BACKWARD
             differentiable = [o for o in outputs if o.requires_grad]
             if not differentiable:
@@ -147,7 +148,7 @@ def _where(scope) -> str:
 
 def _user_frame(e: BaseException) -> Optional[str]:
     """file:line of the innermost frame outside torch and fxroof: the construct to look at."""
-    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
     frames = [f for f in traceback.extract_tb(e.__traceback__)
               if not f.filename.startswith(skip) and "<" not in f.filename]
     if not frames:

@@ -23,6 +23,7 @@ differentiable output and returns the gradients.
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import operator
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ class GraphRecorder(TorchDispatchMode):
         self._last_placeholder: dict[str, Optional[fx.Node]] = {FORWARD: None, BACKWARD: None}
         self._saved: dict[fx.Node, fx.Node] = {}  # forward node -> its backward placeholder
         self._by_sequence_nr: dict[int, fx.Node] = {}
+        self._unresolved: list = []  # (forward node, sequence counter, output versions)
+        self._sorted_sequence_nrs: Optional[list[int]] = None
         self._names = collections.Counter()
 
     # ---- inputs -------------------------------------------------------------------------
@@ -106,6 +109,8 @@ class GraphRecorder(TorchDispatchMode):
 
     def _unique(self, base: str) -> str:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in base)
+        if not base[:1].isalpha():  # "0_weight" is no Python identifier
+            base = "v" + base
         n = self._names[base]
         self._names[base] += 1
         return base if n == 0 else f"{base}_{n}"
@@ -132,8 +137,11 @@ class GraphRecorder(TorchDispatchMode):
     # ---- recording ----------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func.namespace == "prim":  # fake tensors' device queries, even inside autograd
+            return func(*args, **kwargs)  # kernels: too early to read a grad_fn, nothing to cost
+        self.resolve_grad_fns()
         out = func(*args, **kwargs)
-        if self.paused or func.namespace == "prim":
+        if self.paused:
             return out
         if func in _TRANSPARENT:
             self._remember(out, self._node_for(args[0]))
@@ -163,19 +171,58 @@ class GraphRecorder(TorchDispatchMode):
                     item_node.meta[ORIGIN] = node.meta[ORIGIN]
                     self._remember(item, item_node)
 
+    def resolve_grad_fns(self) -> None:
+        """Map the grad_fn of each recently recorded forward op to its node.
+
+        Autograd attaches an op's grad_fn to its outputs only after the op returns from this
+        mode, so it is read here, at the next dispatch, and only from outputs that are not
+        views and whose version is the one the op left them at (an in-place op's own bump
+        lands after it returns): then no later in-place op has replaced it. A view's grad_fn is
+        never read: autograd may rebuild it on access, and an in-place op on a view dispatches
+        view replays while holding the view's lock, so a read from here can deadlock. Views
+        use the global sequence counter read at the op's dispatch instead, which is exact
+        unless the op's autograd kernel dispatched another differentiable op first (in-place
+        ops that clone their input).
+        """
+        pending, self._unresolved = self._unresolved, []
+        for node, counter, versions in pending:
+            bump = 1 if node.target._schema.is_mutable else 0
+            sequence_nr = counter
+            outputs = [t for t in pytree.tree_leaves(node.meta["val"])
+                       if isinstance(t, torch.Tensor)]
+            for t, version in zip(outputs, versions):
+                if not t._is_view() and version <= t._version <= version + bump:
+                    if t.grad_fn is not None:
+                        sequence_nr = t.grad_fn._sequence_nr()
+                        break
+            self._by_sequence_nr.setdefault(sequence_nr, node)
+
+    def _forward_node_of(self, grad_fn) -> Optional[fx.Node]:
+        """The forward node a backward autograd node differentiates: by its sequence number,
+        else the latest forward op numbered before it (grad_fns are numbered in forward
+        execution order, so this is the op that was running when it was created)."""
+        if grad_fn is None:
+            return None
+        sequence_nr = grad_fn._sequence_nr()
+        node = self._by_sequence_nr.get(sequence_nr)
+        if node is None and self._by_sequence_nr:
+            if self._sorted_sequence_nrs is None:
+                self._sorted_sequence_nrs = sorted(self._by_sequence_nr)
+            i = bisect.bisect_right(self._sorted_sequence_nrs, sequence_nr)
+            node = self._by_sequence_nr[self._sorted_sequence_nrs[i - 1]] if i else None
+        return node
+
     def _origin(self, func, node: fx.Node, args, kwargs) -> Origin:
         if self.phase == FORWARD:
             info = self.scope.current
             if torch.is_grad_enabled() and any(
                     isinstance(x, torch.Tensor) and x.requires_grad
                     for x in pytree.tree_leaves((args, kwargs))):
-                # autograd numbered this op's grad_fn just before redispatching it to us; an
-                # op that made no grad_fn only repeats an earlier number, and setdefault keeps
-                # the first (true) owner.
-                self._by_sequence_nr.setdefault(torch.autograd._get_sequence_nr() - 1, node)
+                versions = [t._version for t in pytree.tree_leaves(node.meta["val"])
+                            if isinstance(t, torch.Tensor)]
+                self._unresolved.append((node, torch.autograd._get_sequence_nr() - 1, versions))
             return Origin(FORWARD, info.path if info else "", self.scope.layer_type_of(func), None)
-        grad_fn = torch._C._current_autograd_node()
-        forward = self._by_sequence_nr.get(grad_fn._sequence_nr()) if grad_fn is not None else None
+        forward = self._forward_node_of(torch._C._current_autograd_node())
         if forward is None:  # engine bookkeeping (gradient accumulation, seeds)
             return Origin(BACKWARD, "", op_family(func), None)
         of = forward.meta[ORIGIN]

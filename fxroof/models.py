@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
+import sys
 from typing import Optional
 
 import torch
@@ -34,7 +36,7 @@ def build_model(spec: str, device: str = "meta") -> nn.Module:
 
     names = torchvision_names()
     if spec not in names:
-        close = difflib.get_close_matches(spec, names, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(spec, names, n=5, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise FxroofError(
             f"Unknown model '{spec}'.{hint} fxroof knows the {len(names)} torchvision "
@@ -51,6 +53,8 @@ def build_model(spec: str, device: str = "meta") -> nn.Module:
 
 def _build_callable(spec: str) -> nn.Module:
     module_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:  # like uvicorn/gunicorn: the user's project is importable
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as e:
@@ -99,8 +103,8 @@ def default_input_shape(spec: str, model: nn.Module, batch: int) -> tuple[int, .
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())
+    try:  # "8,3,224,224" or "8x3x224x224"
+        shape = tuple(int(p) for p in text.replace("x", ",").split(","))
     except ValueError:
         shape = ()
     if not shape or any(d <= 0 for d in shape):

@@ -72,7 +72,7 @@ def totals_lines(totals: dict, macs: bool = False) -> str:
         t = totals.get(phase)
         if t is None or (phase == "overall" and "backward" not in totals):
             continue
-        lines.append(f"{phase:>9}: {si(t[field], unit)}s, {si(t['bytes'], 'B')} moved "
+        lines.append(f"{phase:>9}: {si(t[field], unit)}, {si(t['bytes'], 'B')} moved "
                      f"({si(t['bytes_read'], 'B')} read, {si(t['bytes_written'], 'B')} written), "
                      f"{t['nodes']} ATen nodes")
     return "\n".join(lines)

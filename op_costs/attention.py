@@ -14,7 +14,10 @@ The unfused "math" path shows up as separate bmm/softmax ops and is costed by th
 """
 from __future__ import annotations
 
-from op_costs.registry import MATRIX, Cost, register
+from op_costs.matmul import matmul_cost
+from op_costs.norm import norm_forward_flops
+from op_costs.pointwise import GELU_ERF
+from op_costs.registry import MATRIX, Cost, TensorMeta, register
 
 aten = __import__("torch").ops.aten
 
@@ -89,3 +92,51 @@ def sdpa_efficient_backward(grad_out, q, k, v, attn_bias, o, lse, philox_seed, p
 def sdpa_cudnn_backward(grad_out, q, k, v, o, lse, philox_seed, philox_offset, attn_bias,
                         cum_q, cum_k, max_q, max_k, dropout_p, is_causal, *_, out, **__):
     return attention_backward_cost(q, k, v, is_causal, attn_bias is not None, dropout_p)
+
+
+# ---- the no-grad fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer --------
+# One fused op each; their cost is the sum of what the slow path's ops cost for the same math,
+# so switching between the paths never changes the count.
+
+def _heads(x, batch: int, length: int, heads: int, head_dim: int):
+    return TensorMeta((batch, heads, length, head_dim), (0, 0, 0, 1), x.dtype)
+
+
+def multi_head_attention_cost(query, key, value, embed_dim, num_head, masked) -> Cost:
+    """in-projections (addmm per q/k/v), attention over heads, out-projection (addmm)."""
+    batch, length = query.shape[0], query.shape[-2]
+    source = key.shape[-2]
+    q_rows, kv_rows = batch * length, batch * source
+    projections = [matmul_cost(rows * embed_dim, embed_dim, bias=True)
+                   for rows in (q_rows, kv_rows, kv_rows, q_rows)]
+    head_dim = embed_dim // num_head
+    attention = attention_forward_cost(_heads(query, batch, length, num_head, head_dim),
+                                       _heads(key, batch, source, num_head, head_dim),
+                                       _heads(value, batch, source, num_head, head_dim),
+                                       masked=masked)
+    parts = projections + [attention]
+    return Cost(flops=sum(p.flops for p in parts), macs=sum(p.macs for p in parts))
+
+
+@register(aten._native_multi_head_attention, op_class=MATRIX)
+def native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
+                                proj_weight, proj_bias, mask=None, *_, out, **__):
+    return multi_head_attention_cost(query, key, value, embed_dim, num_head, mask is not None)
+
+
+@register(aten._transformer_encoder_layer_fwd, op_class=MATRIX)
+def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+                              proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1,
+                              norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1,
+                              ffn_weight_2, ffn_bias_2, mask=None, *_, out, **__):
+    """attention block + 2 residual adds + 2 layer norms + linear, activation, linear."""
+    attention = multi_head_attention_cost(src, src, src, embed_dim, num_heads, mask is not None)
+    tokens = src.numel // embed_dim
+    hidden = ffn_weight_1.shape[0]
+    ffn = [matmul_cost(tokens * hidden, embed_dim, bias=True),
+           matmul_cost(tokens * embed_dim, hidden, bias=True)]
+    activation = tokens * hidden * (GELU_ERF if use_gelu else 1)
+    residuals = 2 * src.numel
+    norms = 2 * norm_forward_flops(src.numel, True, norm_weight_1, norm_bias_1)
+    flops = attention.flops + sum(c.flops for c in ffn) + activation + residuals + norms
+    return Cost(flops=flops, macs=attention.macs + sum(c.macs for c in ffn))

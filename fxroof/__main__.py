@@ -1,0 +1,5 @@
+import sys
+
+from fxroof.cli import main
+
+sys.exit(main())

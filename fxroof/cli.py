@@ -1,0 +1,131 @@
+"""The fxroof command line. Each subcommand parses, calls the library, renders; no analysis here."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+from fxroof.errors import FxroofError
+from fxroof.rollups import GROUPINGS
+
+
+def _add_model_arguments(p: argparse.ArgumentParser) -> None:
+    from fxroof.models import DEFAULT_MODEL
+
+    p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
+                   help="torchvision model name or package.module:callable returning an "
+                        f"nn.Module (default: {DEFAULT_MODEL})")
+    p.add_argument("--batch", type=int, default=1,
+                   help="batch size of the default image input (default: 1)")
+    p.add_argument("--input-shape", action="append", metavar="N,C,H,W",
+                   help="shape of one float input, batch first; repeat for several inputs "
+                        "(default: the model's native (batch, 3, S, S))")
+    p.add_argument("--dtype", default=None,
+                   help="float32, float16, bfloat16 or float64 (default: the model's own)")
+    p.add_argument("--mode", choices=["train", "eval"], default=None,
+                   help="module mode (default: train with --backward, else eval)")
+    p.add_argument("--backward", action="store_true",
+                   help="also trace autograd's backward (training step, no optimizer)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fxroof", description="Where the time goes in a PyTorch model, and why.")
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+
+    p = sub.add_parser("annotate", help="cost-annotate a model's ATen graph (FLOPs, bytes)",
+                       description="Trace a model to ATen forward (and backward) graphs on fake "
+                                   "tensors and annotate every node with FLOPs and bytes.")
+    _add_model_arguments(p)
+    p.add_argument("--top", type=int, default=20, help="rows in the node table (default: 20; "
+                                                       "0 for all)")
+    p.add_argument("--sort", choices=["flops", "bytes", "intensity"], default="flops",
+                   help="node table order (default: flops)")
+    p.add_argument("--by", choices=GROUPINGS, default="layer_type",
+                   help="breakdown grouping (default: layer_type)")
+    p.add_argument("--depth", type=int, default=None,
+                   help="module path depth for --by module (default: full path)")
+    p.add_argument("--macs", action="store_true",
+                   help="report multiply-accumulates of matrix ops instead of FLOPs "
+                        "(torchvision's _ops convention)")
+    p.add_argument("--json", metavar="PATH", help="write the annotated graph as JSON")
+    p.add_argument("--csv", metavar="PATH", help="write the node records as CSV")
+    p.add_argument("--graphml", metavar="PATH", help="write the annotated graph as GraphML")
+    p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    p.set_defaults(run=run_annotate)
+
+    p = sub.add_parser("models", help="list the model names fxroof knows",
+                       description="List the torchvision classification models fxroof can build "
+                                   "by name.")
+    p.set_defaults(run=run_models)
+    return parser
+
+
+def _analyze(args):
+    import fxroof
+    from fxroof.models import parse_shape
+
+    shapes = [parse_shape(s) for s in args.input_shape] if args.input_shape else None
+    if args.batch < 1:
+        raise FxroofError(f"--batch must be a positive integer, not {args.batch}.")
+    return fxroof.analyze(args.model, backward=args.backward, mode=args.mode, dtype=args.dtype,
+                          input_shapes=shapes, batch=args.batch)
+
+
+def run_annotate(args) -> int:
+    from fxroof import render
+    from fxroof.export import check_writable
+
+    outputs = [(args.json, "to_json"), (args.csv, "to_csv"), (args.graphml, "to_graphml")]
+    for path, _ in outputs:  # refuse before the analysis, not after it
+        if path:
+            check_writable(path, args.force)
+    g = _analyze(args)
+    m = g.model
+    print(f"{m.name}: inputs {', '.join(str(tuple(i['shape'])) for i in m.inputs)}, "
+          f"{m.dtype}, {m.mode} mode, {m.parameters:,} parameters"
+          + (", forward + backward" if m.backward else ", forward only"))
+    print()
+    print(f"Top {args.top or 'all'} nodes by {args.sort}:")
+    print(g.table(top=args.top or None, sort=args.sort, macs=args.macs))
+    phases = ["forward", "backward"] if m.backward else ["forward"]
+    title = {"layer_type": "layer type", "module": "module", "op": "ATen op", "phase": "phase"}
+    for phase in (phases if args.by != "phase" else [None]):
+        rows = g.breakdown(args.by, phase=phase, depth=args.depth)
+        print()
+        print(f"By {title[args.by]}" + (f" ({phase})" if phase else "") + ":")
+        print(render.breakdown_table(rows, title[args.by], macs=args.macs))
+    print()
+    print(g.summary(macs=args.macs))
+    for path, method in outputs:
+        if path:
+            getattr(g, method)(path, overwrite=args.force)
+            print(f"wrote {path}")
+    return 0
+
+
+def run_models(args) -> int:
+    from fxroof.models import torchvision_names
+
+    print("\n".join(torchvision_names()))
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args)
+    except FxroofError as e:
+        print(f"fxroof: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fxroof: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Capture: graphs, attribution, fake execution, and leaving the user's model untouched."""
+import resource
+
+import torch
+from torch import nn
+import torchvision
+
+import fxroof
+from fxroof.capture import INPUT
+
+
+def test_module_path_layer_type_and_backward_attribution():
+    g = fxroof.analyze(torchvision.models.resnet18(), torch.randn(2, 3, 64, 64), backward=True)
+    fwd = {r["name"]: r for r in g.records("forward")}
+    conv = [r for r in fwd.values() if r["module"] == "layer3.1.conv2"]
+    assert [r["layer_type"] for r in conv] == ["Conv2d"]
+    # the residual add lives in BasicBlock's own forward: typed by its op
+    assert any(r["module"] == "layer1.0" and r["layer_type"] == "add" for r in fwd.values())
+    for r in g.records("backward"):
+        assert r["forward_node"] in fwd, r["name"]
+        assert fwd[r["forward_node"]]["module"] == r["module"]
+    back = [r for r in g.records("backward") if r["forward_node"] == conv[0]["name"]]
+    assert [r["op"] for r in back] == ["convolution_backward"]
+
+
+def test_phases_split_into_two_graphs_with_saved_tensors():
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+    g = fxroof.analyze(model, torch.randn(4, 8), backward=True)
+    assert {r["phase"] for r in g.records()} == {"forward", "backward"}
+    kinds = [n.meta[INPUT].kind for n in g.backward.nodes if n.op == "placeholder"]
+    assert "tangent" in kinds and "saved" in kinds
+    assert g.capture.saved  # tanh's output, the linear inputs, the weights
+    # the graphs are runnable fx graphs: the backward graph computes real gradients
+    params = dict(model.named_parameters())
+    x = torch.randn(4, 8)
+    fwd = g.graph_module("forward")
+    inputs = [params.get(n.meta[INPUT].label, x) if n.meta[INPUT].kind != "input" else x
+              for n in g.forward.nodes if n.op == "placeholder"]
+    with torch.no_grad():
+        outs = fwd(*inputs)
+    assert torch.allclose(outs[0], model(x), atol=1e-6)
+
+
+def test_batch_256_costs_nothing_real():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    g = fxroof.analyze("resnet50", batch=256, backward=True)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    # a real step at batch 256 needs > 20 GB of activations; fake tensors need none
+    assert g.memory.peak_bytes > 20e9
+    assert grown_mb < 1500
+
+
+def test_user_model_is_not_modified():
+    model = torchvision.models.resnet18()
+    model.eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    fxroof.analyze(model, torch.randn(2, 3, 64, 64), backward=True)
+    assert not model.training and all(not m.training for m in model.modules())
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # BN stats untouched
+    assert all(p.grad is None for p in model.parameters())
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 3)
+        self.b = nn.Linear(5, 3)
+
+    def forward(self, x, y, *, scale=1.0, mask=None):
+        out = self.a(x) + self.b(y) * scale
+        return {"logits": out if mask is None else out * mask, "aux": self.a(x).sum()}
+
+
+def test_multiple_inputs_kwargs_and_dict_outputs():
+    g = fxroof.analyze(TwoInputs(), torch.randn(2, 4), torch.randn(2, 5),
+                       kwargs={"scale": 2.0, "mask": torch.ones(2, 3)}, backward=True)
+    assert [i["shape"] for i in g.model.inputs] == [[2, 4], [2, 5], [2, 3]]
+    tangents = [n for n in g.backward.nodes if n.op == "placeholder"
+                and n.meta[INPUT].kind == "tangent"]
+    assert len(tangents) == 2
+    assert g.totals()["forward"]["macs"] == 2 * 2 * 4 * 3 + 2 * 5 * 3
+
+
+def test_dtype_option_changes_bytes_not_flops():
+    x = torch.randn(2, 3, 64, 64)
+    f32 = fxroof.analyze("resnet18", x)
+    bf16 = fxroof.analyze("resnet18", x, dtype="bfloat16")
+    assert bf16.model.dtype == "bfloat16"
+    assert f32.totals()["forward"]["flops"] == bf16.totals()["forward"]["flops"]
+
+    def float_bytes(g):  # integer tensors (max-pool indices, counters) keep their size
+        return sum(r["bytes"] for r in g.records() if r["dtype"] in ("float32", "bfloat16")
+                   and r["op"] != "max_pool2d_with_indices")
+    assert float_bytes(f32) == 2 * float_bytes(bf16)
+
+
+def test_train_mode_models_with_auxiliary_outputs():
+    g = fxroof.analyze("googlenet", batch=2, backward=True)  # train mode returns aux logits
+    assert len([n for n in g.backward.nodes if n.op == "placeholder"
+                and n.meta[INPUT].kind == "tangent"]) == 3
+
+
+def test_memory_closed_form_for_an_mlp():
+    b, d = 16, 32
+    model = nn.Sequential(nn.Linear(d, d, bias=False), nn.ReLU(), nn.Linear(d, d, bias=False))
+    g = fxroof.analyze(model, torch.randn(b, d), backward=True)
+    m = g.memory
+    assert m.parameter_bytes == 2 * d * d * 4
+    assert m.input_bytes == b * d * 4
+    assert m.gradient_bytes == 2 * d * d * 4
+    # forward allocates the first matmul's output, the relu output and the model output
+    assert m.activation_bytes == 3 * b * d * 4
+    # backward reads the relu output (for threshold_backward and the 2nd weight gradient)
+    assert m.saved_for_backward_bytes == b * d * 4
+    assert m.peak_bytes >= m.parameter_bytes + m.input_bytes + m.gradient_bytes
