@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 from fxroof.capture import BACKWARD, FORWARD, GraphRecorder, InputKind
 from fxroof.cost_pass import annotate_costs
 from fxroof.errors import FxroofError
-from fxroof.graph import AnnotatedGraph, ModelInfo
+from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.memory import memory_report
 from fxroof.models import build_model, default_input_shape, ensure_module, parse_dtype
 from fxroof.scope import ModuleScope
@@ -101,7 +101,11 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         parameters=sum(p.numel() for p in params.values()),
         device=device,
     )
-    return AnnotatedGraph(capture, info, memory_report(capture))
+    leaves, input_spec = pytree.tree_flatten(fake_inputs)
+    source = Source(module, spec, input_spec,
+                    [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
+                     for x in leaves])
+    return AnnotatedGraph(capture, info, memory_report(capture), source)
 
 
 def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backward):

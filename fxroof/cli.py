@@ -28,6 +28,12 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="also trace autograd's backward (training step, no optimizer)")
 
 
+def _add_output_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", metavar="PATH", help="write the annotated graph as JSON")
+    p.add_argument("--csv", metavar="PATH", help="write the node records as CSV")
+    p.add_argument("--force", action="store_true", help="overwrite existing output files")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fxroof", description="Where the time goes in a PyTorch model, and why.")
@@ -48,11 +54,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--macs", action="store_true",
                    help="report multiply-accumulates of matrix ops instead of FLOPs "
                         "(torchvision's _ops convention)")
-    p.add_argument("--json", metavar="PATH", help="write the annotated graph as JSON")
-    p.add_argument("--csv", metavar="PATH", help="write the node records as CSV")
     p.add_argument("--graphml", metavar="PATH", help="write the annotated graph as GraphML")
-    p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    _add_output_arguments(p)
     p.set_defaults(run=run_annotate)
+
+    p = sub.add_parser("profile", help="time every ATen node on a device (CPU or CUDA)",
+                       description="Annotate a model, then run its forward (and backward) graph "
+                                   "node by node on real tensors and time every node.")
+    _add_model_arguments(p)
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs (default: 10)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed warm-up runs (default: 2)")
+    p.add_argument("--top", type=int, default=20, help="rows in the node table (default: 20)")
+    p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace (JSON)")
+    _add_output_arguments(p)
+    p.set_defaults(run=run_profile)
 
     p = sub.add_parser("models", help="list the model names fxroof knows",
                        description="List the torchvision classification models fxroof can build "
@@ -72,20 +88,39 @@ def _analyze(args):
                           input_shapes=shapes, batch=args.batch)
 
 
-def run_annotate(args) -> int:
-    from fxroof import render
+def _check_outputs(args, **methods) -> list:
+    """[(path, AnnotatedGraph method)] for the output options given; refuses an existing
+    file before any work is done, not after it."""
     from fxroof.export import check_writable
 
-    outputs = [(args.json, "to_json"), (args.csv, "to_csv"), (args.graphml, "to_graphml")]
-    for path, _ in outputs:  # refuse before the analysis, not after it
-        if path:
-            check_writable(path, args.force)
-    g = _analyze(args)
+    outputs = [(getattr(args, option), method) for option, method in methods.items()
+               if getattr(args, option)]
+    for path, _ in outputs:
+        check_writable(path, args.force)
+    return outputs
+
+
+def _write_outputs(g, outputs: list, force: bool) -> None:
+    for path, method in outputs:
+        getattr(g, method)(path, overwrite=force)
+        print(f"wrote {path}")
+
+
+def _print_header(g, detail: str) -> None:
     m = g.model
     print(f"{m.name}: inputs {', '.join(str(tuple(i['shape'])) for i in m.inputs)}, "
-          f"{m.dtype}, {m.mode} mode, {m.parameters:,} parameters"
-          + (", forward + backward" if m.backward else ", forward only"))
+          f"{m.dtype}, {m.mode} mode, {detail}")
     print()
+
+
+def run_annotate(args) -> int:
+    from fxroof import render
+
+    outputs = _check_outputs(args, json="to_json", csv="to_csv", graphml="to_graphml")
+    g = _analyze(args)
+    m = g.model
+    _print_header(g, f"{m.parameters:,} parameters"
+                  + (", forward + backward" if m.backward else ", forward only"))
     print(f"Top {args.top or 'all'} nodes by {args.sort}:")
     print(g.table(top=args.top or None, sort=args.sort, macs=args.macs))
     phases = ["forward", "backward"] if m.backward else ["forward"]
@@ -97,10 +132,36 @@ def run_annotate(args) -> int:
         print(render.breakdown_table(rows, title[args.by], macs=args.macs))
     print()
     print(g.summary(macs=args.macs))
-    for path, method in outputs:
-        if path:
-            getattr(g, method)(path, overwrite=args.force)
-            print(f"wrote {path}")
+    _write_outputs(g, outputs, args.force)
+    return 0
+
+
+def run_profile(args) -> int:
+    from tqdm import tqdm
+
+    from fxroof import render
+    from fxroof.timing import check_device
+
+    check_device(args.device)  # before tracing: fail fast on a missing GPU
+    outputs = _check_outputs(args, trace="to_trace", json="to_json", csv="to_csv")
+    g = _analyze(args)
+    with tqdm(total=args.warmup + args.repeats, desc="timing", unit="run",
+              disable=not sys.stderr.isatty()) as bar:
+        report = g.time(device=args.device, repeats=args.repeats, warmup=args.warmup,
+                        progress=lambda done, total: bar.update(done - bar.n))
+    m = g.model
+    _print_header(g, f"timed on {report.device}")
+    print(f"Top {args.top} nodes by time:")
+    print(g.table(top=args.top, sort="time_s"))
+    for phase in (["forward", "backward"] if m.backward else ["forward"]):
+        print()
+        print(f"By layer type ({phase}):")
+        print(render.breakdown_table(g.breakdown("layer_type", phase=phase, sort="time_s"),
+                                     "layer type"))
+    print()
+    print(g.summary())
+    print(render.timing_lines(report.as_dict()))
+    _write_outputs(g, outputs, args.force)
     return 0
 
 

@@ -11,7 +11,10 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
               saved_for_backward_bytes, gradient_bytes, peak_bytes, peak_node}
     coverage: {nodes, costed_nodes, default_rule_ops: {target: count}}
     nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype, flops,
-              macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s}]
+              macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s,
+              achieved_flops_per_s}]
+    timing:  (after the timing pass) {device, warmup, repeats, overhead_s, interpreted_s,
+              eager_s, ratio}: per phase, seconds
 
 Later passes extend it (the timing pass adds ``time_s`` per node and a ``timing`` section)
 without changing the meaning of any key above.
@@ -49,6 +52,7 @@ def to_dict(graph) -> dict:
         "memory": graph.memory.as_dict(),
         "coverage": graph.coverage(),
         "nodes": graph.records(),
+        **({"timing": graph.timing.as_dict()} if graph.timing is not None else {}),
     }
 
 
@@ -58,17 +62,14 @@ def write_json(graph, path: str, overwrite: bool = False) -> None:
         json.dump(to_dict(graph), f, indent=1)
 
 
-CSV_FIELDS = ["name", "phase", "target", "op", "layer_type", "module", "forward_node", "shape",
-              "dtype", "flops", "macs", "bytes_read", "bytes_written", "bytes", "intensity",
-              "op_class", "rule", "time_s"]
-
-
 def write_csv(graph, path: str, overwrite: bool = False) -> None:
+    """One row per node; the columns are the JSON node record's keys."""
     check_writable(path, overwrite)
+    records = graph.records()
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer = csv.DictWriter(f, fieldnames=list(records[0]) if records else ["name"])
         writer.writeheader()
-        for r in graph.records():
+        for r in records:
             writer.writerow({**r, "shape": "x".join(map(str, r["shape"]))})
 
 

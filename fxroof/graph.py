@@ -21,6 +21,16 @@ TIME = "fxroof.time"  # written by the timing pass: a record with a ``median_s``
 
 
 @dataclass
+class Source:
+    """What the timing pass needs to run the step for real."""
+
+    module: object          # the nn.Module analysed (its weights may be on the meta device)
+    spec: Optional[str]     # the model spec it was built from, if any
+    input_spec: object      # pytree spec of (args, kwargs)
+    input_leaves: list      # per leaf: (is_tensor, value for non-tensor leaves)
+
+
+@dataclass
 class ModelInfo:
     name: str
     batch: Optional[int]
@@ -44,10 +54,34 @@ def _output_shape(node: fx.Node):
 
 
 class AnnotatedGraph:
-    def __init__(self, capture: Capture, model: ModelInfo, memory: MemoryReport):
+    def __init__(self, capture: Capture, model: ModelInfo, memory: MemoryReport,
+                 source: Optional[Source] = None):
         self.capture = capture
         self.model = model
         self.memory = memory
+        self.source = source
+        self.timing = None  # a TimingReport once time() has run
+
+    @property
+    def input_spec(self):
+        return self.source.input_spec
+
+    @property
+    def input_leaves(self):
+        return self.source.input_leaves
+
+    def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=None):
+        """Run the step on real tensors and time every node; see fxroof.timing."""
+        from fxroof.models import build_model
+        from fxroof.timing import time_graphs
+
+        if self.source is None:
+            raise ValueError("this graph was not made by fxroof.analyze: nothing to run")
+        module = self.source.module
+        if any(t.is_meta for t in list(module.parameters()) + list(module.buffers())):
+            module = build_model(self.source.spec, device="cpu")  # real weights, random init
+        self.timing = time_graphs(self, module, device, warmup, repeats, progress)
+        return self.timing
 
     # ---- graphs ---------------------------------------------------------------------------
     @property
@@ -96,6 +130,8 @@ class AnnotatedGraph:
                 "op_class": cost.op_class,
                 "rule": cost.rule,
                 "time_s": getattr(timing, "median_s", None),
+            "achieved_flops_per_s": cost.flops / timing.median_s
+            if timing is not None and timing.median_s > 0 else None,
             })
         return out
 
@@ -136,6 +172,11 @@ class AnnotatedGraph:
 
     def to_csv(self, path: str, overwrite: bool = False) -> None:
         export.write_csv(self, path, overwrite)
+
+    def to_trace(self, path: str, overwrite: bool = False) -> None:
+        from fxroof.trace import write_trace
+
+        write_trace(self, path, overwrite)
 
     def to_networkx(self):
         return export.to_networkx(self)

@@ -94,3 +94,19 @@ def coverage_line(coverage: dict) -> str:
         return head + "; no op fell to the default (bytes-only) rule."
     listed = ", ".join(f"{op} ({n})" for op, n in sorted(missing.items(), key=lambda kv: -kv[1]))
     return head + f"; default bytes-only rule (0 FLOPs) used for: {listed}"
+
+
+def timing_lines(timing: dict) -> str:
+    lines = [f"   timing: {timing['device']}, median of {timing['repeats']} runs after "
+             f"{timing['warmup']} warm-up; interpreter overhead {seconds(timing['overhead_s'])}"
+             " per node" + (" (subtracted)" if timing["device"] == "cpu" else "")]
+    for phase, total in timing["interpreted_s"].items():
+        eager = timing["eager_s"].get(phase)
+        ratio = timing["ratio"].get(phase)
+        lines.append(f"{phase:>9}: sum of nodes {seconds(total)}, eager {seconds(eager)}"
+                     + (f" (ratio {ratio:.2f})" if ratio else ""))
+    phases = timing["interpreted_s"]
+    if phases.get("backward") and phases.get("forward"):
+        lines.append(f" backward:forward time {phases['backward'] / phases['forward']:.2f} "
+                     "(sum of nodes)")
+    return "\n".join(lines)

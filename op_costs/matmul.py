@@ -18,31 +18,16 @@ def matmul_cost(out_elements: int, k: int, bias: bool = False) -> Cost:
     return Cost(flops=2 * macs + (out_elements if bias else 0), macs=macs)
 
 
-@register(aten.mm, op_class=MATRIX)
+@register(aten.mm, aten.bmm, aten.matmul, op_class=MATRIX)
 def mm(a, b, *, out, **_):
+    # One length-k dot product per output element; for matmul, broadcast batch dims only
+    # replicate whole products, and a 1-d left operand has k = its length.
     return matmul_cost(out.numel, a.shape[-1])
 
 
-@register(aten.addmm, op_class=MATRIX)
+@register(aten.addmm, aten.baddbmm, op_class=MATRIX)
 def addmm(bias, a, b, *, out, **_):
     return matmul_cost(out.numel, a.shape[-1], bias=True)
-
-
-@register(aten.bmm, op_class=MATRIX)
-def bmm(a, b, *, out, **_):
-    return matmul_cost(out.numel, a.shape[-1])
-
-
-@register(aten.baddbmm, op_class=MATRIX)
-def baddbmm(bias, a, b, *, out, **_):
-    return matmul_cost(out.numel, a.shape[-1], bias=True)
-
-
-@register(aten.matmul, op_class=MATRIX)
-def matmul(a, b, *, out, **_):
-    # Broadcasting batch dims only replicate whole products: the output has one length-k dot
-    # product per element. A 1-d left operand has k = its length.
-    return matmul_cost(out.numel, a.shape[-1])
 
 
 @register(aten.linear, op_class=MATRIX)

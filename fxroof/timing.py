@@ -1,0 +1,265 @@
+"""The timing pass: run the captured forward graph, then the backward graph, on real tensors
+and time every ATen node. Writes ``node.meta[TIME]`` (a :class:`~fxroof.timers.Summary`) and
+returns a :class:`TimingReport`.
+
+The forward graph runs with the model's own parameters (moved to the device), copies of its
+buffers (the model's running stats are never touched) and random inputs of the recorded shapes;
+the backward graph runs with the tensors the forward saved and a random gradient for each
+differentiable output -- exactly the ops of an eager training step, one by one. Both run
+under no_grad: the backward is explicit in the graph.
+
+The interpreter's own per-node cost is measured by timing an empty region with the same timer
+(``overhead_s``) and is subtracted from CPU timings; on CUDA, events measure device time, which
+host overhead does not inflate unless the GPU starves. Beside the per-node sum, the plain eager
+step (model forward, then autograd backward, synchronised) is timed on the same inputs.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import torch
+import torch.fx as fx
+
+from fxroof.capture import BACKWARD, FORWARD, INPUT, SHAPES
+from fxroof.cost_pass import is_costed
+from fxroof.errors import FxroofError
+from fxroof.timers import CpuTimer, CudaTimer, summarize
+
+TIME = "fxroof.time"
+
+
+@dataclass
+class TimingReport:
+    device: str
+    warmup: int
+    repeats: int
+    overhead_s: float                 # measured interpreter cost of timing one node
+    interpreted_s: dict               # phase -> sum of node medians, seconds
+    eager_s: dict                     # phase -> median eager time, seconds
+
+    def ratio(self, phase: str) -> Optional[float]:
+        eager = self.eager_s.get(phase)
+        return self.interpreted_s[phase] / eager if eager else None
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out["ratio"] = {p: self.ratio(p) for p in self.interpreted_s}
+        return out
+
+
+class TimingInterpreter(fx.Interpreter):
+    """An fx.Interpreter that times each ATen node and nothing else about the loop."""
+
+    def __init__(self, module: fx.GraphModule, timer, timed=is_costed):
+        super().__init__(module, garbage_collect_values=True)
+        self.timer = timer
+        self.timed = timed
+
+    def run_node(self, n: fx.Node):
+        if not self.timed(n):
+            return super().run_node(n)
+        self.timer.start(n)
+        try:
+            return super().run_node(n)
+        except Exception as e:
+            raise FxroofError(_node_failed(n, e)) from None
+        finally:
+            self.timer.stop(n)
+
+
+def _node_failed(n: fx.Node, e: Exception) -> str:
+    origin = n.meta.get("fxroof.origin")
+    where = f" in `{origin.module or '(root)'}` ({origin.layer_type})" if origin else ""
+    return (f"Node `{n.name}` ({n.target}){where} failed on the device: "
+            f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}. "
+            "The graph was captured on fake tensors; an op that fails for real usually needs a "
+            "device or dtype it does not support here -- try --device cpu or the default dtype.")
+
+
+def check_device(device: str) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise FxroofError(f"Unknown device '{device}': use 'cpu' or 'cuda' (or 'cuda:N').") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise FxroofError(
+            f"--device {device} was asked for but CUDA is not available here "
+            "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch build). "
+            "Time on the CPU with --device cpu, or run on a machine with a GPU.")
+    if dev.type not in ("cpu", "cuda"):
+        raise FxroofError(f"fxroof times on 'cpu' or 'cuda', not '{device}'.")
+    return dev
+
+
+def _random_like(meta, device) -> torch.Tensor:
+    if meta.dtype.is_floating_point or meta.dtype.is_complex:
+        return torch.randn(meta.shape, dtype=meta.dtype, device=device)
+    if meta.dtype == torch.bool:
+        return torch.ones(meta.shape, dtype=meta.dtype, device=device)
+    return torch.zeros(meta.shape, dtype=meta.dtype, device=device)  # valid indices
+
+
+def model_state(graph: fx.Graph, module: torch.nn.Module, device) -> dict:
+    """Parameters and (copies of) buffers on the device, in the dtype the graph recorded.
+    Copies of buffers: the running stats of the user's model are never updated."""
+    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    state = {}
+    for n in graph.nodes:
+        kind = n.meta.get(INPUT)
+        if n.op == "placeholder" and kind.kind in ("parameter", "buffer"):
+            tensor = own[kind.label].detach()
+            state[kind.label] = tensor.to(device=device, dtype=n.meta[SHAPES].dtype,
+                                          copy=kind.kind == "buffer")
+    return state
+
+
+def forward_inputs(graph: fx.Graph, state: dict, device) -> list:
+    values = []
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            kind = n.meta[INPUT]
+            values.append(state[kind.label] if kind.kind in ("parameter", "buffer") else
+                          _random_like(n.meta[SHAPES], device))
+    return values
+
+
+def backward_inputs(graph: fx.Graph, saved: dict, device) -> list:
+    values = []
+    for n in graph.nodes:
+        if n.op != "placeholder":
+            continue
+        kind = n.meta[INPUT]
+        values.append(saved[kind.label] if kind.kind == "saved" else
+                      _random_like(n.meta[SHAPES], device))
+    return values
+
+
+def _synchronize(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _nothing(x):
+    return x
+
+
+def measure_overhead(timer, device, nodes: int = 500, rounds: int = 5) -> float:
+    """Median time the interpreter spends on a node whose op does nothing: fetching its
+    arguments, storing its result, and the timer itself -- what timing adds to every node."""
+    graph = fx.Graph()
+    value = graph.placeholder("x")
+    for _ in range(nodes):
+        value = graph.call_function(_nothing, (value,))
+    graph.output(value)
+    module = fx.GraphModule(torch.nn.Module(), graph)
+    x = torch.zeros(1, device=device)
+    samples = []
+    for _ in range(rounds):
+        TimingInterpreter(module, timer, timed=lambda n: n.op == "call_function").run(x)
+        samples.extend(timer.collect().values())
+    return statistics.median(samples)
+
+
+def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int = 2,
+                repeats: int = 10, progress=None) -> TimingReport:
+    """Time every node of an AnnotatedGraph's graphs; see the module docstring."""
+    if repeats < 1 or warmup < 0:
+        raise FxroofError("repeats must be at least 1 and warmup at least 0.")
+    dev = check_device(device)
+    timer = CudaTimer() if dev.type == "cuda" else CpuTimer()
+    forward = fx.GraphModule(torch.nn.Module(), graph.forward)
+    backward = fx.GraphModule(torch.nn.Module(), graph.backward) if graph.backward else None
+    saved_names = graph.capture.saved
+    samples: dict = {}
+    try:
+        state = model_state(graph.forward, module, dev)
+        with torch.no_grad():
+            for i in range(warmup + repeats):
+                inputs = forward_inputs(graph.forward, state, dev)
+                outputs = TimingInterpreter(forward, timer).run(*inputs)
+                if backward is not None:
+                    saved = dict(zip(saved_names, outputs[len(outputs) - len(saved_names):]))
+                    TimingInterpreter(backward, timer).run(
+                        *backward_inputs(graph.backward, saved, dev))
+                times = timer.collect()  # one synchronisation per iteration on CUDA
+                if i >= warmup:
+                    for node, seconds in times.items():
+                        samples.setdefault(node, []).append(seconds)
+                del inputs, outputs
+                if progress:
+                    progress(i + 1, warmup + repeats)
+        overhead = measure_overhead(timer, dev)
+        eager = eager_step(graph, module, state, dev, warmup, repeats)
+    except torch.cuda.OutOfMemoryError:
+        raise FxroofError(_oom_message(graph, device)) from None
+    except RuntimeError as e:
+        if "out of memory" in str(e):
+            raise FxroofError(_oom_message(graph, device)) from None
+        raise
+
+    subtract = overhead if dev.type == "cpu" else 0.0
+    totals = {FORWARD: 0.0}
+    if backward is not None:
+        totals[BACKWARD] = 0.0
+    for node, values in samples.items():
+        adjusted = [max(v - subtract, 0.0) for v in values]
+        summary = summarize(adjusted)
+        node.meta[TIME] = summary
+        totals[node.meta["fxroof.origin"].phase] += summary.median_s
+    return TimingReport(str(dev), warmup, repeats, overhead, totals, eager)
+
+
+def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> dict:
+    """Median time of the plain eager step: model forward, then autograd backward."""
+    import torch.utils._pytree as pytree
+
+    trainable = {n for n, p in module.named_parameters() if p.requires_grad}
+    params = {n: t.detach().requires_grad_(graph.model.backward and n in trainable)
+              for n, t in state.items() if n in trainable or n in dict(module.named_parameters())}
+    buffers = {n: t.clone() for n, t in state.items() if n not in params}
+    tensors = iter(_random_like(n.meta[SHAPES], dev) for n in graph.forward.nodes
+                   if n.op == "placeholder" and n.meta[INPUT].kind == "input")
+    leaves = [next(tensors) if is_tensor else value for is_tensor, value in graph.input_leaves]
+    args, kwargs = pytree.tree_unflatten(leaves, graph.input_spec)
+    training = {m: m.training for m in module.modules()}
+    module.train(graph.model.mode == "train")
+    forward_times, backward_times = [], []
+    try:
+        for i in range(warmup + repeats):
+            with torch.set_grad_enabled(graph.model.backward):
+                _synchronize(dev)
+                start = time.perf_counter()
+                out = torch.func.functional_call(module, {**params, **buffers}, args, kwargs)
+                _synchronize(dev)
+                middle = time.perf_counter()
+                if graph.model.backward:
+                    outs = [o for o in pytree.tree_leaves(out)
+                            if isinstance(o, torch.Tensor) and o.requires_grad]
+                    wrt = [p for p in params.values() if p.requires_grad]
+                    torch.autograd.grad(outs, wrt, [torch.randn_like(o) for o in outs],
+                                        allow_unused=True)
+                    _synchronize(dev)
+                end = time.perf_counter()
+            if i >= warmup:
+                forward_times.append(middle - start)
+                backward_times.append(end - middle)
+    finally:
+        for m, flag in training.items():
+            m.training = flag
+    result = {FORWARD: statistics.median(forward_times)}
+    if graph.model.backward:
+        result[BACKWARD] = statistics.median(backward_times)
+    return result
+
+
+def _oom_message(graph, device: str) -> str:
+    from fxroof.render import si
+
+    return (f"Out of memory on {device} timing {graph.model.name} at batch {graph.model.batch}: "
+            f"the cost pass estimates a peak of {si(graph.memory.peak_bytes, 'B')} for this step "
+            f"(parameters {si(graph.memory.parameter_bytes, 'B')}, saved for backward "
+            f"{si(graph.memory.saved_for_backward_bytes, 'B')}). Use a smaller --batch, or "
+            "analyse costs only with `fxroof annotate`, which needs no device memory.")

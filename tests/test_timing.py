@@ -1,0 +1,154 @@
+"""The timing pass: timer logic (CUDA event pairing tested with fake events), the CPU
+interpreter end to end, exports and errors. CUDA runs only where a GPU is present."""
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import fxroof
+from fxroof.timers import CpuTimer, CudaTimer, summarize
+
+
+class FakeEvent:
+    """Stands in for torch.cuda.Event: a recorded device timestamp in ms."""
+
+    clock_ms = 0.0
+
+    def record(self):
+        FakeEvent.clock_ms += 1.5
+        self.t = FakeEvent.clock_ms
+
+    def elapsed_time(self, end):
+        assert getattr(self, "synced", False), "elapsed_time read before synchronize"
+        return end.t - self.t
+
+
+def test_cuda_timer_pairs_events_and_synchronises_once():
+    syncs = []
+    events = []
+
+    def make():
+        e = FakeEvent()
+        events.append(e)
+        return e
+
+    def synchronize():
+        syncs.append(1)
+        for e in events:
+            e.synced = True
+
+    timer = CudaTimer(event_factory=make, synchronize=synchronize)
+    for key in ("a", "b", "c"):
+        timer.start(key)
+        timer.stop(key)
+    assert syncs == []  # no synchronisation between nodes
+    times = timer.collect()
+    assert syncs == [1]
+    assert times == {"a": 1.5e-3, "b": 1.5e-3, "c": 1.5e-3}  # ms -> s
+    assert timer.collect() == {} and syncs == [1, 1]
+
+
+def test_cuda_timer_rejects_an_unstopped_pair():
+    timer = CudaTimer(event_factory=FakeEvent, synchronize=lambda: None)
+    timer.start("x")
+    with pytest.raises(RuntimeError, match="never stopped"):
+        timer.collect()
+
+
+def test_cpu_timer_with_a_fake_clock():
+    ticks = iter([1.0, 1.25, 2.0, 2.5])
+    timer = CpuTimer(clock=lambda: next(ticks))
+    timer.start("a"); timer.stop("a"); timer.start("b"); timer.stop("b")
+    assert timer.collect() == {"a": 0.25, "b": 0.5}
+
+
+def test_summary_median_and_spread():
+    s = summarize([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s.median_s, s.min_s, s.max_s, s.iqr_s, s.samples) == (3.0, 1.0, 5.0, 2.0, 5)
+
+
+@pytest.fixture(scope="module")
+def timed():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(8 * 14 * 14, 10))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    g = fxroof.analyze(model, torch.randn(4, 3, 16, 16), backward=True)
+    report = g.time(device="cpu", repeats=3, warmup=1)
+    return g, report, model, before
+
+
+def test_every_node_is_timed_and_phases_sum(timed):
+    g, report, _, _ = timed
+    records = g.records()
+    assert all(r["time_s"] is not None and r["time_s"] >= 0 for r in records)
+    for phase in ("forward", "backward"):
+        total = sum(r["time_s"] for r in records if r["phase"] == phase)
+        assert total == pytest.approx(report.interpreted_s[phase])
+        assert report.eager_s[phase] > 0
+    assert 0 < report.overhead_s < 1e-3
+    rows = g.breakdown("layer_type", sort="time_s")
+    assert sum(r["time_s"] for r in rows) == pytest.approx(sum(report.interpreted_s.values()))
+
+
+def test_timing_leaves_the_model_untouched(timed):
+    _, _, model, before = timed
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_json_timing_section_and_trace(timed, tmp_path):
+    g, report, _, _ = timed
+    g.to_json(str(tmp_path / "t.json"))
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["timing"]["device"] == "cpu" and data["timing"]["repeats"] == 3
+    assert set(data["timing"]["eager_s"]) == {"forward", "backward"}
+    assert all(n["time_s"] is not None for n in data["nodes"])
+    g.to_trace(str(tmp_path / "t.trace.json"))
+    trace = json.loads((tmp_path / "t.trace.json").read_text())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == len(g.records())
+    assert {e["tid"] for e in slices} == {1, 2}  # one track per phase
+    assert all("flops" in e["args"] for e in slices)
+
+
+def test_the_graphs_replay_the_model_exactly():
+    model = nn.Sequential(nn.Linear(6, 5), nn.GELU(), nn.Linear(5, 3)).eval()
+    g = fxroof.analyze(model, torch.randn(2, 6))
+    from fxroof.timing import forward_inputs, model_state
+    import torch.fx as fx
+
+    state = model_state(g.forward, model, torch.device("cpu"))
+    inputs = forward_inputs(g.forward, state, torch.device("cpu"))
+    out = fx.GraphModule(nn.Module(), g.forward)(*inputs)[0]
+    assert torch.allclose(out, model(inputs[-1]), atol=1e-6)
+
+
+def test_cuda_without_a_gpu_is_a_clear_error(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from fxroof.cli import main
+
+    assert main(["profile", "resnet18", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "CUDA is not available" in err and "--device cpu" in err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_timing_end_to_end():
+    g = fxroof.analyze("resnet18", batch=8, backward=True)
+    report = g.time(device="cuda", repeats=5, warmup=2)
+    assert all(r["time_s"] is not None for r in g.records())
+    assert report.eager_s["forward"] > 0
+
+
+def test_profile_cli(capsys, tmp_path):
+    from fxroof.cli import main
+
+    trace = str(tmp_path / "r.trace.json")
+    code = main(["profile", "tests.fixtures.user_models:small_net", "--input-shape", "2,3,16,16",
+                 "--backward", "--repeats", "2", "--warmup", "1", "--trace", trace])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "sum of nodes" in out and "eager" in out and "time" in out
+    assert json.load(open(trace))["traceEvents"]
