@@ -67,8 +67,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=2, help="untimed warm-up runs (default: 2)")
     p.add_argument("--top", type=int, default=20, help="rows in the node table (default: 20)")
     p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace (JSON)")
+    p.add_argument("--chip", help="compare each node with its roof on this chip "
+                                  "(see `fxroof chips list`)")
+    p.add_argument("--chips-file", action="append", metavar="YAML",
+                   help="extra chip definitions (repeatable)")
     _add_output_arguments(p)
     p.set_defaults(run=run_profile)
+
+    p = sub.add_parser("predict", help="predicted step time of a model on every chip",
+                       description="Roofline-predicted time (forward, backward, total), bound "
+                                   "and memory fit of one step on each chip, fastest first.")
+    _add_model_arguments(p)
+    p.add_argument("--chip", action="append", help="only these chips (repeatable)")
+    p.add_argument("--chips-file", action="append", metavar="YAML",
+                   help="extra chip definitions (repeatable)")
+    p.set_defaults(run=run_predict)
+
+    p = sub.add_parser("chips", help="the chip database",
+                       description="List the chips fxroof knows, with dense peaks per dtype and "
+                                   "memory bandwidth.")
+    chips_sub = p.add_subparsers(dest="chips_command", metavar="<action>")
+    q = chips_sub.add_parser("list", help="table (or --json) of the chips")
+    q.add_argument("--class", dest="cls", help="only chips of this class (cpu, gpu, ...)")
+    q.add_argument("--json", action="store_true", help="machine-readable records")
+    q.add_argument("--chips-file", action="append", metavar="YAML",
+                   help="extra chip definitions (repeatable)")
+    q.set_defaults(run=run_chips_list)
 
     p = sub.add_parser("models", help="list the model names fxroof knows",
                        description="List the torchvision classification models fxroof can build "
@@ -143,6 +167,7 @@ def run_profile(args) -> int:
     from fxroof.timing import check_device
 
     check_device(args.device)  # before tracing: fail fast on a missing GPU
+    chip = _chip(args) if args.chip else None
     outputs = _check_outputs(args, trace="to_trace", json="to_json", csv="to_csv")
     g = _analyze(args)
     with tqdm(total=args.warmup + args.repeats, desc="timing", unit="run",
@@ -161,7 +186,61 @@ def run_profile(args) -> int:
     print()
     print(g.summary())
     print(render.timing_lines(report.as_dict()))
+    if args.chip:
+        from fxroof import roofline
+
+        rows = roofline.where_to_look(g.records(), chip, top=10)
+        print()
+        print(f"Where to look on {chip.name} (time above the roof, largest first):")
+        print(render.where_table(rows))
     _write_outputs(g, outputs, args.force)
+    return 0
+
+
+def _chip(args):
+    from fxroof.chips import get_chip, load_chips
+
+    return get_chip(args.chip, load_chips(args.chips_file))
+
+
+def run_predict(args) -> int:
+    from fxroof import render, roofline
+    from fxroof.chips import get_chip, load_chips
+
+    chips = load_chips(args.chips_file)
+    selected = [get_chip(c, chips) for c in args.chip] if args.chip else list(chips.values())
+    g = _analyze(args)
+    _print_header(g, f"peak memory {render.si(g.memory.peak_bytes, 'B')}")
+    rows = []
+    for chip in selected:
+        try:
+            p = roofline.predict(g.records(), chip)
+        except FxroofError as e:
+            if args.chip:
+                raise
+            print(f"skipped {chip.id}: {e}")
+            continue
+        rows.append({"chip": chip, "prediction": p,
+                     "fits": chip.capacity is None or g.memory.peak_bytes <= chip.capacity})
+    rows.sort(key=lambda r: r["prediction"]["overall"]["predicted_s"])
+    print(render.prediction_table(rows))
+    print("Predicted time per node = max(FLOPs / peak, bytes / bandwidth), summed; "
+          "model intensity = total FLOPs / total bytes.")
+    return 0
+
+
+def run_chips_list(args) -> int:
+    import json
+
+    from fxroof import render
+    from fxroof.chips import load_chips
+
+    chips = [c for c in load_chips(args.chips_file).values()
+             if args.cls is None or c.cls == args.cls]
+    if args.json:
+        print(json.dumps([c.as_record() for c in chips], indent=1))
+    else:
+        print(render.chips_table(chips))
     return 0
 
 

@@ -12,7 +12,7 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
     coverage: {nodes, costed_nodes, default_rule_ops: {target: count}}
     nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype, flops,
               macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s,
-              achieved_flops_per_s}]
+              achieved_flops_per_s, achieved_bytes_per_s}]
     timing:  (after the timing pass) {device, warmup, repeats, overhead_s, interpreted_s,
               eager_s, ratio}: per phase, seconds
 

@@ -132,6 +132,8 @@ class AnnotatedGraph:
                 "time_s": getattr(timing, "median_s", None),
             "achieved_flops_per_s": cost.flops / timing.median_s
             if timing is not None and timing.median_s > 0 else None,
+            "achieved_bytes_per_s": moved / timing.median_s
+            if timing is not None and timing.median_s > 0 else None,
             })
         return out
 

@@ -110,3 +110,33 @@ def timing_lines(timing: dict) -> str:
         lines.append(f" backward:forward time {phases['backward'] / phases['forward']:.2f} "
                      "(sum of nodes)")
     return "\n".join(lines)
+
+
+def where_table(rows: list[dict]) -> str:
+    headers = ["node", "layer type", "module", "phase", "time", "roof time", "of roof", "bound"]
+    body = [[r["name"], r["layer_type"], r["module"] or "(root)", r["phase"],
+             seconds(r["time_s"]), seconds(r["predicted_s"]),
+             f"{100 * r['fraction_of_roof']:.0f}%" if r["fraction_of_roof"] is not None else "-",
+             r["bound"]] for r in rows]
+    return tabulate(body, headers=headers, disable_numparse=True)
+
+
+def prediction_table(rows: list[dict]) -> str:
+    headers = ["chip", "forward", "backward", "total", "bound", "FLOP/byte", "fits memory"]
+    body = []
+    for r in rows:
+        p = r["prediction"]
+        body.append([r["chip"].name, seconds(p.get("forward", {}).get("predicted_s")),
+                     seconds(p.get("backward", {}).get("predicted_s")),
+                     seconds(p["overall"]["predicted_s"]), p["overall"]["bound"],
+                     f"{p['overall']['intensity']:.3g}" if p["overall"]["intensity"] else "-",
+                     "yes" if r["fits"] else "no"])
+    return tabulate(body, headers=headers, disable_numparse=True)
+
+
+def chips_table(chips) -> str:
+    dtypes = sorted({d for c in chips for d in c.peaks})
+    headers = ["id", "name", "class"] + [f"{d} (FLOP/s)" for d in dtypes] + ["bandwidth"]
+    body = [[c.id, c.name, c.cls] + [si(c.peaks.get(d), "") if d in c.peaks else "-"
+                                     for d in dtypes] + [si(c.bandwidth, "B/s")] for c in chips]
+    return tabulate(body, headers=headers, disable_numparse=True)

@@ -147,8 +147,10 @@ def test_profile_cli(capsys, tmp_path):
 
     trace = str(tmp_path / "r.trace.json")
     code = main(["profile", "tests.fixtures.user_models:small_net", "--input-shape", "2,3,16,16",
-                 "--backward", "--repeats", "2", "--warmup", "1", "--trace", trace])
+                 "--backward", "--repeats", "2", "--warmup", "1", "--trace", trace,
+                 "--chip", "a100_sxm_80gb"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "sum of nodes" in out and "eager" in out and "time" in out
+    assert "Where to look on NVIDIA A100 SXM4 80GB" in out and "of roof" in out
     assert json.load(open(trace))["traceEvents"]

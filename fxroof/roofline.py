@@ -1,0 +1,104 @@
+"""Roofline maths over an annotated graph's node records.
+
+For a node with F FLOPs and B bytes on a chip with peak P (for the node's engine and dtype)
+and bandwidth W:  attainable FLOP/s = min(P, W * F/B);  predicted time = max(F/P, B/W);
+the node is compute-bound when F/P >= B/W. The ridge point of a roof is P/W FLOP/byte.
+
+Which peak: matrix-class ops (convolution, matmul, attention) use the matrix engine's peak
+for their dtype; on GPUs, fp32 convolutions use TF32 when ``torch.backends.cudnn.allow_tf32``
+is on (PyTorch's default) and fp32 matmuls when ``torch.backends.cuda.matmul.allow_tf32`` is
+(default off). Everything else uses the vector peak for its dtype, or the fp32 vector peak
+when the chip lists none for that dtype. Model-level intensity is total FLOPs / total bytes.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+
+from fxroof.chips import Chip
+from fxroof.errors import FxroofError
+
+DTYPE_KEYS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64",
+              "int8": "int8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+
+
+def tf32_enabled(op: str) -> bool:
+    if op.startswith("convolution"):
+        return torch.backends.cudnn.allow_tf32
+    return torch.backends.cuda.matmul.allow_tf32
+
+
+def peak_for(chip: Chip, op_class: str, dtype: Optional[str], op: str = "") -> tuple[float, str]:
+    """(peak FLOP/s, the peaks key used) for an op of this class and dtype on this chip."""
+    key = DTYPE_KEYS.get(dtype or "float32", "fp32")
+    if op_class == "matrix":
+        candidates = [f"{key}_matrix", key]
+        if key == "fp32" and chip.cls == "gpu" and tf32_enabled(op):
+            candidates.insert(0, "tf32")
+    else:
+        candidates = [key] if chip.units.get(key) == "vector" else []
+        candidates.append("fp32")
+    for candidate in candidates:
+        if candidate in chip.peaks:
+            return chip.peaks[candidate], candidate
+    raise FxroofError(f"Chip '{chip.id}' has no {key} peak for {op_class} work; it lists "
+                      f"{', '.join(sorted(chip.peaks))}. Analyse the model in one of those "
+                      "dtypes (--dtype) or choose another chip.")
+
+
+class NodeRoof(NamedTuple):
+    peak: float              # FLOP/s of the roof that applies
+    peak_key: str            # e.g. "tf32", "bf16", "fp32"
+    attainable: float        # FLOP/s: min(peak, bandwidth * intensity)
+    predicted_s: float       # max(flops / peak, bytes / bandwidth)
+    bound: str               # "compute" | "memory"
+
+
+def node_roof(record: dict, chip: Chip) -> NodeRoof:
+    peak, key = peak_for(chip, record["op_class"], record["dtype"], record["op"])
+    compute_s = record["flops"] / peak
+    memory_s = record["bytes"] / chip.bandwidth
+    attainable = min(peak, chip.bandwidth * record["flops"] / record["bytes"]) \
+        if record["bytes"] else peak
+    return NodeRoof(peak, key, attainable, max(compute_s, memory_s),
+                    "compute" if compute_s >= memory_s else "memory")
+
+
+def ridge_point(chip: Chip, peak_key: str) -> float:
+    """FLOP/byte at which this roof's compute ceiling meets the bandwidth slope."""
+    return chip.peaks[peak_key] / chip.bandwidth
+
+
+def predict(records: list[dict], chip: Chip) -> dict:
+    """Predicted time per phase and in all (s), with the compute-bound share of it."""
+    result: dict = {}
+    for r in records:
+        roof = node_roof(r, chip)
+        for phase in (r["phase"], "overall"):
+            p = result.setdefault(phase, {"predicted_s": 0.0, "compute_bound_s": 0.0,
+                                          "flops": 0, "bytes": 0})
+            p["predicted_s"] += roof.predicted_s
+            p["compute_bound_s"] += roof.predicted_s if roof.bound == "compute" else 0.0
+            p["flops"] += r["flops"]
+            p["bytes"] += r["bytes"]
+    for p in result.values():
+        p["intensity"] = p["flops"] / p["bytes"] if p["bytes"] else None
+        p["bound"] = "compute" if p["compute_bound_s"] >= p["predicted_s"] / 2 else "memory"
+    return result
+
+
+def where_to_look(records: list[dict], chip: Chip, top: int = 10) -> list[dict]:
+    """Timed nodes ranked by time x distance from their roof: the time that would be saved if
+    each ran at its attainable FLOP/s or bandwidth (measured - predicted, seconds)."""
+    rows = []
+    for r in records:
+        if r.get("time_s") is None:
+            continue
+        roof = node_roof(r, chip)
+        rows.append({**r, "predicted_s": roof.predicted_s, "bound": roof.bound,
+                     "attainable_flops_per_s": roof.attainable,
+                     "fraction_of_roof": roof.predicted_s / r["time_s"] if r["time_s"] else None,
+                     "gap_s": max(r["time_s"] - roof.predicted_s, 0.0)})
+    rows.sort(key=lambda row: -row["gap_s"])
+    return rows[:top]

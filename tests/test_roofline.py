@@ -1,0 +1,141 @@
+"""Chips database and roofline maths against hand-computed cases."""
+import json
+
+import pytest
+import torch
+
+import fxroof
+from fxroof import roofline
+from fxroof.chips import Chip, lint, load_chips, read_file
+from fxroof.errors import FxroofError
+
+# a toy chip: 100 GFLOP/s vector fp32, 800 GFLOP/s matrix fp16, 1 TFLOP/s tf32, 50 GB/s
+TOY = Chip("toy", "Toy", "gpu", "x", {"fp32": 100e9, "fp16": 800e9, "tf32": 1e12},
+           {"fp32": "vector", "fp16": "matrix", "tf32": "matrix"}, 50e9, capacity=1e9)
+
+
+def record(flops, nbytes, op_class="vector", dtype="float32", op="add", phase="forward"):
+    return {"flops": flops, "bytes": nbytes, "op_class": op_class, "dtype": dtype, "op": op,
+            "phase": phase}
+
+
+def test_memory_bound_node():
+    roof = roofline.node_roof(record(1e9, 1e9), TOY)  # intensity 1 FLOP/B, ridge 2
+    assert roof.bound == "memory"
+    assert roof.predicted_s == pytest.approx(1e9 / 50e9)
+    assert roof.attainable == pytest.approx(50e9 * 1.0)
+
+
+def test_compute_bound_node_and_ridge():
+    roof = roofline.node_roof(record(1e12, 1e9), TOY)  # intensity 1000 > ridge 2
+    assert roof.bound == "compute" and roof.predicted_s == pytest.approx(10.0)
+    assert roof.attainable == 100e9
+    assert roofline.ridge_point(TOY, "fp32") == pytest.approx(2.0)
+
+
+def test_matrix_ops_use_the_matrix_engine_and_tf32_follows_torch(monkeypatch):
+    conv = record(1e12, 1e6, "matrix", op="convolution")
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    assert roofline.node_roof(conv, TOY).peak_key == "tf32"
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    assert roofline.node_roof(conv, TOY).peak_key == "fp32"
+    half = record(1e12, 1e6, "matrix", dtype="float16", op="mm")
+    assert roofline.node_roof(half, TOY).peak == 800e9
+    # an fp16 elementwise op has no fp16 vector peak here: the fp32 vector peak applies
+    assert roofline.node_roof(record(1e9, 1e3, dtype="float16"), TOY).peak == 100e9
+
+
+def test_missing_dtype_names_what_the_chip_has():
+    with pytest.raises(FxroofError, match="lists fp16, fp32, tf32"):
+        roofline.node_roof(record(1, 1, "matrix", dtype="bfloat16", op="mm"), TOY)
+
+
+def test_predict_sums_nodes_per_phase():
+    records = [record(1e9, 1e9), record(1e12, 1e9, phase="backward")]
+    p = roofline.predict(records, TOY)
+    assert p["forward"]["predicted_s"] == pytest.approx(0.02)
+    assert p["backward"]["predicted_s"] == pytest.approx(10.0)
+    assert p["overall"]["predicted_s"] == pytest.approx(10.02)
+    assert p["overall"]["intensity"] == pytest.approx((1e9 + 1e12) / 2e9)
+
+
+def test_shipped_chips_load_and_pass_the_lints():
+    chips = load_chips()
+    assert {"t4", "a100_sxm_40gb", "a100_sxm_80gb", "h100_sxm"} <= set(chips)
+    for chip in chips.values():
+        assert lint(chip) == [], chip.id
+        assert chip.sources, f"{chip.id} has no source"
+        for dtype, sparse in chip.sparse.items():
+            assert chip.peaks[dtype] < sparse  # dense roofs only
+
+
+PLANTED = """
+chips:
+  - id: slip
+    name: Slipped
+    class: gpu
+    peaks:
+      fp32: {value: 20e12, unit: vector}
+      tf32: {value: 10e12, unit: vector}
+      bf16: {value: 624e12, unit: matrix}
+    sparse: {bf16: 624e12}
+    bandwidth: 2.0e15
+"""
+
+
+def test_lints_catch_planted_slips(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text(PLANTED)
+    (chip,) = read_file(str(path))
+    problems = " | ".join(lint(chip))
+    assert "bandwidth" in problems          # 2 PB/s: a TB/GB slip
+    assert "sparse figure" in problems      # bf16 quoted at its sparse value
+    assert "wrong way" in problems          # tf32 below fp32 on the same unit
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("chips:\n  - id: x\n    name: X\n    class: tpu\n    peaks: {}\n    bandwidth: 1e12\n",
+     "field 'class'"),
+    ("chips:\n  - id: x\n    name: X\n    class: gpu\n    peaks: {fp32: {value: -1, unit: vector}}"
+     "\n    bandwidth: 1e12\n", "peaks.fp32.value"),
+    ("chips:\n  - id: x\n    name: X\n    class: gpu\n    peaks: {}\n", "'bandwidth' is missing"),
+    ("chips: [\n", "line"),
+])
+def test_malformed_user_yaml_names_file_and_field(tmp_path, text, fragment):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(FxroofError, match="bad.yaml") as e:
+        read_file(str(path))
+    assert fragment in str(e.value)
+
+
+def test_user_chips_extend_without_editing_the_shipped_file(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("chips:\n  - id: mybox\n    name: My box\n    class: cpu\n    peaks:\n"
+                    "      fp32: {value: 1e12, unit: vector}\n    bandwidth: 100e9\n")
+    chips = load_chips([str(path)])
+    assert "mybox" in chips and "h100_sxm" in chips
+
+
+def test_cli_chips_json_and_predict(capsys):
+    from fxroof.cli import main
+
+    assert main(["chips", "list", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert all({"id", "name", "class", "peaks", "bandwidth"} <= set(r) for r in records)
+    assert main(["predict", "resnet18", "--batch", "8", "--backward"]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA H100 SXM5 80GB" in out and "fits memory" in out
+    assert main(["predict", "resnet18", "--chip", "h10O"]) == 2
+    assert "Did you mean h100_sxm" in capsys.readouterr().err
+
+
+def test_where_to_look_ranks_by_time_above_the_roof():
+    g = fxroof.analyze("resnet18", batch=2, backward=True)
+    g.time(repeats=2, warmup=1)
+    chip = load_chips()["t4"]
+    rows = roofline.where_to_look(g.records(), chip, top=5)
+    assert len(rows) == 5
+    gaps = [r["gap_s"] for r in rows]
+    assert gaps == sorted(gaps, reverse=True)
+    assert all(r["gap_s"] == pytest.approx(max(r["time_s"] - r["predicted_s"], 0)) for r in rows)
