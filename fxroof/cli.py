@@ -28,6 +28,11 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="also trace autograd's backward (training step, no optimizer)")
 
 
+def _add_chips_file_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--chips-file", action="append", metavar="YAML",
+                   help="extra chip definitions, added to chips.yaml (repeatable)")
+
+
 def _add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write the annotated graph as JSON")
     p.add_argument("--csv", metavar="PATH", help="write the node records as CSV")
@@ -69,8 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace (JSON)")
     p.add_argument("--chip", help="compare each node with its roof on this chip "
                                   "(see `fxroof chips list`)")
-    p.add_argument("--chips-file", action="append", metavar="YAML",
-                   help="extra chip definitions (repeatable)")
+    _add_chips_file_argument(p)
     _add_output_arguments(p)
     p.set_defaults(run=run_profile)
 
@@ -79,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and memory fit of one step on each chip, fastest first.")
     _add_model_arguments(p)
     p.add_argument("--chip", action="append", help="only these chips (repeatable)")
-    p.add_argument("--chips-file", action="append", metavar="YAML",
-                   help="extra chip definitions (repeatable)")
+    _add_chips_file_argument(p)
     p.set_defaults(run=run_predict)
 
     p = sub.add_parser("chips", help="the chip database",
@@ -90,8 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = chips_sub.add_parser("list", help="table (or --json) of the chips")
     q.add_argument("--class", dest="cls", help="only chips of this class (cpu, gpu, ...)")
     q.add_argument("--json", action="store_true", help="machine-readable records")
-    q.add_argument("--chips-file", action="append", metavar="YAML",
-                   help="extra chip definitions (repeatable)")
+    _add_chips_file_argument(q)
     q.set_defaults(run=run_chips_list)
 
     p = sub.add_parser("models", help="list the model names fxroof knows",

@@ -154,3 +154,25 @@ def test_profile_cli(capsys, tmp_path):
     assert "sum of nodes" in out and "eager" in out and "time" in out
     assert "Where to look on NVIDIA A100 SXM4 80GB" in out and "of roof" in out
     assert json.load(open(trace))["traceEvents"]
+
+
+def test_out_of_memory_reports_batch_and_the_cost_pass_peak(monkeypatch):
+    from fxroof import timing
+
+    g = fxroof.analyze(nn.Linear(4, 2), torch.randn(3, 4), backward=True)
+
+    def exhausted(self, *args):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+
+    monkeypatch.setattr(timing.TimingInterpreter, "run", exhausted)
+    with pytest.raises(fxroof.FxroofError, match="Out of memory on cpu .* at batch 3") as e:
+        g.time(repeats=1, warmup=0)
+    assert "peak of" in str(e.value) and "smaller --batch" in str(e.value)
+
+
+def test_a_node_that_fails_on_the_device_is_named(monkeypatch):
+    g = fxroof.analyze(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4))
+    relu = next(n for n in g.forward.nodes if n.name.startswith("relu"))
+    relu.target = torch.ops.aten.linalg_cholesky_ex.default  # fails at run time on 2x4
+    with pytest.raises(fxroof.FxroofError, match=r"Node `relu.*` .* in `1` \(ReLU\) failed"):
+        g.time(repeats=1, warmup=0)
