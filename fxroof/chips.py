@@ -116,10 +116,21 @@ def read_file(path: str) -> list[Chip]:
     return [parse_chip(entry, path) for entry in data["chips"]]
 
 
+def user_chip_files() -> list[str]:
+    """YAML files in the user chip folder (where `fxroof chips measure` saves)."""
+    from fxroof.measure import USER_CHIPS_DIR
+
+    if not os.path.isdir(USER_CHIPS_DIR):
+        return []
+    return sorted(os.path.join(USER_CHIPS_DIR, f) for f in os.listdir(USER_CHIPS_DIR)
+                  if f.endswith((".yaml", ".yml")))
+
+
 def load_chips(extra: Optional[list[str]] = None) -> dict[str, Chip]:
-    """Shipped chips plus user files (a user chip with a shipped id replaces it)."""
+    """Shipped chips, then the user chip folder, then ``extra`` files; a later chip with the
+    same id replaces an earlier one."""
     chips = {c.id: c for c in read_file(SHIPPED)}
-    for path in extra or []:
+    for path in user_chip_files() + list(extra or []):
         chips.update({c.id: c for c in read_file(path)})
     return chips
 

@@ -95,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="machine-readable records")
     _add_chips_file_argument(q)
     q.set_defaults(run=run_chips_list)
+    q = chips_sub.add_parser("measure", help="measure this machine's roofs, save as a chip",
+                             description="Measure GEMM FLOP/s per dtype and copy bandwidth of "
+                                         "the local device and save them as a user chip.")
+    q.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
+    q.add_argument("--full", action="store_true",
+                   help="larger problems and more repeats (default: quick, under 30 s on CPU)")
+    q.add_argument("--out", metavar="YAML", help="where to save (default: the user chip "
+                                                  "folder, ~/.config/fxroof/chips)")
+    q.add_argument("--force", action="store_true", help="overwrite an existing chip file")
+    q.set_defaults(run=run_chips_measure)
 
     p = sub.add_parser("models", help="list the model names fxroof knows",
                        description="List the torchvision classification models fxroof can build "
@@ -243,6 +253,25 @@ def run_chips_list(args) -> int:
         print(json.dumps([c.as_record() for c in chips], indent=1))
     else:
         print(render.chips_table(chips))
+    return 0
+
+
+def run_chips_measure(args) -> int:
+    import os
+
+    from fxroof import render
+    from fxroof.chips import parse_chip
+    from fxroof.measure import USER_CHIPS_DIR, measure, save
+
+    target = args.out or os.path.join(USER_CHIPS_DIR, f"this-{'gpu' if 'cuda' in args.device else 'cpu'}.yaml")
+    if os.path.exists(target) and not args.force:  # refuse before measuring, not after
+        save({"id": "x"}, target, force=False)
+    entry = measure(args.device, quick=not args.full,
+                    progress=lambda message: print(f"measuring {message}", file=sys.stderr))
+    path = save(entry, target, force=args.force)
+    chip = parse_chip(entry, path)
+    print(render.chips_table([chip]))
+    print(f"saved {path}: use --chip {chip.id}")
     return 0
 
 
