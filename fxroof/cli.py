@@ -95,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="machine-readable records")
     _add_chips_file_argument(q)
     q.set_defaults(run=run_chips_list)
+    q = chips_sub.add_parser("plot", help="all chips on one log-log roofline, plus one per class")
+    q.add_argument("--out", default="chips.png", help="figure path, .png or .svg (default: "
+                                                      "chips.png; per-class plots beside it)")
+    q.add_argument("--dtype", default="fp32", help="which peak to draw (default: fp32)")
+    q.add_argument("--force", action="store_true", help="overwrite existing figures")
+    _add_chips_file_argument(q)
+    q.set_defaults(run=run_chips_plot)
     q = chips_sub.add_parser("measure", help="measure this machine's roofs, save as a chip",
                              description="Measure GEMM FLOP/s per dtype and copy bandwidth of "
                                          "the local device and save them as a user chip.")
@@ -105,6 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "folder, ~/.config/fxroof/chips)")
     q.add_argument("--force", action="store_true", help="overwrite an existing chip file")
     q.set_defaults(run=run_chips_measure)
+
+    p = sub.add_parser("roofline", help="models, layer types or nodes as points on rooflines",
+                       description="Place models (x batch sizes) or one model's layer types on "
+                                   "the rooflines of the chosen chips. Models are names, specs "
+                                   "or JSON files saved by annotate/profile.")
+    p.add_argument("models", nargs="+", help="model names, package.module:callable, or .json")
+    p.add_argument("--batch", type=int, nargs="+", default=[1], help="batch sizes (default: 1)")
+    p.add_argument("--backward", action="store_true", help="training step (forward+backward)")
+    p.add_argument("--dtype", default=None, help="model dtype (default: the model's own)")
+    p.add_argument("--chip", action="append", required=True, help="chip id (repeatable)")
+    p.add_argument("--by", choices=["model", "layer_type", "node"], default="model",
+                   help="points per model (default), per layer type or per node of one model")
+    p.add_argument("--out", default="roofline.png", help="figure path (default: roofline.png)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing figure")
+    _add_chips_file_argument(p)
+    p.set_defaults(run=run_roofline)
 
     p = sub.add_parser("models", help="list the model names fxroof knows",
                        description="List the torchvision classification models fxroof can build "
@@ -272,6 +295,33 @@ def run_chips_measure(args) -> int:
     chip = parse_chip(entry, path)
     print(render.chips_table([chip]))
     print(f"saved {path}: use --chip {chip.id}")
+    return 0
+
+
+def run_chips_plot(args) -> int:
+    from fxroof import plots
+    from fxroof.chips import load_chips
+
+    for path in plots.plot_chips_by_class(list(load_chips(args.chips_file).values()), args.out,
+                                          args.dtype, overwrite=args.force):
+        print(f"wrote {path}")
+    return 0
+
+
+def run_roofline(args) -> int:
+    from fxroof import plots, roofline_points
+    from fxroof.chips import get_chip, load_chips
+    from fxroof.export import check_writable
+
+    check_writable(args.out, args.force)
+    chips = load_chips(args.chips_file)
+    selected = [get_chip(c, chips) for c in args.chip]
+    sources = roofline_points.load_sources(args.models, args.batch, args.backward, args.dtype)
+    points, sizes, title = roofline_points.points(sources, selected, args.by)
+    dtype = roofline_points.roof_dtype(sources)
+    plots.plot_points(points, selected, args.out, dtype, overwrite=args.force, title=title,
+                      sizes=sizes)
+    print(f"wrote {args.out}")
     return 0
 
 
