@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import traceback
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
-from torch import nn
 from torch._subclasses import fake_tensor
 from torch.utils import _pytree as pytree
 
-from fxroof.capture import BACKWARD, FORWARD, GraphRecorder, InputKind
+from fxroof.capture import BACKWARD, GraphRecorder, InputKind
 from fxroof.cost_pass import annotate_costs
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
@@ -133,7 +132,6 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
                 recorder.placeholder(t, f"tangent_{i}", InputKind("tangent", str(i)), BACKWARD)
             wrt = [p for p in params.values() if p.requires_grad]
             grads = torch.autograd.grad(differentiable, wrt, tangents, allow_unused=True)
-            recorder.phase = FORWARD
             return recorder.finish(outputs, list(grads))
     except FxroofError:
         raise

@@ -190,7 +190,7 @@ class GraphRecorder(TorchDispatchMode):
             sequence_nr = counter
             outputs = [t for t in pytree.tree_leaves(node.meta["val"])
                        if isinstance(t, torch.Tensor)]
-            for t, version in zip(outputs, versions):
+            for t, version in zip(outputs, versions, strict=True):
                 if not t._is_view() and version <= t._version <= version + bump:
                     if t.grad_fn is not None:
                         sequence_nr = t.grad_fn._sequence_nr()
@@ -230,14 +230,14 @@ class GraphRecorder(TorchDispatchMode):
 
     # ---- outputs ------------------------------------------------------------------------
     def finish(self, outputs: list[torch.Tensor], grads: Optional[list]) -> Capture:
+        backward = None
+        if grads is not None:  # first: a gradient may itself be a saved forward tensor
+            self.phase = BACKWARD
+            backward = self.graphs[BACKWARD]
+            backward.output(tuple(self._node_for(g) if g is not None else None for g in grads))
         forward = self.graphs[FORWARD]
         saved = list(self._saved)
         forward.output(tuple(self._producer_or_none(t) for t in outputs) + tuple(saved))
-        backward = None
-        if grads is not None:
-            backward = self.graphs[BACKWARD]
-            self.phase = BACKWARD
-            backward.output(tuple(self._node_for(g) if g is not None else None for g in grads))
         return Capture(forward, backward, [n.name for n in saved])
 
     def _producer_or_none(self, t) -> Optional[fx.Node]:

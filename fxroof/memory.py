@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 import torch
-import torch.fx as fx
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 

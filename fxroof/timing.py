@@ -181,7 +181,8 @@ def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int
                 inputs = forward_inputs(graph.forward, state, dev)
                 outputs = TimingInterpreter(forward, timer).run(*inputs)
                 if backward is not None:
-                    saved = dict(zip(saved_names, outputs[len(outputs) - len(saved_names):]))
+                    saved_values = outputs[len(outputs) - len(saved_names):]
+                    saved = dict(zip(saved_names, saved_values, strict=True))
                     TimingInterpreter(backward, timer).run(
                         *backward_inputs(graph.backward, saved, dev))
                 times = timer.collect()  # one synchronisation per iteration on CUDA

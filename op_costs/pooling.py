@@ -32,7 +32,7 @@ def adaptive_window_sum(n: int, m: int) -> int:
 def adaptive_flops(x, pooled, rank: int) -> int:
     lead = math.prod(x.shape[:-rank])
     return lead * math.prod(adaptive_window_sum(n, m)
-                            for n, m in zip(x.shape[-rank:], pooled.shape[-rank:]))
+                            for n, m in zip(x.shape[-rank:], pooled.shape[-rank:], strict=True))
 
 
 def _by_rank(rule_factory, name, **packets_by_rank):

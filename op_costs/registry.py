@@ -52,7 +52,7 @@ class TensorMeta:
         """Elements that occupy their own memory: a broadcast (stride-0) dim counts once."""
         if self.numel == 0:
             return 0
-        return math.prod(n for n, s in zip(self.shape, self.stride) if s != 0)
+        return math.prod(n for n, s in zip(self.shape, self.stride, strict=True) if s != 0)
 
     @property
     def nbytes(self) -> int:

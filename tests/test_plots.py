@@ -1,5 +1,4 @@
 """Figures render: files exist, are non-empty images of the expected size."""
-import json
 
 import matplotlib.image as mpimg
 import pytest

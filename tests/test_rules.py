@@ -4,7 +4,6 @@ Each case gives the op, its arguments (tensors as metadata) and the FLOPs / MACs
 the formula in the rule's module docstring yields, computed here from first principles.
 A final test checks that every rule registered has at least one case here.
 """
-import math
 
 import pytest
 import torch
