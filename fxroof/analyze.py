@@ -20,7 +20,7 @@ from fxroof.cost_pass import annotate_costs
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.memory import memory_report
-from fxroof.models import build_model, default_input_shape, ensure_module, parse_dtype
+from fxroof.models import build_model, default_inputs, ensure_module, parse_dtype
 from fxroof.scope import ModuleScope
 
 _UNTRACEABLE = (fake_tensor.DataDependentOutputException,
@@ -31,10 +31,13 @@ _UNTRACEABLE = (fake_tensor.DataDependentOutputException,
 def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
             dtype=None, kwargs: Optional[dict] = None,
             input_shapes: Optional[Sequence[Sequence[int]]] = None, batch: int = 1,
-            name: Optional[str] = None, device: str = "cpu") -> AnnotatedGraph:
+            name: Optional[str] = None, device: str = "cpu", seq_len: Optional[int] = None,
+            hf_config: Optional[dict] = None) -> AnnotatedGraph:
     """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
 
-    model: an nn.Module, a torchvision model name, or 'package.module:callable'.
+    model: an nn.Module, a torchvision model name, 'hf:<model_type>' (a transformers model
+        from its config, with ``hf_config`` overrides and ``seq_len`` tokens), or
+        'package.module:callable'.
     inputs: example inputs (tensors are used for their shape and dtype only); or give
         ``input_shapes`` (float inputs); or neither for a named model's native
         (batch, 3, S, S) image input.
@@ -44,15 +47,17 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     dtype: run parameters and floating inputs in this dtype (e.g. torch.bfloat16).
     """
     spec = model if isinstance(model, str) else None
-    module = build_model(spec) if spec else ensure_module(model)
+    module = build_model(spec, hf_config=hf_config) if spec else ensure_module(model)
     dtype = parse_dtype(dtype)
     mode = mode or ("train" if backward else "eval")
     if mode not in ("train", "eval"):
         raise FxroofError(f"mode must be 'train' or 'eval', not '{mode}'.")
-    if not inputs:
-        shapes = input_shapes or [default_input_shape(spec or "", module, batch)]
+    if not inputs and input_shapes:
         inputs = tuple(torch.empty(s, dtype=dtype or torch.float32, device="meta")
-                       for s in shapes)
+                       for s in input_shapes)
+    elif not inputs:
+        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)
+        kwargs = {**default_kwargs, **(kwargs or {})}
 
     fake_mode = fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
 

@@ -195,7 +195,8 @@ class GraphRecorder(TorchDispatchMode):
                     if t.grad_fn is not None:
                         sequence_nr = t.grad_fn._sequence_nr()
                         break
-            self._by_sequence_nr.setdefault(sequence_nr, node)
+            if sequence_nr is not None:
+                self._by_sequence_nr.setdefault(sequence_nr, node)
 
     def _forward_node_of(self, grad_fn) -> Optional[fx.Node]:
         """The forward node a backward autograd node differentiates: by its sequence number,
@@ -215,12 +216,16 @@ class GraphRecorder(TorchDispatchMode):
     def _origin(self, func, node: fx.Node, args, kwargs) -> Origin:
         if self.phase == FORWARD:
             info = self.scope.current
-            if torch.is_grad_enabled() and any(
-                    isinstance(x, torch.Tensor) and x.requires_grad
-                    for x in pytree.tree_leaves((args, kwargs))):
+            # Ops inside a custom autograd.Function's forward run with grad off, yet their
+            # output gets the Function's grad_fn when apply() returns: queue them too, but
+            # trust the counter only for ops that autograd itself numbered.
+            if any(isinstance(x, torch.Tensor) and x.requires_grad
+                   for x in pytree.tree_leaves((args, kwargs))):
                 versions = [t._version for t in pytree.tree_leaves(node.meta["val"])
                             if isinstance(t, torch.Tensor)]
-                self._unresolved.append((node, torch.autograd._get_sequence_nr() - 1, versions))
+                counter = torch.autograd._get_sequence_nr() - 1 if torch.is_grad_enabled() \
+                    else None
+                self._unresolved.append((node, counter, versions))
             return Origin(FORWARD, info.path if info else "", self.scope.layer_type_of(func), None)
         forward = self._forward_node_of(torch._C._current_autograd_node())
         if forward is None:  # engine bookkeeping (gradient accumulation, seeds)

@@ -26,6 +26,10 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="module mode (default: train with --backward, else eval)")
     p.add_argument("--backward", action="store_true",
                    help="also trace autograd's backward (training step, no optimizer)")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="tokens per sequence for hf: text models (default: 128)")
+    p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
+                   help="override a field of an hf: model's config (repeatable)")
 
 
 def _add_chips_file_argument(p: argparse.ArgumentParser) -> None:
@@ -143,8 +147,11 @@ def _analyze(args):
     shapes = [parse_shape(s) for s in args.input_shape] if args.input_shape else None
     if args.batch < 1:
         raise FxroofError(f"--batch must be a positive integer, not {args.batch}.")
+    from fxroof.hf import parse_overrides
+
     return fxroof.analyze(args.model, backward=args.backward, mode=args.mode, dtype=args.dtype,
-                          input_shapes=shapes, batch=args.batch)
+                          input_shapes=shapes, batch=args.batch, seq_len=args.seq_len,
+                          hf_config=parse_overrides(args.hf_config))
 
 
 def _check_outputs(args, **methods) -> list:

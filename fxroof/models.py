@@ -28,8 +28,12 @@ def torchvision_names() -> list[str]:
     return sorted(torchvision.models.list_models(module=torchvision.models))
 
 
-def build_model(spec: str, device: str = "meta") -> nn.Module:
+def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = None) -> nn.Module:
     """Build the model a spec names. ``device="meta"`` skips weight allocation where possible."""
+    if spec.startswith("hf:"):
+        from fxroof import hf
+
+        return hf.build(spec, hf_config)
     if ":" in spec:
         return _build_callable(spec)
     import torchvision
@@ -85,6 +89,16 @@ def ensure_module(model, what: str = "the model") -> nn.Module:
             "nn.Modules: pass the module itself (or a callable returning one), not its output, "
             "its state_dict or a function.")
     return model
+
+
+def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[int]):
+    """(args, kwargs) of meta tensors for a named model: images at the native resolution, or
+    a transformers model's token ids / pixel values."""
+    if spec.startswith("hf:"):
+        from fxroof import hf
+
+        return (), hf.example_inputs(model, batch, seq_len or 128)
+    return (torch.empty(default_input_shape(spec, model, batch), device="meta"),), {}
 
 
 def default_input_shape(spec: str, model: nn.Module, batch: int) -> tuple[int, ...]:

@@ -114,3 +114,42 @@ def test_memory_closed_form_for_an_mlp():
     # backward reads the relu output (for threshold_backward and the 2nd weight gradient)
     assert m.saved_for_backward_bytes == b * d * 4
     assert m.peak_bytes >= m.parameter_bytes + m.input_bytes + m.gradient_bytes
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class Custom(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x)
+        if y.shape[-1] > 4:  # control flow on shapes is fine: shapes are known
+            y = Square.apply(y)
+        return torch.fft.rfft(y).abs(), y.mean()  # two outputs; FFT has no cost rule
+
+
+def test_custom_function_attribution_and_an_op_without_a_rule():
+    g = fxroof.analyze(Custom(), torch.randn(2, 8), backward=True)
+    fwd = {r["name"]: r for r in g.records("forward")}
+    square = [r for r in fwd.values() if r["op"] == "mul"]
+    assert len(square) == 1
+    backward_of_square = [r for r in g.records("backward")
+                          if r["forward_node"] == square[0]["name"]]
+    assert [r["op"] for r in backward_of_square] == ["mul", "mul"]  # 2 * x * grad
+    coverage = g.coverage()
+    assert coverage["default_rule_ops"] == {"aten._fft_r2c.default": 1,
+                                            "aten._fft_c2c.default": 1}
+    fft = [r for r in g.records() if r["rule"] == "default"]
+    assert all(r["flops"] == 0 and r["bytes"] > 0 for r in fft)  # never silently zero

@@ -1,0 +1,57 @@
+"""Hugging Face models from configs (no weights): coverage, closed forms, errors."""
+import pytest
+
+import fxroof
+
+TINY = {"num_hidden_layers": 2, "num_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4}
+
+
+@pytest.mark.parametrize("model_type,overrides", [
+    ("gpt2", {"n_layer": 2, "n_embd": 64, "n_head": 4}),
+    ("bert", TINY),
+    ("t5", {"num_layers": 2, "d_model": 64, "d_ff": 128, "num_heads": 4, "d_kv": 16}),
+    ("vit", {**TINY, "image_size": 32, "patch_size": 8}),
+    ("llama", {**TINY, "num_key_value_heads": 2, "vocab_size": 100}),
+])
+def test_families_annotate_forward_backward_without_default_rules(model_type, overrides):
+    g = fxroof.analyze(f"hf:{model_type}", hf_config=overrides, seq_len=16, batch=2,
+                       backward=True)
+    assert g.coverage()["default_rule_ops"] == {}
+    assert all(r["forward_node"] for r in g.records("backward"))
+    assert g.totals()["backward"]["flops"] > g.totals()["forward"]["flops"] > 0
+
+
+def test_llama_projection_macs_closed_form():
+    b, t, h, inter, heads, kv, layers, vocab = 2, 16, 64, 128, 4, 2, 2, 100
+    d = h // heads
+    g = fxroof.analyze("hf:llama", seq_len=t, batch=b, hf_config={
+        "num_hidden_layers": layers, "hidden_size": h, "intermediate_size": inter,
+        "num_attention_heads": heads, "num_key_value_heads": kv, "vocab_size": vocab})
+    records = g.records("forward")
+    matmul = sum(r["macs"] for r in records if "attention" not in r["op"])
+    per_layer = h * h + 2 * h * kv * d + h * h + 3 * h * inter  # q, k, v, o, gate/up/down
+    assert matmul == b * t * (layers * per_layer + h * vocab)   # + the LM head
+
+
+def test_unknown_model_type_and_bad_override():
+    with pytest.raises(fxroof.FxroofError, match="does not know the model type 'lama'"):
+        fxroof.analyze("hf:lama")
+    from fxroof.hf import parse_overrides
+
+    with pytest.raises(fxroof.FxroofError, match="key=value"):
+        parse_overrides(["num_hidden_layers"])
+    assert parse_overrides(["num_hidden_layers=4", "hidden_act=gelu"]) == {
+        "num_hidden_layers": 4, "hidden_act": "gelu"}
+
+
+def test_local_config_json(tmp_path, capsys):
+    import json
+
+    from fxroof.cli import main
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_head": 2}))
+    assert main(["annotate", f"hf:{path}", "--seq-len", "8", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs (1, 8), (1, 8)" in out and "FLOP" in out
