@@ -217,7 +217,9 @@ def run_profile(args) -> int:
         report = g.time(device=args.device, repeats=args.repeats, warmup=args.warmup,
                         progress=lambda done, total: bar.update(done - bar.n))
     m = g.model
-    _print_header(g, f"timed on {report.device}")
+    if chip is not None:
+        g.roofline(chip)
+    _print_header(g, f"timed on {report.device}" + (f", roofs of {chip.name}" if chip else ""))
     print(f"Top {args.top} nodes by time:")
     print(g.table(top=args.top, sort="time_s"))
     for phase in (["forward", "backward"] if m.backward else ["forward"]):

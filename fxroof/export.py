@@ -12,7 +12,10 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
     coverage: {nodes, costed_nodes, default_rule_ops: {target: count}}
     nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype, flops,
               macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s,
-              achieved_flops_per_s, achieved_bytes_per_s}]
+              achieved_flops_per_s, achieved_bytes_per_s,
+              + after g.roofline(chip): attainable_flops_per_s, predicted_s, bound,
+              fraction_of_roof, gap_s}]
+    chip:    (after g.roofline(chip)) the chip record the roof fields refer to
     timing:  (after the timing pass) {device, warmup, repeats, overhead_s, interpreted_s,
               eager_s, ratio}: per phase, seconds
 
@@ -53,6 +56,7 @@ def to_dict(graph) -> dict:
         "coverage": graph.coverage(),
         "nodes": graph.records(),
         **({"timing": graph.timing.as_dict()} if graph.timing is not None else {}),
+        **({"chip": graph.chip.as_record()} if graph.chip is not None else {}),
     }
 
 

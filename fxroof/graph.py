@@ -61,6 +61,7 @@ class AnnotatedGraph:
         self.memory = memory
         self.source = source
         self.timing = None  # a TimingReport once time() has run
+        self.chip = None    # a Chip once roofline() has run: records gain roof fields
 
     @property
     def input_spec(self):
@@ -69,6 +70,16 @@ class AnnotatedGraph:
     @property
     def input_leaves(self):
         return self.source.input_leaves
+
+    def roofline(self, chip) -> dict:
+        """Place every node on ``chip``'s roofs (a Chip or a chip id): records gain
+        attainable_flops_per_s, predicted_s, bound and, once timed, fraction_of_roof.
+        Returns the predicted time per phase."""
+        from fxroof import roofline
+        from fxroof.chips import get_chip
+
+        self.chip = get_chip(chip) if isinstance(chip, str) else chip
+        return roofline.predict(self.records(), self.chip)
 
     def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=None):
         """Run the step on real tensors and time every node; see fxroof.timing."""
@@ -105,6 +116,8 @@ class AnnotatedGraph:
     # ---- plain data -----------------------------------------------------------------------
     def records(self, phase: Optional[str] = None) -> list[dict]:
         """One flat dict per ATen node, in schedule order (the JSON schema's node record)."""
+        from fxroof.roofline import roof_fields
+
         out = []
         for node in self.nodes(phase):
             origin, cost = node.meta[ORIGIN], node.meta[COST]
@@ -135,6 +148,8 @@ class AnnotatedGraph:
             "achieved_bytes_per_s": moved / timing.median_s
             if timing is not None and timing.median_s > 0 else None,
             })
+            if self.chip is not None:
+                out[-1].update(roof_fields(out[-1], self.chip))
         return out
 
     def totals(self) -> dict:

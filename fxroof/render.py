@@ -34,8 +34,9 @@ def _work_label(macs: bool) -> tuple[str, str]:
 def node_table(records: list[dict], macs: bool = False) -> str:
     field, unit = _work_label(macs)
     has_time = any(r.get("time_s") is not None for r in records)
+    has_roof = any(r.get("fraction_of_roof") is not None for r in records)
     headers = ["node", "layer type", "module", "phase", "output shape", unit + "s", "bytes",
-               "FLOP/byte"] + (["time"] if has_time else [])
+               "FLOP/byte"] + (["time"] if has_time else []) + (["% of roof"] if has_roof else [])
     rows = []
     for r in records:
         row = [r["name"], r["layer_type"], r["module"] or "(root)", r["phase"],
@@ -44,6 +45,9 @@ def node_table(records: list[dict], macs: bool = False) -> str:
                f"{r['intensity']:.3g}" if r["intensity"] is not None else "-"]
         if has_time:
             row.append(seconds(r.get("time_s")))
+        if has_roof:
+            fraction = r.get("fraction_of_roof")
+            row.append(f"{100 * fraction:.0f}%" if fraction is not None else "-")
         rows.append(row)
     return tabulate(rows, headers=headers, disable_numparse=True)
 

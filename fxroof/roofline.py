@@ -88,17 +88,21 @@ def predict(records: list[dict], chip: Chip) -> dict:
     return result
 
 
+def roof_fields(record: dict, chip: Chip) -> dict:
+    """What a node record gains on a chip: attainable FLOP/s, predicted time and bound, and
+    when it was timed, the fraction of its roof it reached (predicted / measured time) and
+    the time above the roof (measured - predicted, seconds)."""
+    roof = node_roof(record, chip)
+    timed = record.get("time_s")
+    return {"attainable_flops_per_s": roof.attainable, "predicted_s": roof.predicted_s,
+            "bound": roof.bound,
+            "fraction_of_roof": roof.predicted_s / timed if timed else None,
+            "gap_s": max(timed - roof.predicted_s, 0.0) if timed is not None else None}
+
+
 def where_to_look(records: list[dict], chip: Chip, top: int = 10) -> list[dict]:
     """Timed nodes ranked by time x distance from their roof: the time that would be saved if
     each ran at its attainable FLOP/s or bandwidth (measured - predicted, seconds)."""
-    rows = []
-    for r in records:
-        if r.get("time_s") is None:
-            continue
-        roof = node_roof(r, chip)
-        rows.append({**r, "predicted_s": roof.predicted_s, "bound": roof.bound,
-                     "attainable_flops_per_s": roof.attainable,
-                     "fraction_of_roof": roof.predicted_s / r["time_s"] if r["time_s"] else None,
-                     "gap_s": max(r["time_s"] - roof.predicted_s, 0.0)})
+    rows = [{**r, **roof_fields(r, chip)} for r in records if r.get("time_s") is not None]
     rows.sort(key=lambda row: -row["gap_s"])
     return rows[:top]

@@ -139,3 +139,19 @@ def test_where_to_look_ranks_by_time_above_the_roof():
     gaps = [r["gap_s"] for r in rows]
     assert gaps == sorted(gaps, reverse=True)
     assert all(r["gap_s"] == pytest.approx(max(r["time_s"] - r["predicted_s"], 0)) for r in rows)
+
+
+def test_graph_roofline_adds_roof_fields_to_records_and_json(tmp_path):
+    g = fxroof.analyze("resnet18", batch=2)
+    prediction = g.roofline("t4")
+    records = g.records()
+    assert all({"attainable_flops_per_s", "predicted_s", "bound"} <= set(r) for r in records)
+    assert sum(r["predicted_s"] for r in records) == pytest.approx(
+        prediction["forward"]["predicted_s"])
+    assert all(r["fraction_of_roof"] is None for r in records)  # not timed yet
+    g.time(repeats=1, warmup=0)
+    assert all(r["fraction_of_roof"] is not None for r in g.records())
+    g.to_json(str(tmp_path / "g.json"))
+    data = json.loads((tmp_path / "g.json").read_text())
+    assert data["chip"]["id"] == "t4" and "fraction_of_roof" in data["nodes"][0]
+    assert "% of roof" in g.table(top=3)

@@ -152,7 +152,7 @@ def test_profile_cli(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "sum of nodes" in out and "eager" in out and "time" in out
-    assert "Where to look on NVIDIA A100 SXM4 80GB" in out and "of roof" in out
+    assert "Where to look on NVIDIA A100 SXM4 80GB" in out and "% of roof" in out
     assert json.load(open(trace))["traceEvents"]
 
 
