@@ -32,6 +32,11 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="override a field of an hf: model's config (repeatable)")
 
 
+def _add_top_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--top", type=int, default=20,
+                   help="rows in the node table (default: 20; 0 for all)")
+
+
 def _add_chips_file_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chips-file", action="append", metavar="YAML",
                    help="extra chip definitions, added to chips.yaml (repeatable)")
@@ -52,8 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Trace a model to ATen forward (and backward) graphs on fake "
                                    "tensors and annotate every node with FLOPs and bytes.")
     _add_model_arguments(p)
-    p.add_argument("--top", type=int, default=20, help="rows in the node table (default: 20; "
-                                                       "0 for all)")
+    _add_top_argument(p)
     p.add_argument("--sort", choices=["flops", "bytes", "intensity"], default="flops",
                    help="node table order (default: flops)")
     p.add_argument("--by", choices=GROUPINGS, default="layer_type",
@@ -74,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
     p.add_argument("--repeats", type=int, default=10, help="timed runs (default: 10)")
     p.add_argument("--warmup", type=int, default=2, help="untimed warm-up runs (default: 2)")
-    p.add_argument("--top", type=int, default=20, help="rows in the node table (default: 20)")
+    _add_top_argument(p)
     p.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto trace (JSON)")
     p.add_argument("--chip", help="compare each node with its roof on this chip "
                                   "(see `fxroof chips list`)")
@@ -220,8 +224,8 @@ def run_profile(args) -> int:
     if chip is not None:
         g.roofline(chip)
     _print_header(g, f"timed on {report.device}" + (f", roofs of {chip.name}" if chip else ""))
-    print(f"Top {args.top} nodes by time:")
-    print(g.table(top=args.top, sort="time_s"))
+    print(f"Top {args.top or 'all'} nodes by time:")
+    print(g.table(top=args.top or None, sort="time_s"))
     for phase in (["forward", "backward"] if m.backward else ["forward"]):
         print()
         print(f"By layer type ({phase}):")
@@ -289,15 +293,12 @@ def run_chips_list(args) -> int:
 
 
 def run_chips_measure(args) -> int:
-    import os
-
     from fxroof import render
     from fxroof.chips import parse_chip
-    from fxroof.measure import USER_CHIPS_DIR, measure, save
+    from fxroof.measure import check_target, default_path, measure, save
 
-    target = args.out or os.path.join(USER_CHIPS_DIR, f"this-{'gpu' if 'cuda' in args.device else 'cpu'}.yaml")
-    if os.path.exists(target) and not args.force:  # refuse before measuring, not after
-        save({"id": "x"}, target, force=False)
+    target = args.out or default_path("this-gpu" if "cuda" in args.device else "this-cpu")
+    check_target(target, args.force)  # refuse before measuring, not after
     entry = measure(args.device, quick=not args.full,
                     progress=lambda message: print(f"measuring {message}", file=sys.stderr))
     path = save(entry, target, force=args.force)

@@ -108,11 +108,19 @@ def measure(device: str = "cpu", quick: bool = True,
     }
 
 
-def save(entry: dict, path: Optional[str] = None, force: bool = False) -> str:
-    path = path or os.path.join(USER_CHIPS_DIR, f"{entry['id']}.yaml")
+def default_path(chip_id: str) -> str:
+    return os.path.join(USER_CHIPS_DIR, f"{chip_id}.yaml")
+
+
+def check_target(path: str, force: bool) -> None:
     if os.path.exists(path) and not force:
         raise FxroofError(f"'{path}' already holds a chip and fxroof does not overwrite it "
                           "unless asked: pass --force, or --out another path.")
+
+
+def save(entry: dict, path: Optional[str] = None, force: bool = False) -> str:
+    path = path or default_path(entry["id"])
+    check_target(path, force)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         yaml.safe_dump({"schema_version": 1, "chips": [entry]}, f, sort_keys=False)

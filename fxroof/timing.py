@@ -217,10 +217,10 @@ def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> di
     """Median time of the plain eager step: model forward, then autograd backward."""
     import torch.utils._pytree as pytree
 
-    trainable = {n for n, p in module.named_parameters() if p.requires_grad}
-    params = {n: t.detach().requires_grad_(graph.model.backward and n in trainable)
-              for n, t in state.items() if n in trainable or n in dict(module.named_parameters())}
-    buffers = {n: t.clone() for n, t in state.items() if n not in params}
+    own = dict(module.named_parameters())
+    params = {n: t.detach().requires_grad_(graph.model.backward and own[n].requires_grad)
+              for n, t in state.items() if n in own}
+    buffers = {n: t.clone() for n, t in state.items() if n not in own}
     tensors = iter(_random_like(n.meta[SHAPES], dev) for n in graph.forward.nodes
                    if n.op == "placeholder" and n.meta[INPUT].kind == "input")
     leaves = [next(tensors) if is_tensor else value for is_tensor, value in graph.input_leaves]

@@ -99,7 +99,8 @@ def sdpa_cudnn_backward(grad_out, q, k, v, o, lse, philox_seed, philox_offset, a
 # so switching between the paths never changes the count.
 
 def _heads(x, batch: int, length: int, heads: int, head_dim: int):
-    return TensorMeta((batch, heads, length, head_dim), (0, 0, 0, 1), x.dtype)
+    """The (B, H, L, E) per-head view of a projected (B, L, H*E) tensor."""
+    return TensorMeta.contiguous((batch, heads, length, head_dim), x.dtype)
 
 
 def multi_head_attention_cost(query, key, value, embed_dim, num_head, masked) -> Cost:

@@ -39,6 +39,15 @@ class TensorMeta:
     def of(cls, t: torch.Tensor) -> "TensorMeta":
         return cls(tuple(t.shape), tuple(t.stride()), t.dtype)
 
+    @classmethod
+    def contiguous(cls, shape, dtype: torch.dtype = torch.float32) -> "TensorMeta":
+        """Metadata of a dense row-major tensor of this shape."""
+        stride, step = [], 1
+        for n in reversed(shape):
+            stride.insert(0, step)
+            step *= n
+        return cls(tuple(shape), tuple(stride), dtype)
+
     @property
     def numel(self) -> int:
         return math.prod(self.shape)

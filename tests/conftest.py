@@ -9,10 +9,7 @@ from op_costs import TensorMeta
 def T(*shape, dtype=torch.float32, stride=None):
     """Metadata of a tensor of this shape (contiguous unless a stride is given)."""
     if stride is None:
-        stride, acc = [], 1
-        for n in reversed(shape):
-            stride.insert(0, acc)
-            acc *= n
+        return TensorMeta.contiguous(shape, dtype)
     return TensorMeta(tuple(shape), tuple(stride), dtype)
 
 
