@@ -56,10 +56,15 @@ def build(spec: str, overrides: Optional[dict] = None) -> torch.nn.Module:
             config = transformers.AutoConfig.for_model(model_type, **{**settings, **overrides})
         else:
             config = transformers.AutoConfig.for_model(target, **overrides)
-    except ValueError as e:
-        raise FxroofError(f"transformers does not know the model type '{target}': "
-                          f"{str(e).splitlines()[0]} Use a model type such as gpt2, bert, "
-                          "llama, t5 or vit.") from None
+    except ValueError:
+        import difflib
+
+        known = list(transformers.CONFIG_MAPPING.keys())
+        close = difflib.get_close_matches(target, known, n=5, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise FxroofError(f"transformers does not know the model type '{target}'.{hint} Use a "
+                          f"model type such as gpt2, bert, llama, t5 or vit ({len(known)} are "
+                          "known to the installed transformers).") from None
     with torch.device("meta"):
         try:
             return transformers.AutoModelForCausalLM.from_config(config)

@@ -35,7 +35,7 @@ def test_llama_projection_macs_closed_form():
 
 
 def test_unknown_model_type_and_bad_override():
-    with pytest.raises(fxroof.FxroofError, match="does not know the model type 'lama'"):
+    with pytest.raises(fxroof.FxroofError, match="model type .lama.. Did you mean llama"):
         fxroof.analyze("hf:lama")
     from fxroof.hf import parse_overrides
 
