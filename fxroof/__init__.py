@@ -8,5 +8,6 @@ __version__ = "0.1.0"
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.analyze import analyze  # noqa: E402
 from fxroof.graph import AnnotatedGraph, ModelInfo  # noqa: E402
+from fxroof.compile_backend import Backend, backend  # noqa: E402
 
-__all__ = ["analyze", "AnnotatedGraph", "ModelInfo", "FxroofError", "__version__"]
+__all__ = ["analyze", "backend", "Backend", "AnnotatedGraph", "ModelInfo", "FxroofError", "__version__"]

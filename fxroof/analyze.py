@@ -171,8 +171,11 @@ def _untraceable_message(e: BaseException, scope) -> str:
         "result depends on tensor values (a data-dependent shape or a Python value read from a "
         "tensor, e.g. `.item()`, `.tolist()`, `if tensor:` or `nonzero`)"
         + (f", at {where}" if where else "") + ". fxroof traces on fake tensors that carry "
-        "shapes but no data. Rewrite that construct to depend on shapes only, or analyse the "
-        "data-independent part of the model on its own.")
+        "shapes but no data. Rewrite that construct to depend on shapes only; or analyse the "
+        "data-independent part on its own (a submodule, or a smaller example that avoids the "
+        "branch); or try `--mode eval` if the construct only runs in training; or let Dynamo "
+        "split the model at the construct: `torch.compile(model, backend=fxroof.backend())` "
+        "annotates every region between graph breaks.")
 
 
 def _rejected_message(e: BaseException, scope, args) -> str:

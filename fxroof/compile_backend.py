@@ -1,0 +1,219 @@
+"""fxroof as a torch.compile backend: annotate the ATen graphs a real compile pipeline produces.
+
+    collector = fxroof.backend(on_graph=lambda gm, phase, region: ...)
+    compiled = torch.compile(model, backend=collector)
+    compiled(x).sum().backward()
+    print(collector.annotated().summary())
+
+Dynamo hands the backend one FX graph per region between graph breaks. For each, AOTAutograd
+traces the joint forward+backward and partitions it; fxroof reads both ATen graphs (the
+backward compiled at once rather than at the first backward call), annotates them with the same
+cost pass ``analyze`` uses, and hands the region's Dynamo graph on unchanged to the backend
+named by ``then`` (``torch.compile``'s default, inductor, unless told otherwise; ``None`` runs
+the AOT graphs eagerly). The annotation is a compile-time side job: it never changes what runs.
+
+Where the two capture paths differ: AOTAutograd graphs are functionalised (``add_`` becomes
+``add``, batch norm's running-stat update becomes ``_native_batch_norm_legit_functional``
+outputs) and the partitioner may recompute cheap forward ops in the backward, so FLOPs agree
+with ``analyze`` for matrix work while pointwise op counts can differ slightly.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Optional
+
+import torch
+import torch.fx as fx
+from torch.fx.experimental.symbolic_shapes import optimization_hint
+from torch.utils import _pytree as pytree
+
+from fxroof.capture import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES, Capture, InputKind, Origin
+from fxroof.cost_pass import annotate_costs, is_costed
+from fxroof.graph import AnnotatedGraph, ModelInfo
+from fxroof.memory import memory_report
+from fxroof.scope import op_family
+from op_costs import TensorMeta
+
+OnGraph = Callable[[fx.GraphModule, str, int], None]
+
+
+def _concrete(t: torch.Tensor) -> TensorMeta:
+    """TensorMeta of a possibly dynamic-shape fake tensor, at the sizes it was traced with."""
+    return TensorMeta(tuple(optimization_hint(s) for s in t.shape),
+                      tuple(optimization_hint(s) for s in t.stride()), t.dtype)
+
+
+def _shapes_of(value):
+    """meta[SHAPES] for a node's fake value: tensors as TensorMeta, symbolic ints as the size
+    they were traced with (cost rules are functions of concrete shapes)."""
+    value = pytree.tree_map_only(torch.SymInt, optimization_hint, value)
+    return pytree.tree_map_only(torch.Tensor, _concrete, value)
+
+
+def module_path(dynamo_name: str) -> str:
+    """Dynamo's source name of a module (``L['self'].layer1[0].conv1``, or
+    ``getattr(L['self'].blocks, '3')``) as a module path (``layer1.0.conv1``)."""
+    name = dynamo_name
+    while (m := re.search(r"getattr\((.*), '([^']+)'\)", name)):
+        name = name[:m.start()] + f"{m.group(1)}.{m.group(2)}" + name[m.end():]
+    name = re.sub(r"_modules\['([^']+)'\]", r"\1", name)
+    name = re.sub(r"^L\['[^']*'\]\.?", "", name)
+    return re.sub(r"\[['\"]?([^\]'\"]+)['\"]?\]", r".\1", name).strip(".")
+
+
+def _scope(stack: Optional[dict], op) -> tuple[str, str]:
+    """(module path, layer type) from an nn_module_stack: the innermost module, as in scope.py."""
+    if not stack:
+        return "", op_family(op)
+    path, cls = list(stack.values())[-1][:2]
+    return module_path(path), getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1])
+
+
+def _annotate_region(fw: fx.Graph, bw: Optional[fx.Graph], is_param: list[bool]) -> Capture:
+    """Give AOTAutograd's graphs the metadata fxroof's capture writes, then cost them."""
+    first_by_seq: dict[int, fx.Node] = {}
+    primal = 0
+    for node in fw.nodes:
+        if "val" in node.meta:
+            node.meta[SHAPES] = _shapes_of(node.meta["val"])
+        if node.op == "placeholder":
+            kind = "parameter" if primal < len(is_param) and is_param[primal] else "input"
+            node.meta[INPUT] = InputKind(kind, str(primal))
+            primal += 1
+        elif node.op == "call_function":
+            path, layer = _scope(node.meta.get("nn_module_stack"), node.target)
+            node.meta[ORIGIN] = Origin(FORWARD, path, layer, None)
+            if is_costed(node) and "seq_nr" in node.meta:
+                first_by_seq.setdefault(node.meta["seq_nr"], node)
+    saved = []
+    if bw is not None:
+        for node in bw.nodes:
+            if "val" in node.meta:
+                node.meta[SHAPES] = _shapes_of(node.meta["val"])
+            if node.op == "placeholder":
+                tangent = node.name.startswith("tangents")
+                node.meta[INPUT] = InputKind("tangent" if tangent else "saved", node.name)
+                if not tangent:
+                    saved.append(node.name)
+            elif node.op == "call_function":
+                forward = first_by_seq.get(node.meta.get("seq_nr"))
+                if forward is None:
+                    node.meta[ORIGIN] = Origin(BACKWARD, "", op_family(node.target), None)
+                else:
+                    of = forward.meta[ORIGIN]
+                    node.meta[ORIGIN] = Origin(BACKWARD, of.module, of.layer_type, forward.name)
+    capture = Capture(fw, bw, saved)
+    for graph in capture.graphs():
+        annotate_costs(graph)
+    return capture
+
+
+def _merge(captures: list[Capture]) -> Capture:
+    """One forward and one backward graph holding every region's nodes, in region order.
+    Node names that collide are renamed, and backward nodes' forward_node follows them."""
+    merged = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
+    outputs = {FORWARD: [], BACKWARD: []}
+    saved: list[str] = []
+    for capture in captures:
+        renamed: dict[str, str] = {}  # this region's forward node names in the merged graph
+        for phase, graph in ((FORWARD, capture.forward), (BACKWARD, capture.backward)):
+            if graph is None:
+                continue
+            val_map: dict[fx.Node, fx.Node] = {}
+            out = merged[phase].graph_copy(graph, val_map)
+            outputs[phase].extend(a for a in pytree.tree_leaves(out) if isinstance(a, fx.Node))
+            if phase == FORWARD:
+                renamed = {old.name: new.name for old, new in val_map.items()}
+            for new in val_map.values():
+                origin = new.meta.get(ORIGIN)
+                if origin is not None and origin.forward_node is not None:
+                    new.meta[ORIGIN] = origin._replace(forward_node=renamed[origin.forward_node])
+        saved.extend(renamed.get(name, name) for name in capture.saved)
+    for phase, graph in merged.items():
+        graph.output(tuple(outputs[phase]))
+    has_backward = any(c.backward is not None for c in captures)
+    return Capture(merged[FORWARD], merged[BACKWARD] if has_backward else None, saved)
+
+
+class Backend:
+    """A torch.compile backend that annotates every region's ATen graphs; see the module doc.
+
+    on_graph(gm, phase, region) is called with each annotated ATen GraphModule as soon as it
+    exists (phase "forward" or "backward"; region counts Dynamo graphs from 0): its nodes carry
+    ``meta[fxroof.cost_pass.COST]`` and ``meta[fxroof.capture.ORIGIN]``.
+    """
+
+    def __init__(self, on_graph: Optional[OnGraph] = None, then="inductor",
+                 name: str = "compiled"):
+        self.on_graph = on_graph
+        self.then = then
+        self.name = name
+        self.regions: list[Capture] = []
+        self._parameters: dict[int, int] = {}  # id -> elements, each parameter counted once
+        self._first_input: Optional[torch.Tensor] = None
+
+    def __call__(self, gm: fx.GraphModule, example_inputs):
+        from functorch.compile import make_boxed_func
+        from torch._functorch import config as functorch_config
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        region = len(self.regions)
+        is_param = [isinstance(x, torch.nn.Parameter) for x in example_inputs]
+        for x in example_inputs:
+            if isinstance(x, torch.nn.Parameter):
+                self._parameters[id(x)] = x.numel()
+            elif isinstance(x, torch.Tensor) and self._first_input is None:
+                self._first_input = x
+        graphs: dict[str, fx.GraphModule] = {}
+
+        def keep(phase):
+            def compiler(module: fx.GraphModule, _inputs):
+                graphs[phase] = module
+                return make_boxed_func(module.forward)
+            return compiler
+
+        with functorch_config.patch(force_non_lazy_backward_lowering=True):
+            compiled = aot_module_simplified(gm, example_inputs, fw_compiler=keep(FORWARD),
+                                             bw_compiler=keep(BACKWARD))
+        forward, backward = graphs[FORWARD], graphs.get(BACKWARD)
+        self.regions.append(_annotate_region(forward.graph, backward and backward.graph,
+                                             is_param))
+        if self.on_graph is not None:
+            self.on_graph(forward, FORWARD, region)
+            if backward is not None:
+                self.on_graph(backward, BACKWARD, region)
+        if self.then is None:
+            return compiled
+        then = self.then
+        if isinstance(then, str):
+            then = torch._dynamo.lookup_backend(then)
+        return then(gm, example_inputs)
+
+    def annotated(self) -> AnnotatedGraph:
+        """Every region compiled so far, rolled up into one AnnotatedGraph (no timing source:
+        time the model with fxroof.analyze(...).time() instead)."""
+        if not self.regions:
+            raise ValueError("nothing has been compiled yet: call the compiled model first")
+        capture = _merge(self.regions)
+        x = self._first_input
+        info = ModelInfo(
+            name=self.name,
+            batch=optimization_hint(x.shape[0]) if x is not None and x.dim() else None,
+            inputs=[{"shape": list(_concrete(x).shape), "dtype": str(x.dtype)[6:]}]
+            if x is not None else [],
+            dtype=str(next((n.meta[SHAPES].dtype for n in capture.forward.nodes
+                            if n.op == "placeholder" and isinstance(n.meta.get(SHAPES), TensorMeta)),
+                           torch.float32))[6:],
+            mode="train" if capture.backward is not None else "eval",
+            backward=capture.backward is not None,
+            parameters=sum(self._parameters.values()),
+        )
+        return AnnotatedGraph(capture, info, memory_report(capture))
+
+
+def backend(on_graph: Optional[OnGraph] = None, then="inductor", name: str = "compiled") -> Backend:
+    """A torch.compile backend that annotates each graph Dynamo produces (forward and backward,
+    one region per graph break) and passes it on to ``then`` (a backend name or callable; None
+    runs the AOT graphs as they are). Collect the results with ``.annotated()`` or
+    ``on_graph``."""
+    return Backend(on_graph, then, name)
