@@ -77,8 +77,9 @@ def example_inputs(model, batch: int, seq_len: int) -> dict:
     encoder-decoders), or pixel values for vision models. Meta tensors: shapes only."""
     config = model.config
     if getattr(model, "main_input_name", "input_ids") == "pixel_values":
-        size = config.image_size
-        return {"pixel_values": torch.empty(batch, config.num_channels, size, size,
+        size = getattr(config, "image_size", 224)  # ResNetConfig has none: ImageNet's 224
+        height, width = size if isinstance(size, (list, tuple)) else (size, size)
+        return {"pixel_values": torch.empty(batch, config.num_channels, height, width,
                                             device="meta")}
     ids = torch.zeros(batch, seq_len, dtype=torch.long, device="meta")
     inputs = {"input_ids": ids, "attention_mask": torch.ones(batch, seq_len, dtype=torch.long,

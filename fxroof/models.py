@@ -1,7 +1,7 @@
 """Turning what the user names into an nn.Module and example input shapes.
 
-A spec is a torchvision classification model name (``resnet50``) or ``package.module:callable``
-returning an nn.Module. Models are built on the meta device when their constructor allows it
+A spec is a torchvision classification model name (``resnet50``), ``hf:<model_type>``,
+``timm:<name>``, or ``package.module:callable`` returning an nn.Module. Models are built on the meta device when their constructor allows it
 (no weight memory, no init time: a 70B-shaped model builds in seconds); constructors that need
 real data (RegNet computes its widths with tensors) are built on the CPU.
 """
@@ -34,6 +34,10 @@ def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = Non
         from fxroof import hf
 
         return hf.build(spec, hf_config)
+    if spec.startswith("timm:"):
+        from fxroof import timm_models
+
+        return timm_models.build(spec, device)
     if ":" in spec:
         return _build_callable(spec)
     import torchvision
@@ -98,6 +102,10 @@ def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[in
         from fxroof import hf
 
         return (), hf.example_inputs(model, batch, seq_len or 128)
+    if spec.startswith("timm:"):
+        from fxroof import timm_models
+
+        return (torch.empty(timm_models.input_shape(model, batch), device="meta"),), {}
     return (torch.empty(default_input_shape(spec, model, batch), device="meta"),), {}
 
 

@@ -26,4 +26,5 @@ from op_costs import (  # noqa: F401,E402  (imported for their registrations)
     pointwise,
     pooling,
     reduction,
+    resample,
 )

@@ -53,7 +53,7 @@ def fill(*args, out, **kwargs):
           aten.reflection_pad2d, aten.reflection_pad3d, aten.replication_pad1d,
           aten.replication_pad2d, aten.replication_pad3d, aten.pixel_shuffle,
           aten.pixel_unshuffle, aten.channel_shuffle, aten.split_with_sizes_copy,
-          aten.unfold_copy, aten.im2col, aten.col2im, aten.upsample_nearest2d,
+          aten.unfold_copy, aten.im2col, aten.col2im,
           aten.masked_select, aten.nonzero, aten.sort, aten.topk, op_class=MEMORY)
 def copy(*args, out, **kwargs):
     return Cost()

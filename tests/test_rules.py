@@ -180,6 +180,18 @@ CASES = [
     ("adaptive_max_pool2d_backward", aten.adaptive_max_pool2d_backward.default,
      (T(2, 3, 2, 2), T(2, 3, 5, 5), T(2, 3, 2, 2, dtype=torch.int64)), {}, T(2, 3, 5, 5),
      dict(flops=24)),
+    # interpolation (2, 3, 4, 4) -> (2, 3, 8, 8): 384 outputs; taps 1 / 4 / 16
+    ("upsample_nearest2d", aten.upsample_nearest2d.vec, (T(2, 3, 4, 4), [8, 8], None), {},
+     T(2, 3, 8, 8), dict(flops=0, bytes_read=96 * F4, bytes_written=384 * F4)),
+    ("upsample_bilinear2d", aten.upsample_bilinear2d.vec, (T(2, 3, 4, 4), [8, 8], False, None),
+     {}, T(2, 3, 8, 8), dict(flops=384 * (4 + 3))),
+    ("upsample_bicubic2d", aten.upsample_bicubic2d.default, (T(2, 3, 4, 4), [8, 8], False), {},
+     T(2, 3, 8, 8), dict(flops=384 * (16 + 15))),
+    ("upsample_bilinear2d_backward", aten.upsample_bilinear2d_backward.default,
+     (T(2, 3, 8, 8), [8, 8], [2, 3, 4, 4], False), {}, T(2, 3, 4, 4),
+     dict(flops=384 * 4 * 2, bytes_read=384 * F4, bytes_written=96 * F4)),
+    ("upsample_nearest2d_backward", aten.upsample_nearest2d_backward.default,
+     (T(2, 3, 8, 8), [8, 8], [2, 3, 4, 4]), {}, T(2, 3, 4, 4), dict(flops=384)),
     # softmax family on 6x10
     ("softmax", aten._softmax.default, (T(6, 10), -1, False), {}, T(6, 10), dict(flops=300)),
     ("softmax_backward", aten._softmax_backward_data.default,

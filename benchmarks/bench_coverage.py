@@ -1,0 +1,102 @@
+"""Coverage: how much of the model zoo fxroof annotates, forward+backward, and how many ops fall
+to the default (bytes-only) rule.
+
+Sets: every torchvision classification model (torchvision.models.list_models, not a hand-picked
+list), a set of Hugging Face configs (2 layers each, so the set runs in seconds; the op set does
+not depend on depth) and a set of timm models spanning its families. Targets (issue 6): 100% of
+models annotate; 0 default-rule ops in the torchvision set. Prints one JSON line per model and
+one per set.
+
+    python benchmarks/bench_coverage.py [--sets torchvision hf timm] [--batch 2]
+"""
+import argparse
+import json
+import time
+from collections import Counter
+
+from tqdm import tqdm
+
+import fxroof
+from fxroof.models import torchvision_names
+
+HF_CONFIGS = ["gpt2", "bert", "roberta", "distilbert", "albert", "electra", "llama", "mistral",
+              "qwen2", "gemma", "phi", "opt", "gpt_neox", "bart", "t5", "vit", "deit", "swin",
+              "convnext", "resnet"]
+TIMM_MODELS = [
+    "resnet50", "resnext50_32x4d", "convnext_tiny", "efficientnet_b0", "mobilenetv3_large_100",
+    "regnety_016", "ghostnet_100", "rexnet_100", "hrnet_w18_small", "dla34", "dpn68",
+    "nfnet_l0", "vit_base_patch16_224", "deit_tiny_patch16_224", "eva02_tiny_patch14_224",
+    "swin_tiny_patch4_window7_224", "maxvit_tiny_tf_224", "coatnet_0_rw_224", "levit_128",
+    "mixer_b16_224", "xcit_tiny_12_p16_224", "poolformer_s12", "convmixer_768_32",
+    "cait_xxs24_224", "volo_d1_224", "crossvit_tiny_240", "twins_pcpvt_small", "pit_ti_224",
+    "edgenext_small", "mobilevit_s", "fastvit_t8", "repvit_m1", "efficientvit_b0",
+]
+HF_SHALLOW = {"num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "encoder_layers": 2,
+              "decoder_layers": 2, "num_decoder_layers": 2}
+
+
+def specs(name: str) -> list[tuple[str, dict]]:
+    if name == "torchvision":
+        return [(n, {}) for n in torchvision_names()]
+    if name == "hf":
+        return [(f"hf:{t}", {}) for t in HF_CONFIGS]
+    return [(f"timm:{t}", {}) for t in TIMM_MODELS]
+
+
+def hf_overrides(spec: str) -> dict:
+    """Only the depth keys this config class has (others would become stray attributes)."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(spec[3:])
+    keys = {k: v for k, v in HF_SHALLOW.items() if hasattr(config, k)}
+    if spec[3:] in ("swin", "convnext", "resnet"):  # staged models: depth is per stage
+        return {}
+    return keys
+
+
+def run(spec: str, batch: int) -> dict:
+    start = time.perf_counter()
+    try:
+        extra = {"hf_config": hf_overrides(spec), "seq_len": 128} if spec.startswith("hf:") \
+            else {}
+        g = fxroof.analyze(spec, batch=batch, backward=True, **extra)
+    except Exception as e:  # a failure is a finding, not a crash of the benchmark
+        return {"model": spec, "ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+    coverage = g.coverage()
+    return {"model": spec, "ok": True, "seconds": round(time.perf_counter() - start, 2),
+            "nodes": coverage["nodes"], "default_rule_nodes": sum(
+                coverage["default_rule_ops"].values()),
+            "default_rule_ops": coverage["default_rule_ops"],
+            "unattributed_backward": sum(1 for r in g.records("backward")
+                                         if r["forward_node"] is None)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", nargs="+", default=["torchvision", "hf", "timm"],
+                        choices=["torchvision", "hf", "timm"])
+    parser.add_argument("--batch", type=int, default=2)
+    args = parser.parse_args()
+    for name in args.sets:
+        rows = []
+        for spec, _ in tqdm(specs(name), desc=name, unit="model"):
+            rows.append(run(spec, args.batch))
+            print(json.dumps({"benchmark": "coverage", "set": name, **rows[-1]}), flush=True)
+        ok = [r for r in rows if r["ok"]]
+        ops = Counter()
+        for r in ok:
+            ops.update(r["default_rule_ops"])
+        print(json.dumps({
+            "benchmark": "coverage_set", "set": name, "models": len(rows),
+            "annotated": len(ok), "annotated_pct": round(100 * len(ok) / len(rows), 1),
+            "nodes": sum(r["nodes"] for r in ok),
+            "default_rule_nodes": sum(r["default_rule_nodes"] for r in ok),
+            "models_with_default_rule_ops": sum(1 for r in ok if r["default_rule_nodes"]),
+            "default_rule_ops": dict(ops),
+            "unattributed_backward": sum(r["unattributed_backward"] for r in ok),
+            "seconds": round(sum(r.get("seconds", 0) for r in ok), 1),
+            "failures": {r["model"]: r["error"] for r in rows if not r["ok"]}}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""timm models by name, built untrained on the meta device: ``timm:convnext_tiny``.
+
+timm is an optional extra (``pip install fxroof[timm]``). Each timm model carries its native
+input size in ``pretrained_cfg["input_size"]`` (read from the config, no weights fetched).
+"""
+from __future__ import annotations
+
+import difflib
+
+import torch
+from torch import nn
+
+from fxroof.errors import FxroofError
+
+
+def _timm():
+    try:
+        import timm
+    except ImportError:
+        raise FxroofError("timm: models need the timm package, an optional extra: "
+                          "pip install 'fxroof[timm]' (or pip install timm).") from None
+    return timm
+
+
+def build(spec: str, device: str = "meta") -> nn.Module:
+    timm = _timm()
+    name = spec.removeprefix("timm:")
+    if name not in timm.list_models():
+        close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise FxroofError(
+            f"Unknown timm model '{name}'.{hint} `python -c \"import timm; "
+            "print(timm.list_models())\"` lists the architectures timm can build.")
+    if device == "meta":
+        try:
+            with torch.device("meta"):
+                return timm.create_model(name, pretrained=False)
+        except Exception:  # an init that computes with real tensors: build it for real
+            pass
+    return timm.create_model(name, pretrained=False)
+
+
+def input_shape(model: nn.Module, batch: int) -> tuple[int, ...]:
+    size = getattr(model, "pretrained_cfg", {}).get("input_size", (3, 224, 224))
+    return (batch, *size)
