@@ -137,6 +137,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chips_file_argument(p)
     p.set_defaults(run=run_roofline)
 
+    p = sub.add_parser("study", help="the whole performance study: chips, costs, latency, "
+                                     "rooflines, training; one report",
+                       description="Run the performance study over a model set, batch sizes "
+                                   "and devices, caching every result (an interrupted run "
+                                   "resumes), and write report.md / report.html with every "
+                                   "figure and its data under --out.")
+    p.add_argument("--out", default="study", help="study folder (default: study/)")
+    p.add_argument("--models", nargs="+", default=None,
+                   help="model names or specs (default: 17 torchvision models, one per family)")
+    p.add_argument("--batch", type=int, nargs="+", default=None,
+                   help="batch sizes (default: 1 8 32 on CPU, 1 64 256 on CUDA)")
+    p.add_argument("--train-batch", type=int, nargs="+", default=None,
+                   help="batch sizes of the timed training step (default: the smallest batch)")
+    p.add_argument("--device", nargs="+", default=["cpu"], help="cpu and/or cuda (default: cpu)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs (default: 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default: 1)")
+    p.add_argument("--report-only", action="store_true",
+                   help="redraw the report from the cached results; run nothing")
+    p.add_argument("--force", action="store_true",
+                   help="recompute every result, replacing a different study in --out")
+    p.set_defaults(run=run_study)
+
     p = sub.add_parser("models", help="list the model names fxroof knows",
                        description="List the torchvision classification models fxroof can build "
                                    "by name.")
@@ -332,6 +354,27 @@ def run_roofline(args) -> int:
     plots.plot_points(points, selected, args.out, dtype, overwrite=args.force, title=title,
                       sizes=sizes)
     print(f"wrote {args.out}")
+    return 0
+
+
+def run_study(args) -> int:
+    from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study as study
+
+    for option in ("batch", "train_batch"):
+        if any(b < 1 for b in getattr(args, option) or []):
+            raise FxroofError(f"--{option.replace('_', '-')} takes positive integers.")
+    if args.repeats < 1 or args.warmup < 0:
+        raise FxroofError("--repeats must be at least 1 and --warmup at least 0.")
+    if not args.report_only and args.models:
+        from fxroof.models import build_model
+
+        for model in args.models:  # an unknown name fails now, not after an hour of sweep
+            build_model(model)
+    config = StudyConfig(models=args.models or list(DEFAULT_MODELS), batches=args.batch or [],
+                         devices=args.device, train_batches=args.train_batch or [],
+                         warmup=args.warmup, repeats=args.repeats)
+    paths = study(config, args.out, force=args.force, report_only=args.report_only)
+    print(f"wrote {paths['html']} and {paths['md']}")
     return 0
 
 

@@ -30,18 +30,28 @@ def _roof_key(chip: Chip, dtype: str) -> Optional[str]:
     return None
 
 
-def _new_axes(title: str):
-    with plt.rc_context(STYLE):
-        fig, ax = plt.subplots()
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("operational intensity (FLOP/byte)")
-    ax.set_ylabel("attainable performance (FLOP/s)")
-    ax.set_title(title)
-    return fig, ax
+def new_axes(title: str, xlabel: str = "operational intensity (FLOP/byte)",
+             ylabel: str = "attainable performance (FLOP/s)", log: str = "xy",
+             nrows: int = 1, ncols: int = 1, size: Optional[tuple] = None):
+    """A figure in fxroof's style; ``log`` names the log-scaled axes. With several panels,
+    returns (fig, array of axes) and the labels apply to each."""
+    with plt.rc_context({**STYLE, **({"figure.figsize": size} if size else {})}):
+        fig, axes = plt.subplots(nrows, ncols, squeeze=False)
+    for ax in axes.flat:
+        if "x" in log:
+            ax.set_xscale("log")
+        if "y" in log:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+    if nrows * ncols == 1:
+        axes[0, 0].set_title(title)
+        return fig, axes[0, 0]
+    fig.suptitle(title)
+    return fig, axes
 
 
-def _save(fig, path: str, overwrite: bool) -> None:
+def save(fig, path: str, overwrite: bool) -> None:
     check_writable(path, overwrite)
     fig.tight_layout()
     fig.savefig(path, bbox_inches="tight")
@@ -77,11 +87,11 @@ def plot_chips(chips: list[Chip], path: str, dtype: str = "fp32", overwrite: boo
     plotted = [c for c in chips if _roof_key(c, dtype)]
     if not plotted:
         raise FxroofError(f"No chip lists a {dtype} peak; choose another --dtype.")
-    fig, ax = _new_axes(title or f"Rooflines, dense {dtype} peaks (matrix engine where the chip "
+    fig, ax = new_axes(title or f"Rooflines, dense {dtype} peaks (matrix engine where the chip "
                                  "has one)")
     draw_roofs(ax, plotted, dtype)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    _save(fig, path, overwrite)
+    save(fig, path, overwrite)
     return path
 
 
@@ -102,7 +112,7 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
                 overwrite: bool = False, title: str = "", sizes: Optional[list] = None) -> str:
     """Points {label, intensity, flops_per_s, group} on the chips' roofs, coloured by group
     (e.g. batch size); optional bubble sizes (area proportional to a time share)."""
-    fig, ax = _new_axes(title)
+    fig, ax = new_axes(title)
     draw_roofs(ax, chips, dtype)
     groups = sorted({p["group"] for p in points}, key=str)
     cmap = plt.get_cmap("viridis", max(len(groups), 2))
@@ -113,7 +123,7 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
         area = [sizes[points.index(p)] for p in members] if sizes else 36
         ax.scatter(xs, ys, s=area, color=cmap(gi), alpha=0.75, edgecolor="black", lw=0.5,
                    label=str(group), zorder=3)
-    _place_labels(ax, points)
+    place_labels(ax, points)
     legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
                        title="roofs and points")
     for handle in legend.legend_handles:  # bubble sizes are data, not legend entries
@@ -121,25 +131,26 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
             handle.set_sizes([36])
     ax.text(0.01, 0.01, "model intensity = total FLOPs / total bytes moved (unfused eager "
             "traffic model)", transform=ax.transAxes, fontsize=7, alpha=0.7)
-    _save(fig, path, overwrite)
+    save(fig, path, overwrite)
     return path
 
 
-def _place_labels(ax, points: list[dict], fontsize: int = 7) -> None:
-    """Label each point, moving a label up in steps until its box (in display pixels, from
-    the text's length) overlaps no label already placed."""
+def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_per_s",
+                 fontsize: int = 7) -> None:
+    """Label each point (its ``label``), moving a label up in steps until its box (in display
+    pixels, from the text's length) overlaps no label already placed."""
     fig = ax.figure
     fig.canvas.draw()  # fix the axis limits so data -> pixel transforms are final
     char_w, line_h = fontsize * 0.62 * fig.dpi / 72, fontsize * 1.3 * fig.dpi / 72
     boxes: list = []
-    for p in sorted(points, key=lambda q: (q["intensity"], q["flops_per_s"])):
-        x, y = ax.transData.transform((p["intensity"], p["flops_per_s"]))
+    for p in sorted(points, key=lambda q: (q[x], q[y])):
+        px, py = ax.transData.transform((p[x], p[y]))
         width = char_w * len(p["label"])
         dy = 3.0
-        while any(x + 5 < bx + bw and bx < x + 5 + width and y + dy < by + line_h
-                  and by < y + dy + line_h for bx, by, bw in boxes):
+        while any(px + 5 < bx + bw and bx < px + 5 + width and py + dy < by + line_h
+                  and by < py + dy + line_h for bx, by, bw in boxes):
             dy += line_h
-        boxes.append((x + 5, y + dy, width))
-        ax.annotate(p["label"], (p["intensity"], p["flops_per_s"]), xytext=(5, dy * 72 / fig.dpi),
+        boxes.append((px + 5, py + dy, width))
+        ax.annotate(p["label"], (p[x], p[y]), xytext=(5, dy * 72 / fig.dpi),
                     textcoords="offset points", fontsize=fontsize,
                     arrowprops={"arrowstyle": "-", "lw": 0.4, "alpha": 0.5} if dy > 3 else None)

@@ -67,7 +67,13 @@ BAD = [
     (["annotate", "resnet18", "--dtype", "int8"], ["Unsupported dtype 'int8'"]),
     (["annotate", "resnet18", "--input-shape", "1,x,2"], ["Cannot read the input shape"]),
     (["annotate", "resnet18", "--batch", "0"], ["--batch must be a positive"]),
+    (["study", "--models", "resnet5O", "--out", "never-created"],
+     ["Unknown model 'resnet5O'", "resnet50"]),
+    (["study", "--batch", "0", "--out", "never-created"], ["--batch takes positive integers"]),
 ]
+
+if not torch.cuda.is_available():  # on a GPU machine this would start a real study
+    BAD.append((["study", "--device", "cuda", "--out", "never-created"], ["CUDA"]))
 
 
 @pytest.mark.parametrize("argv,fragments", BAD, ids=[" ".join(a[1:]) for a, _ in BAD])

@@ -1,0 +1,42 @@
+"""The performance study in one call: chips, model costs, latency, achieved performance and
+training, for a set of models, batch sizes and devices; see ``run_study``.
+
+    fxroof.study.run_study(StudyConfig(models=["resnet18", "vit_b_16"], batches=[1, 8]),
+                           "quick/")
+"""
+from __future__ import annotations
+
+from fxroof.study.cache import Cache, claim, read_manifest
+from fxroof.study.sweep import DEFAULT_MODELS, StudyConfig, Sweep, measure_roofs
+
+__all__ = ["run_study", "StudyConfig", "DEFAULT_MODELS"]
+
+
+def run_study(config: StudyConfig, out: str, force: bool = False, report_only: bool = False,
+              progress: bool = True) -> dict:
+    """Run (or resume) the study in folder ``out`` and write its report; returns the report
+    paths. ``report_only`` redraws the report from the cached results without running
+    anything (the folder's own settings are used)."""
+    from fxroof.chips import load_chips
+    from fxroof.study.report import write_report
+    from fxroof.study.tables import collect
+    from fxroof.timing import check_device
+
+    cache = Cache(out)
+    if report_only:
+        config = StudyConfig(**read_manifest(out))
+        chips = measure_roofs(config, cache, force=False, progress=progress,
+                              allow_measure=False)
+    else:
+        for device in config.devices:
+            check_device(device)  # before any work: CUDA asked for but absent
+        claim(out, config.as_dict(), force)
+        chips = measure_roofs(config, cache, force, progress)
+        Sweep(config, cache, force, progress).run()
+    tables = collect(config, cache, chips)
+    if not tables.rows:
+        from fxroof.errors import FxroofError
+
+        raise FxroofError(f"No model of the study in '{out}' has results yet, so there is no "
+                          "report to draw: run the study (without --report-only) first.")
+    return write_report(tables, out, list(load_chips().values()))

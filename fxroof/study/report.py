@@ -1,0 +1,182 @@
+"""The study report: data files, figures, and one document rendered twice (report.md and
+report.html) from the same list of blocks, so the two never disagree."""
+from __future__ import annotations
+
+import csv
+import datetime
+import html
+import os
+
+from tabulate import tabulate
+
+from fxroof.render import si
+from fxroof.study import figures
+from fxroof.study.cache import write_json
+from fxroof.study.findings import findings
+from fxroof.study.tables import StudyTables, spearman
+
+# A block is (kind, payload): ("h", text), ("p", text), ("list", [text]), ("img", path),
+# ("table", (headers, rows)).
+
+
+def _csv(path: str, rows: list[dict]) -> str:
+    keys = list(dict.fromkeys(k for r in rows for k in r if k != "samples_s"))
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def write_data(t: StudyTables, folder: str) -> dict:
+    os.makedirs(folder, exist_ok=True)
+    correlations = {"all": spearman(t), **{f"batch {b}": spearman(t, b) for b in t.batches()}}
+    write_json(os.path.join(folder, "spearman.json"), correlations)
+    write_json(os.path.join(folder, "chips-measured.json"),
+               {d: c.as_record() for d, c in t.chips.items()})
+    write_json(os.path.join(folder, "failures.json"), t.failures)
+    return {"models": _csv(os.path.join(folder, "models.csv"), t.rows),
+            "training": _csv(os.path.join(folder, "training.csv"), t.train),
+            "layer_types": _csv(os.path.join(folder, "layer-types.csv"), t.layer_types)}
+
+
+def _fmt(value, unit=""):
+    if value is None:
+        return "-"
+    return si(value, unit) if unit else f"{value:.3g}"
+
+
+def _model_table(t: StudyTables, device: str):
+    headers = ["model", "batch", "FLOPs", "params", "weights", "activations", "peak mem",
+               "moved", "FLOP/B", "latency", "predicted", "% of roof", "bound"]
+    rows = [[r["model"], r["batch"], _fmt(r["flops"], "FLOP"), _fmt(r["parameters"]),
+             _fmt(r["weight_bytes"], "B"), _fmt(r["activation_bytes"], "B"),
+             _fmt(r["peak_bytes"], "B"), _fmt(r["bytes"], "B"), f"{r['intensity']:.1f}",
+             _fmt(r["latency_s"], "s"), _fmt(r["predicted_s"], "s"),
+             "-" if r["pct_of_attainable"] is None else f"{r['pct_of_attainable']:.0f}%",
+             r["bound"]] for r in t.rows if r["device"] == device]
+    return headers, rows
+
+
+def _train_table(t: StudyTables):
+    headers = ["model", "batch", "device", "fw FLOPs", "bw FLOPs", "bw:fw FLOPs", "fw time",
+               "bw time", "bw:fw time", "fw predicted", "bw predicted"]
+    rows = [[r["model"], r["batch"], r["device"], _fmt(r["forward_flops"], "FLOP"),
+             _fmt(r["backward_flops"], "FLOP"), f"{r['flops_ratio']:.2f}",
+             _fmt(r["forward_s"], "s"), _fmt(r["backward_s"], "s"), f"{r['time_ratio']:.2f}",
+             _fmt(r["forward_predicted_s"], "s"), _fmt(r["backward_predicted_s"], "s")]
+            for r in t.train]
+    return headers, rows
+
+
+def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
+    rel = lambda p: os.path.relpath(p, root)  # noqa: E731
+    c = t.config
+    out = [("h", "fxroof study"),
+           ("p", f"Generated {datetime.datetime.now().isoformat(timespec='seconds')}. "
+                 f"{len(c.models)} models; devices: " + "; ".join(
+                     f"{d} at batch {', '.join(map(str, c.batches_for(d)))} (training at "
+                     f"{', '.join(map(str, c.train_batches_for(d)))})" for d in c.devices)
+                 + f"; {c.warmup} warm-up and {c.repeats} timed runs each, medians reported. "
+                 "FLOPs count a multiply-add as 2; bytes are the unfused eager traffic of every "
+                 "ATen op; model intensity is total FLOPs / total bytes. Data: "
+                 + ", ".join(f"[{k}]({rel(v)})" for k, v in data.items()) + "."),
+           ("h", "Findings"), ("list", findings(t)),
+           ("h", "1. Chips"),
+           ("p", "Dense fp32 roofs (the matrix engine where a chip has one; dashed: the TF32 "
+                 "roof PyTorch uses for GPU convolutions) with this study's measured roofs: "
+                 + "; ".join(f"{ch.name}: " + ", ".join(f"{k} {si(v, 'FLOP/s')}" for k, v in
+                                                        ch.peaks.items())
+                             + f", {si(ch.bandwidth, 'B/s')}" for ch in t.chips.values()) + ".")]
+    out += [("img", rel(p)) for p in images["chips"]]
+    out += [("h", "2. Model compute and memory"), ("img", rel(images["costs"]))]
+    for device in t.chips:
+        out += [("p", f"Table on {device} (predicted: fxroof's roofline on the measured roof; "
+                      "% of roof: predicted / measured latency)."),
+                ("table", _model_table(t, device))]
+    out += [("img", rel(p)) for p in images["models_roofline"]]
+    out += [("h", "3. Latency"), ("img", rel(images["latency_flops"])),
+            ("img", rel(images["latency_params"])), ("img", rel(images["throughput"])),
+            ("img", rel(images["spearman"])),
+            ("h", "4. Achieved performance")]
+    out += [("img", rel(p)) for p in images["achieved"]]
+    out += [("h", "5. Training"), ("table", _train_table(t)), ("img", rel(images["training"]))]
+    out += [("img", rel(p)) for p in images["pies"]]
+    if t.failures:
+        out += [("h", "Failures"), ("table", (["model", "batch", "device", "phase", "error"],
+                                              [[f["model"], f["batch"], f["device"], f["phase"],
+                                                f["error"]] for f in t.failures]))]
+    return out
+
+
+def to_markdown(blocks_: list) -> str:
+    lines = []
+    for kind, payload in blocks_:
+        if kind == "h":
+            lines.append(("# " if payload == "fxroof study" else "## ") + payload)
+        elif kind == "p":
+            lines.append(payload)
+        elif kind == "list":
+            lines.append("\n".join(f"- {item}" for item in payload))
+        elif kind == "img":
+            lines.append(f"![{os.path.basename(payload)}]({payload})")
+        elif kind == "table":
+            lines.append(tabulate(payload[1], headers=payload[0], tablefmt="github"))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _inline(text: str) -> str:
+    """Markdown links [x](y) as HTML anchors, everything else escaped."""
+    import re
+
+    escaped = html.escape(text)
+    return re.sub(r"\[([^\]]+)\]\(([^)]+)\)", r'<a href="\2">\1</a>', escaped)
+
+
+def to_html(blocks_: list) -> str:
+    body = []
+    for kind, payload in blocks_:
+        if kind == "h":
+            tag = "h1" if payload == "fxroof study" else "h2"
+            body.append(f"<{tag}>{html.escape(payload)}</{tag}>")
+        elif kind == "p":
+            body.append(f"<p>{_inline(payload)}</p>")
+        elif kind == "list":
+            body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in payload) + "</ul>")
+        elif kind == "img":
+            body.append(f'<p><img src="{html.escape(payload)}" alt="{html.escape(payload)}" '
+                        'style="max-width:100%"></p>')
+        elif kind == "table":
+            body.append(tabulate(payload[1], headers=payload[0], tablefmt="html"))
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+             "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+             "padding:2px 6px;text-align:right}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>fxroof study</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+
+
+def write_report(t: StudyTables, root: str, shipped_chips: list) -> dict:
+    fig_dir, data_dir = os.path.join(root, "figures"), os.path.join(root, "data")
+    os.makedirs(fig_dir, exist_ok=True)
+    data = write_data(t, data_dir)
+    images = {
+        "chips": figures.chip_rooflines(t, shipped_chips, fig_dir),
+        "costs": figures.model_costs(t, fig_dir),
+        "models_roofline": figures.models_on_roofline(t, fig_dir, achieved=False),
+        "latency_flops": figures.latency_scatter(t, "flops", "FLOPs (FLOP)", fig_dir),
+        "latency_params": figures.latency_scatter(t, "parameters", "parameters (count)",
+                                                  fig_dir),
+        "throughput": figures.throughput(t, fig_dir),
+        "spearman": figures.correlation_matrices(t, fig_dir),
+        "achieved": figures.models_on_roofline(t, fig_dir, achieved=True),
+        "training": figures.training(t, fig_dir),
+        "pies": figures.layer_pies(t, fig_dir),
+    }
+    document = blocks(t, images, data, root)
+    paths = {"md": os.path.join(root, "report.md"), "html": os.path.join(root, "report.html")}
+    with open(paths["md"], "w") as f:
+        f.write(to_markdown(document))
+    with open(paths["html"], "w") as f:
+        f.write(to_html(document))
+    return paths

@@ -1,0 +1,208 @@
+"""The study's sweep: for every (device, model, batch) compute and cache three results.
+
+* ``cost``:    fxroof.analyze on fake tensors -- the inference (eval, forward) graph and the
+               training (forward+backward) graph: totals, memory, layer-type breakdowns and the
+               node records the roofline predictions are made from (no real compute).
+* ``latency``: eager inference, the way a user measures it: eval mode, inference_mode, warm-up
+               runs, then repeats, each synchronised on CUDA; the median and quartiles.
+* ``train``:   the timing pass over the training graph (every forward and backward node timed)
+               and the eager forward/backward step beside it; at the ``train_batches`` only.
+
+Before the sweep each device's roofs are measured once (``fxroof chips measure``, quick) and
+saved in the study folder, so predictions use the machine at hand, not only datasheets.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import torch
+
+from fxroof.errors import FxroofError
+from fxroof.study.cache import Cache
+
+COST, LATENCY, TRAIN = "cost", "latency", "train"
+
+# One model per family of the hand-made study, at its native input size.
+DEFAULT_MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "googlenet", "inception_v3",
+                  "squeezenet1_0", "mobilenet_v2", "mobilenet_v3_large", "shufflenet_v2_x1_0",
+                  "mnasnet1_0", "efficientnet_b0", "regnet_y_400mf", "densenet121",
+                  "convnext_tiny", "vit_b_16", "swin_t"]
+# On this kind of 2-core CPU the default study takes about 20 minutes; a GPU runs the study's
+# own batch sizes.
+DEFAULT_BATCHES = {"cpu": [1, 8, 32], "cuda": [1, 64, 256]}
+RECORD_KEYS = ("phase", "op", "op_class", "dtype", "layer_type", "flops", "bytes")
+
+
+@dataclass
+class StudyConfig:
+    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
+    batches: list[int] = field(default_factory=list)        # empty: DEFAULT_BATCHES per device
+    devices: list[str] = field(default_factory=lambda: ["cpu"])
+    train_batches: list[int] = field(default_factory=list)  # empty: the smallest batch
+    warmup: int = 1
+    repeats: int = 5
+
+    def batches_for(self, device: str) -> list[int]:
+        return self.batches or DEFAULT_BATCHES["cuda" if device.startswith("cuda") else "cpu"]
+
+    def train_batches_for(self, device: str) -> list[int]:
+        return self.train_batches or self.batches_for(device)[:1]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def tasks(config: StudyConfig) -> list[tuple[str, str, int, str]]:
+    """(device, model, batch, phase), model-major so each model is built once per device."""
+    out = []
+    for device in config.devices:
+        for model in config.models:
+            for batch in config.batches_for(device):
+                out.append((device, model, batch, COST))
+                out.append((device, model, batch, LATENCY))
+                if batch in config.train_batches_for(device):
+                    out.append((device, model, batch, TRAIN))
+    return out
+
+
+def _compact(records: list[dict]) -> list[dict]:
+    return [{k: r[k] for k in RECORD_KEYS} for r in records]
+
+
+def run_cost(model: str, batch: int) -> dict:
+    import fxroof
+
+    infer = fxroof.analyze(model, batch=batch)
+    train = fxroof.analyze(model, batch=batch, backward=True)
+    return {
+        "parameters": infer.model.parameters,
+        "input_shape": infer.model.inputs[0]["shape"],
+        "inference": {"totals": infer.totals()["forward"], "memory": infer.memory.as_dict(),
+                      "layer_types": infer.breakdown("layer_type"),
+                      "records": _compact(infer.records())},
+        "train": {"totals": train.totals(), "memory": train.memory.as_dict(),
+                  "layer_types": {p: train.breakdown("layer_type", phase=p)
+                                  for p in ("forward", "backward")},
+                  "records": _compact(train.records())},
+    }
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_latency(module: torch.nn.Module, shape, device: str, warmup: int, repeats: int) -> dict:
+    from fxroof.timing import check_device
+
+    dev = check_device(device)
+    module = module.to(dev).eval()
+    x = torch.randn(shape, device=dev)
+    samples = []
+    with torch.inference_mode():
+        for i in range(warmup + repeats):
+            _synchronize(dev)
+            start = time.perf_counter()
+            module(x)
+            _synchronize(dev)
+            if i >= warmup:
+                samples.append(time.perf_counter() - start)
+    quartiles = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
+    return {"median_s": statistics.median(samples), "q1_s": quartiles[0],
+            "q3_s": quartiles[2], "samples_s": samples, "warmup": warmup}
+
+
+def run_train(module: torch.nn.Module, model: str, shape, device: str, warmup: int,
+              repeats: int) -> dict:
+    import fxroof
+
+    g = fxroof.analyze(module, input_shapes=[shape], backward=True, name=model)
+    timing = g.time(device, repeats=repeats, warmup=warmup)
+    return {"timing": timing.as_dict(),
+            "layer_types": {p: g.breakdown("layer_type", phase=p, sort="time_s")
+                            for p in ("forward", "backward")}}
+
+
+class Sweep:
+    """Runs the missing tasks of a study, caching each result as soon as it exists."""
+
+    def __init__(self, config: StudyConfig, cache: Cache, force: bool = False,
+                 progress: bool = True):
+        self.config = config
+        self.cache = cache
+        self.force = force
+        self.progress = progress
+        self._module: Optional[tuple[str, torch.nn.Module]] = None
+
+    def pending(self) -> list[tuple[str, str, int, str]]:
+        todo = tasks(self.config)
+        if self.force:
+            return todo
+        return [t for t in todo if self.cache.get(*t) is None]
+
+    def _real_module(self, model: str) -> torch.nn.Module:
+        """The model with real (random) weights on the CPU, built once per model."""
+        from fxroof.models import build_model
+
+        if self._module is None or self._module[0] != model:
+            self._module = (model, build_model(model, device="cpu"))
+        return self._module[1]
+
+    def run_task(self, device: str, model: str, batch: int, phase: str) -> dict:
+        from fxroof.models import default_input_shape
+
+        try:
+            if phase == COST:
+                return run_cost(model, batch)
+            module = self._real_module(model)
+            shape = default_input_shape(model, module, batch)
+            if phase == LATENCY:
+                return run_latency(module, shape, device, self.config.warmup,
+                                   self.config.repeats)
+            return run_train(module, model, shape, device, self.config.warmup,
+                             self.config.repeats)
+        except FxroofError as e:
+            return {"error": str(e)}
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:  # OOM, a kernel's refusal
+            return {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"}
+        finally:
+            if device.startswith("cuda") and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+    def run(self) -> int:
+        """Run every pending task; returns how many ran. One failing task is recorded (its
+        error is the cached result) and the sweep goes on."""
+        from tqdm import tqdm
+
+        todo = self.pending()
+        bar = tqdm(todo, unit="task", disable=not self.progress, dynamic_ncols=True)
+        for device, model, batch, phase in bar:
+            bar.set_description(f"{model} b{batch} {device} {phase}")
+            self.cache.put(device, model, batch, phase,
+                           self.run_task(device, model, batch, phase))
+        self._module = None
+        return len(todo)
+
+
+def measure_roofs(config: StudyConfig, cache: Cache, force: bool, progress: bool,
+                  allow_measure: bool = True) -> dict:
+    """Each device's measured roofs, measured once per study (quick mode) and reused."""
+    from fxroof.chips import read_file
+    from fxroof.measure import measure, save
+
+    chips = {}
+    for device in config.devices:
+        path = cache.chip_path(device)
+        if not allow_measure and not os.path.exists(path):
+            raise FxroofError(f"The study has no measured roofs for {device} ('{path}' is "
+                              "missing): run the study without --report-only first.")
+        if force or not os.path.exists(path):
+            say = (lambda message: print(f"measuring {device}: {message}", flush=True)) \
+                if progress else None
+            save(measure(device, quick=True, progress=say), path, force=True)
+        chips[device] = read_file(path)[0]
+    return chips

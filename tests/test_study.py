@@ -1,0 +1,163 @@
+"""fxroof study: one small real study (two models, two batches, CPU) checked end to end, then
+resume, refusal to overwrite, failures recorded, report-only, and the tables' statistics."""
+import csv
+import json
+import os
+
+import pytest
+from scipy.stats import spearmanr
+
+from fxroof.errors import FxroofError
+from fxroof.study import StudyConfig, run_study
+from fxroof.study import sweep as sweep_module
+from fxroof.study.cache import Cache
+from fxroof.study.sweep import COST, LATENCY, TRAIN, Sweep, tasks
+from fxroof.study.tables import collect, correlation_columns, rho, spearman
+
+MODELS = ["squeezenet1_0", "mobilenet_v3_small"]
+
+
+def small_config(**changes) -> StudyConfig:
+    return StudyConfig(**{"models": MODELS, "batches": [1, 2], "warmup": 0, "repeats": 2,
+                          **changes})
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("study") / "out")
+    paths = run_study(small_config(), root, progress=False)
+    return root, paths
+
+
+def test_report_has_every_section_figure_and_data(study):
+    root, paths = study
+    markdown = open(paths["md"]).read()
+    html = open(paths["html"]).read()
+    for section in ["Findings", "1. Chips", "2. Model compute and memory", "3. Latency",
+                    "4. Achieved performance", "5. Training"]:
+        assert f"## {section}" in markdown and f"<h2>{section}</h2>" in html
+    images = [line.split("](")[1].rstrip(")") for line in markdown.splitlines()
+              if line.startswith("![")]
+    for name in ["chips.png", "chips-cpu.png", "models-cost.png", "models-roofline-cpu.png",
+                 "latency-vs-flops.png", "latency-vs-parameters.png", "throughput-vs-batch.png",
+                 "spearman.png", "achieved-roofline-cpu.png", "training-fw-bw.png",
+                 "layers-squeezenet1_0-b1-cpu.png"]:
+        assert f"figures/{name}" in images
+    for image in images:
+        path = os.path.join(root, image)
+        assert os.path.getsize(path) > 10_000, image
+        assert f'src="{image}"' in html
+    with open(os.path.join(root, "data", "models.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["model"], r["batch"]) for r in rows) == sorted(
+        (m, b) for m in MODELS for b in ("1", "2"))
+    assert all(float(r["latency_s"]) > 0 and float(r["predicted_s"]) > 0 for r in rows)
+    with open(os.path.join(root, "data", "spearman.json")) as f:
+        assert set(json.load(f)) == {"all", "batch 1", "batch 2"}
+
+
+def test_results_are_consistent_with_the_cost_pass(study):
+    import fxroof
+
+    root, _ = study
+    cached = Cache(root).get("cpu", "squeezenet1_0", 2, COST)
+    g = fxroof.analyze("squeezenet1_0", batch=2)
+    assert cached["inference"]["totals"]["flops"] == g.totals()["forward"]["flops"]
+    train = Cache(root).get("cpu", "squeezenet1_0", 1, TRAIN)
+    assert train["timing"]["eager_s"]["backward"] > 0
+    assert Cache(root).get("cpu", "squeezenet1_0", 2, TRAIN) is None  # trains at batch 1 only
+
+
+def test_findings_state_numbers_from_the_data(study):
+    root, paths = study
+    markdown = open(paths["md"]).read()
+    findings = markdown.split("## Findings")[1].split("## 1.")[0]
+    with open(os.path.join(root, "data", "training.csv")) as f:
+        train = list(csv.DictReader(f))
+    low = min(train, key=lambda r: float(r["flops_ratio"]))
+    assert f"{float(low['flops_ratio']):.2f} ({low['model']})" in findings
+    assert "Spearman rho with fxroof's predicted latency" in findings
+    assert "memory-bound" in findings
+
+
+def test_an_interrupted_study_resumes_where_it_stopped(study, monkeypatch):
+    root, _ = study
+    cache = Cache(root)
+    missing = cache.path("cpu", "mobilenet_v3_small", 2, LATENCY)
+    os.remove(missing)
+    kept = cache.path("cpu", "squeezenet1_0", 1, TRAIN)
+    before = os.path.getmtime(kept)
+    ran = []
+    original = Sweep.run_task
+    monkeypatch.setattr(Sweep, "run_task",
+                        lambda self, *task: ran.append(task) or original(self, *task))
+    run_study(small_config(), root, progress=False)
+    assert ran == [("cpu", "mobilenet_v3_small", 2, LATENCY)]
+    assert os.path.exists(missing) and os.path.getmtime(kept) == before
+
+
+def test_report_only_runs_nothing(study, monkeypatch):
+    root, paths = study
+    os.remove(paths["html"])
+    monkeypatch.setattr(Sweep, "run_task", lambda *a: pytest.fail("report-only ran a task"))
+    run_study(StudyConfig(models=["ignored"]), root, report_only=True, progress=False)
+    assert os.path.exists(paths["html"])
+
+
+def test_a_different_study_is_not_overwritten(study, tmp_path):
+    root, _ = study
+    with pytest.raises(FxroofError, match="different study.*batches"):
+        run_study(small_config(batches=[1, 4]), root, progress=False)
+    stranger = tmp_path / "photos"
+    stranger.mkdir()
+    (stranger / "holiday.jpg").write_text("not a study")
+    with pytest.raises(FxroofError, match="not an fxroof study folder"):
+        run_study(small_config(), str(stranger), progress=False)
+    assert (stranger / "holiday.jpg").read_text() == "not a study"
+    with pytest.raises(FxroofError, match="holds no study"):
+        run_study(small_config(), str(tmp_path / "nothing"), report_only=True, progress=False)
+
+
+def test_one_failure_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    real = sweep_module.run_latency
+
+    def fail_for_mobilenet(module, shape, *args):
+        if shape[0] == 2 and type(module).__name__ == "MobileNetV3":
+            raise RuntimeError("CUDA out of memory. Tried to allocate 9.00 GiB")
+        return real(module, shape, *args)
+
+    monkeypatch.setattr(sweep_module, "run_latency", fail_for_mobilenet)
+    config = small_config(batches=[1, 2], train_batches=[1], repeats=1)
+    paths = run_study(config, str(tmp_path / "s"), progress=False)
+    markdown = open(paths["md"]).read()
+    assert "## Failures" in markdown and "out of memory" in markdown
+    failures = json.load(open(tmp_path / "s" / "data" / "failures.json"))
+    assert [(f["model"], f["batch"], f["phase"]) for f in failures] == [
+        ("mobilenet_v3_small", 2, LATENCY)]
+    rows = list(csv.DictReader(open(tmp_path / "s" / "data" / "models.csv")))
+    assert len(rows) == 4  # the failed model keeps its cost row, without a latency
+
+
+def test_tasks_are_model_major_and_train_only_at_train_batches():
+    order = tasks(small_config(train_batches=[2]))
+    assert order[:3] == [("cpu", MODELS[0], 1, COST), ("cpu", MODELS[0], 1, LATENCY),
+                         ("cpu", MODELS[0], 2, COST)]
+    assert [t for t in order if t[3] == TRAIN] == [("cpu", m, 2, TRAIN) for m in MODELS]
+    assert StudyConfig().batches_for("cuda:0") == [1, 64, 256]
+
+
+def test_spearman_matches_scipy_on_the_study_tables(study):
+    root, _ = study
+    config = small_config()
+    cache = Cache(root)
+    from fxroof.study.sweep import measure_roofs
+
+    tables = collect(config, cache, measure_roofs(config, cache, False, False))
+    columns = correlation_columns(tables)
+    keys = sorted(columns["FLOPs"])
+    result = spearman(tables)
+    expected = spearmanr([columns["latency (cpu)"][k] for k in keys],
+                         [columns["parameters"][k] for k in keys]).statistic
+    assert rho(result, "latency (cpu)", "parameters") == pytest.approx(expected)
+    assert result["n"] == 4
+    assert spearman(tables, batch=1)["n"] == 2 and spearman(tables, batch=1)["rho"] is None
