@@ -33,6 +33,9 @@ DTYPES = ("fp64", "fp64_matrix", "fp32", "fp32_matrix", "tf32", "bf16", "fp16", 
 # plausible bandwidth per class, bytes/s: a number outside is a unit slip (GB vs TB, bits)
 BANDWIDTH_RANGE = {"cpu": (5e9, 2e12), "gpu": (5e10, 2e13), "asic": (1e10, 5e13),
                    "soc": (1e9, 1e12), "fpga": (1e9, 5e12)}
+# chips whose working memory is on-chip SRAM (Groq, Cerebras) say so with
+# `bandwidth: {memory: on-chip SRAM}`; their bandwidth is judged against this range instead
+SRAM_BANDWIDTH_RANGE = (1e12, 1e17)
 
 
 @dataclass
@@ -48,6 +51,7 @@ class Chip:
     tdp: Optional[float] = None
     sparse: dict = field(default_factory=dict)
     sources: list = field(default_factory=list)
+    memory: Optional[str] = None      # e.g. "HBM3", "on-chip SRAM"
 
     def as_record(self) -> dict:
         return {"id": self.id, "name": self.name, "class": self.cls, "vendor": self.vendor,
@@ -91,6 +95,7 @@ def parse_chip(entry: dict, path: str) -> Chip:
         peaks[dtype] = _number(spec.get("value"), path, chip_id, f"peaks.{dtype}.value")
         units[dtype] = spec["unit"]
     bandwidth = entry["bandwidth"]
+    memory = bandwidth.get("memory") if isinstance(bandwidth, dict) else None
     bandwidth = bandwidth.get("value") if isinstance(bandwidth, dict) else bandwidth
     return Chip(chip_id, entry["name"], entry["class"], entry.get("vendor", ""), peaks, units,
                 _number(bandwidth, path, chip_id, "bandwidth"),
@@ -98,7 +103,7 @@ def parse_chip(entry: dict, path: str) -> Chip:
                 if "capacity" in entry else None, entry.get("tdp"),
                 {k: _number(v, path, chip_id, f"sparse.{k}")
                  for k, v in (entry.get("sparse") or {}).items()},
-                list(entry.get("sources") or []))
+                list(entry.get("sources") or []), memory)
 
 
 def read_file(path: str) -> list[Chip]:
@@ -152,7 +157,8 @@ _ORDER = [("fp64", "fp32"), ("fp32", "tf32"), ("tf32", "bf16"), ("tf32", "fp16")
 
 def lint(chip: Chip) -> list[str]:
     problems = []
-    low, high = BANDWIDTH_RANGE[chip.cls]
+    on_chip = (chip.memory or "").lower().startswith("on-chip")
+    low, high = SRAM_BANDWIDTH_RANGE if on_chip else BANDWIDTH_RANGE[chip.cls]
     if not low <= chip.bandwidth <= high:
         problems.append(f"{chip.id}: bandwidth {chip.bandwidth:.3g} B/s is outside "
                         f"{low:.0e}..{high:.0e} for a {chip.cls} (GB vs TB, or bits?)")

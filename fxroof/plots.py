@@ -65,13 +65,15 @@ def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
     import torch
 
     colours = {}
-    cmap = plt.get_cmap("tab10")
-    for i, chip in enumerate(chips):
+    cmap = plt.get_cmap("tab20")
+    drawn = [c for c in chips if _roof_key(c, dtype) is not None]
+    for i, chip in enumerate(drawn):
         key = _roof_key(chip, dtype)
-        if key is None:
-            continue
         roof = np.minimum(chip.peaks[key], chip.bandwidth * INTENSITY)
-        (line,) = ax.plot(INTENSITY, roof, color=cmap(i % 10), lw=1.6,
+        # 20 colours, then the same colours dash-dotted: no two roofs look alike (plain
+        # dashes are kept for the TF32 roofs below)
+        (line,) = ax.plot(INTENSITY, roof, color=cmap(i % 20), lw=1.6,
+                          ls="-" if i < 20 else "-.",
                           label=f"{chip.name} [{key}, {chip.bandwidth / 1e9:.0f} GB/s]")
         colours[chip.id] = line.get_color()
         if dtype == "fp32" and chip.cls == "gpu" and "tf32" in chip.peaks \

@@ -8,7 +8,8 @@ Which peak: matrix-class ops (convolution, matmul, attention) use the matrix eng
 for their dtype; on GPUs, fp32 convolutions use TF32 when ``torch.backends.cudnn.allow_tf32``
 is on (PyTorch's default) and fp32 matmuls when ``torch.backends.cuda.matmul.allow_tf32`` is
 (default off). Everything else uses the vector peak for its dtype, or the fp32 vector peak
-when the chip lists none for that dtype. Model-level intensity is total FLOPs / total bytes.
+when the chip lists none for that dtype, or -- on accelerators that publish only matrix peaks --
+the dtype's matrix peak. Model-level intensity is total FLOPs / total bytes.
 """
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ def peak_for(chip: Chip, op_class: str, dtype: Optional[str], op: str = "") -> t
             candidates.insert(0, "tf32")
     else:
         candidates = [key] if chip.units.get(key) == "vector" else []
-        candidates.append("fp32")
+        # Accelerators that publish only matrix-engine peaks (TPUs, Gaudi's MME figure) get
+        # that peak as the bound of vector work too: optimistic for compute, but such work is
+        # memory-bound, so its predicted time is the bandwidth term either way.
+        candidates += ["fp32", key]
     for candidate in candidates:
         if candidate in chip.peaks:
             return chip.peaks[candidate], candidate

@@ -62,6 +62,8 @@ def test_predict_sums_nodes_per_phase():
 def test_shipped_chips_load_and_pass_the_lints():
     chips = load_chips()
     assert {"t4", "a100_sxm_40gb", "a100_sxm_80gb", "h100_sxm"} <= set(chips)
+    assert len(chips) >= 30
+    assert {c.cls for c in chips.values()} == {"cpu", "gpu", "asic", "soc", "fpga"}
     for chip in chips.values():
         assert lint(chip) == [], chip.id
         assert chip.sources, f"{chip.id} has no source"
@@ -155,3 +157,36 @@ def test_graph_roofline_adds_roof_fields_to_records_and_json(tmp_path):
     data = json.loads((tmp_path / "g.json").read_text())
     assert data["chip"]["id"] == "t4" and "fraction_of_roof" in data["nodes"][0]
     assert "% of roof" in g.table(top=3)
+
+
+def test_matrix_only_accelerator_bounds_vector_work_by_memory():
+    """A TPU-like chip lists only a bf16 matrix peak: bf16 elementwise work still gets a
+    roof (that peak), so it is predicted by its bytes; fp32 work has no roof and says so."""
+    tpu = Chip("tpu", "TPU", "asic", "x", {"bf16": 200e12}, {"bf16": "matrix"}, 1e12)
+    add = record(1e6, 1e9, "vector", dtype="bfloat16")
+    roof = roofline.node_roof(add, tpu)
+    assert roof.peak_key == "bf16" and roof.bound == "memory"
+    assert roof.predicted_s == pytest.approx(1e9 / 1e12)
+    with pytest.raises(FxroofError, match="lists bf16"):
+        roofline.node_roof(record(1e6, 1e9), tpu)
+
+
+def test_on_chip_sram_bandwidth_is_judged_as_sram(tmp_path):
+    text = """
+chips:
+  - id: wafer
+    name: Wafer
+    class: asic
+    peaks: {fp16: {value: 1e15, unit: matrix}}
+    bandwidth: {value: 2e16, memory: on-chip SRAM}
+  - id: typo
+    name: Typo
+    class: asic
+    peaks: {fp16: {value: 1e15, unit: matrix}}
+    bandwidth: {value: 2e16, memory: HBM3}
+"""
+    path = tmp_path / "sram.yaml"
+    path.write_text(text)
+    wafer, typo = read_file(str(path))
+    assert wafer.memory == "on-chip SRAM" and lint(wafer) == []
+    assert "bandwidth" in " ".join(lint(typo))  # 20 PB/s of HBM is a unit slip
