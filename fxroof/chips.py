@@ -52,11 +52,13 @@ class Chip:
     sparse: dict = field(default_factory=dict)
     sources: list = field(default_factory=list)
     memory: Optional[str] = None      # e.g. "HBM3", "on-chip SRAM"
+    op_overhead_s: Optional[float] = None  # measured chips: seconds of dispatch per eager op
 
     def as_record(self) -> dict:
         return {"id": self.id, "name": self.name, "class": self.cls, "vendor": self.vendor,
                 "peaks": dict(self.peaks), "units": dict(self.units),
-                "bandwidth": self.bandwidth, "capacity": self.capacity, "tdp": self.tdp}
+                "bandwidth": self.bandwidth, "capacity": self.capacity, "tdp": self.tdp,
+                "op_overhead_s": self.op_overhead_s}
 
 
 def _bad(path, chip, field_name, problem) -> FxroofError:
@@ -73,6 +75,14 @@ def _number(value, path, chip, name) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise _bad(path, chip, name, f"must be a positive number, not {value!r}")
     return float(value)
+
+
+def _overhead(entry: dict, path: str, chip_id: str) -> Optional[float]:
+    value = entry.get("op_overhead")
+    if value is None:
+        return None
+    value = value.get("value") if isinstance(value, dict) else value
+    return _number(value, path, chip_id, "op_overhead")
 
 
 def parse_chip(entry: dict, path: str) -> Chip:
@@ -103,7 +113,7 @@ def parse_chip(entry: dict, path: str) -> Chip:
                 if "capacity" in entry else None, entry.get("tdp"),
                 {k: _number(v, path, chip_id, f"sparse.{k}")
                  for k, v in (entry.get("sparse") or {}).items()},
-                list(entry.get("sources") or []), memory)
+                list(entry.get("sources") or []), memory, _overhead(entry, path, chip_id))
 
 
 def read_file(path: str) -> list[Chip]:

@@ -4,6 +4,10 @@
   engine's steady rate (quick mode uses smaller n and fewer repeats); median over repeats.
 * bandwidth: ``dst.copy_(src)`` of a buffer far beyond the last-level cache (counting the
   bytes read and the bytes written); median over repeats.
+* per-op overhead: the time of one eager ATen op on a one-element tensor (dispatch plus, on
+  CUDA, a kernel launch), from a run of 1000 such ops. The roofline of a measured chip adds it to
+  every node's predicted time, which is what lets predictions rank small models at batch 1,
+  where launching hundreds of tiny kernels, not FLOPs or bytes, sets the latency.
 CUDA timings use events around each run and synchronise before reading them; CPU timings use
 a monotonic clock. The result is saved as a user chip (YAML in the user chip folder), which
 `--chip <id>` then finds like a shipped one.
@@ -53,6 +57,26 @@ def gemm_flops(device: torch.device, dtype: torch.dtype, n: int, repeats: int) -
     return 2 * n ** 3 / _timed(lambda: torch.mm(a, b, out=out), device, repeats)
 
 
+def op_overhead(device: torch.device, repeats: int, ops: int = 1000) -> float:
+    """Seconds per eager op on a one-element tensor: dispatch (and kernel launch) cost."""
+    x = torch.ones(1, device=device)
+    out = torch.empty_like(x)
+
+    def run():
+        for _ in range(ops):
+            torch.add(x, x, out=out)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    run()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - t0) / ops)
+    return statistics.median(samples)
+
+
 def copy_bandwidth(device: torch.device, nbytes: int, repeats: int) -> float:
     src = torch.ones(nbytes // 4, device=device, dtype=torch.float32)
     dst = torch.empty_like(src)
@@ -91,6 +115,8 @@ def measure(device: str = "cpu", quick: bool = True,
     nbytes = (256 if quick else 1024) * 2 ** 20 if not gpu else 2 ** 31
     say(f"copy {nbytes // 2 ** 20} MiB")
     bandwidth = copy_bandwidth(dev, nbytes, repeats)
+    say("per-op overhead")
+    overhead = op_overhead(dev, repeats)
     name = (torch.cuda.get_device_name(dev) if gpu else
             (platform.processor() or platform.machine()) + f" ({os.cpu_count()} threads)")
     return {
@@ -102,6 +128,9 @@ def measure(device: str = "cpu", quick: bool = True,
         "bandwidth": {"value": float(f"{bandwidth:.4g}"),
                       "derivation": f"measured: copy_ of {nbytes // 2 ** 20} MiB fp32 "
                                     "(bytes read + written), median"},
+        "op_overhead": {"value": float(f"{overhead:.3g}"),
+                        "derivation": "measured: median seconds per torch.add on a "
+                                      "one-element tensor, over runs of 1000"},
         "sources": [f"fxroof chips measure --device {device}"
                     f"{' --full' if not quick else ''} on {datetime.date.today().isoformat()}, "
                     f"torch {torch.__version__}, {torch.get_num_threads()} threads"],

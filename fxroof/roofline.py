@@ -1,8 +1,10 @@
 """Roofline maths over an annotated graph's node records.
 
 For a node with F FLOPs and B bytes on a chip with peak P (for the node's engine and dtype)
-and bandwidth W:  attainable FLOP/s = min(P, W * F/B);  predicted time = max(F/P, B/W);
-the node is compute-bound when F/P >= B/W. The ridge point of a roof is P/W FLOP/byte.
+and bandwidth W:  attainable FLOP/s = min(P, W * F/B);  predicted time = max(F/P, B/W), plus,
+on a chip measured by `fxroof chips measure`, its measured per-op overhead O for every node
+that launches work (datasheet chips have none); the node is compute-bound when F/P >= B/W.
+The ridge point of a roof is P/W FLOP/byte.
 
 Which peak: matrix-class ops (convolution, matmul, attention) use the matrix engine's peak
 for their dtype; on GPUs, fp32 convolutions use TF32 when ``torch.backends.cudnn.allow_tf32``
@@ -65,7 +67,10 @@ def node_roof(record: dict, chip: Chip) -> NodeRoof:
     memory_s = record["bytes"] / chip.bandwidth
     attainable = min(peak, chip.bandwidth * record["flops"] / record["bytes"]) \
         if record["bytes"] else peak
-    return NodeRoof(peak, key, attainable, max(compute_s, memory_s),
+    # a measured chip knows what one eager op costs before any FLOP or byte: views launch
+    # no kernel, every other node pays it once
+    overhead = (chip.op_overhead_s or 0.0) if record["op_class"] != "view" else 0.0
+    return NodeRoof(peak, key, attainable, max(compute_s, memory_s) + overhead,
                     "compute" if compute_s >= memory_s else "memory")
 
 

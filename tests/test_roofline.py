@@ -190,3 +190,13 @@ chips:
     wafer, typo = read_file(str(path))
     assert wafer.memory == "on-chip SRAM" and lint(wafer) == []
     assert "bandwidth" in " ".join(lint(typo))  # 20 PB/s of HBM is a unit slip
+
+
+def test_measured_overhead_is_paid_once_per_launching_node():
+    measured = Chip("m", "M", "cpu", "x", {"fp32": 100e9}, {"fp32": "vector"}, 50e9,
+                    op_overhead_s=5e-6)
+    add = record(1e3, 1e3)  # 10 ns of compute, 20 ns of memory
+    assert roofline.node_roof(add, measured).predicted_s == pytest.approx(20e-9 + 5e-6)
+    view = {**record(0, 0), "op_class": "view"}
+    assert roofline.node_roof(view, measured).predicted_s == 0.0
+    assert roofline.node_roof(add, TOY).predicted_s == pytest.approx(1e3 / 50e9)

@@ -161,3 +161,27 @@ def test_spearman_matches_scipy_on_the_study_tables(study):
     assert rho(result, "latency (cpu)", "parameters") == pytest.approx(expected)
     assert result["n"] == 4
     assert spearman(tables, batch=1)["n"] == 2 and spearman(tables, batch=1)["rho"] is None
+
+
+def test_a_training_step_that_fails_keeps_the_inference_results(tmp_path):
+    config = StudyConfig(models=["tests.fixtures.user_models:bn_head"], batches=[1, 2],
+                         train_batches=[1, 2], warmup=0, repeats=1)
+    paths = run_study(config, str(tmp_path / "s"), progress=False)
+    failures = json.load(open(tmp_path / "s" / "data" / "failures.json"))
+    assert [(f["batch"], f["phase"]) for f in failures] == [(1, "cost (training step)")]
+    assert "Expected more than 1 value per channel" in failures[0]["error"]
+    rows = list(csv.DictReader(open(tmp_path / "s" / "data" / "models.csv")))
+    assert sorted(r["batch"] for r in rows) == ["1", "2"]
+    assert all(float(r["latency_s"]) > 0 for r in rows)
+    train = list(csv.DictReader(open(tmp_path / "s" / "data" / "training.csv")))
+    assert [r["batch"] for r in train] == ["2"]
+    assert "## Failures" in open(paths["md"]).read()
+
+
+def test_the_folder_remembers_its_batch_sizes(study, monkeypatch):
+    """Defaults may change between versions; a study folder keeps the batches it was made with."""
+    root, _ = study
+    manifest = json.load(open(os.path.join(root, "study.json")))
+    assert manifest["batches_by_device"] == {"cpu": [1, 2]}
+    monkeypatch.setitem(sweep_module.DEFAULT_BATCHES, "cpu", [3])
+    assert StudyConfig(**manifest).batches_for("cpu") == [1, 2]

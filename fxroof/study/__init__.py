@@ -30,6 +30,7 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
     else:
         for device in config.devices:
             check_device(device)  # before any work: CUDA asked for but absent
+        config = config.resolved()
         claim(out, config.as_dict(), force)
         chips = measure_roofs(config, cache, force, progress)
         Sweep(config, cache, force, progress).run()

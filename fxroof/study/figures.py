@@ -36,9 +36,12 @@ def _legend_outside(ax, **kwargs):
 
 
 def chip_rooflines(t: StudyTables, shipped: list, folder: str) -> list[str]:
+    """All chips and one plot per class, fp32 and bf16 (one dtype per plot: the matrix peaks
+    of the two are not comparable), with this study's measured roofs among them."""
     chips = shipped + list(t.chips.values())
-    return plots.plot_chips_by_class(chips, os.path.join(folder, "chips.png"), "fp32",
-                                     overwrite=True)
+    return [path for name, dtype in (("chips.png", "fp32"), ("chips-bf16.png", "bf16"))
+            for path in plots.plot_chips_by_class(chips, os.path.join(folder, name), dtype,
+                                                  overwrite=True)]
 
 
 def model_costs(t: StudyTables, folder: str) -> str:
@@ -51,11 +54,19 @@ def model_costs(t: StudyTables, folder: str) -> str:
     names = [r["model"] for r in rows]
     for ax, (key, label) in zip(axes.flat, COST_PANELS, strict=True):
         values = [r[key] for r in rows]
-        ax.barh(names, values, color="tab:blue", alpha=0.8)
-        ax.set_xlim(min(values) / 4, max(values) * 6)  # room for the value labels
+        known = [v for v in values if v]
+        if not known:  # e.g. every training step failed at this batch
+            ax.set_axis_off()
+            ax.set_title(f"{label}: no data", fontsize=9)
+            continue
+        low = min(known) / 4
+        ax.barh(names, [v or low for v in values], color="tab:blue", alpha=0.8)
+        ax.set_xlim(low, max(known) * 6)  # room for the value labels
         for i, value in enumerate(values):
-            ax.annotate(f"{value:.3g}" if key == "intensity" else si(value, ""), (value, i),
-                        xytext=(3, -3), textcoords="offset points", fontsize=7)
+            text = "failed" if value is None else \
+                f"{value:.3g}" if key == "intensity" else si(value, "")
+            ax.annotate(text, (value or low, i), xytext=(3, -3), textcoords="offset points",
+                        fontsize=7)
         _engineering_ticks(ax.xaxis)
         ax.set_xlabel(label)
         ax.tick_params(axis="y", labelsize=7)

@@ -83,8 +83,9 @@ def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
                  + ", ".join(f"[{k}]({rel(v)})" for k, v in data.items()) + "."),
            ("h", "Findings"), ("list", findings(t)),
            ("h", "1. Chips"),
-           ("p", "Dense fp32 roofs (the matrix engine where a chip has one; dashed: the TF32 "
-                 "roof PyTorch uses for GPU convolutions) with this study's measured roofs: "
+           ("p", "Dense fp32 roofs, then dense bf16 roofs (the matrix engine where a chip has "
+                 "one; dashed: the TF32 roof PyTorch uses for GPU convolutions; a chip appears "
+                 "only in the dtypes it lists), with this study's measured roofs: "
                  + "; ".join(f"{ch.name}: " + ", ".join(f"{k} {si(v, 'FLOP/s')}" for k, v in
                                                         ch.peaks.items())
                              + f", {si(ch.bandwidth, 'B/s')}" for ch in t.chips.values()) + ".")]

@@ -31,9 +31,9 @@ DEFAULT_MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "googlenet", "ince
                   "squeezenet1_0", "mobilenet_v2", "mobilenet_v3_large", "shufflenet_v2_x1_0",
                   "mnasnet1_0", "efficientnet_b0", "regnet_y_400mf", "densenet121",
                   "convnext_tiny", "vit_b_16", "swin_t"]
-# On this kind of 2-core CPU the default study takes about 20 minutes; a GPU runs the study's
-# own batch sizes.
-DEFAULT_BATCHES = {"cpu": [1, 8, 32], "cuda": [1, 64, 256]}
+# On this kind of 2-core CPU the default study takes about a quarter of an hour (measured in
+# benchmarks/README.md); a GPU runs the study's own batch sizes.
+DEFAULT_BATCHES = {"cpu": [1, 8, 32, 64], "cuda": [1, 64, 256]}
 RECORD_KEYS = ("phase", "op", "op_class", "dtype", "layer_type", "flops", "bytes")
 
 
@@ -45,12 +45,24 @@ class StudyConfig:
     train_batches: list[int] = field(default_factory=list)  # empty: the smallest batch
     warmup: int = 1
     repeats: int = 5
+    # filled by resolved(): the batch sizes each device actually runs, so a study folder
+    # keeps meaning what it meant when it was made, whatever later defaults become
+    batches_by_device: dict = field(default_factory=dict)
+    train_batches_by_device: dict = field(default_factory=dict)
 
     def batches_for(self, device: str) -> list[int]:
-        return self.batches or DEFAULT_BATCHES["cuda" if device.startswith("cuda") else "cpu"]
+        return self.batches_by_device.get(device) or self.batches or \
+            DEFAULT_BATCHES["cuda" if device.startswith("cuda") else "cpu"]
 
     def train_batches_for(self, device: str) -> list[int]:
-        return self.train_batches or self.batches_for(device)[:1]
+        return self.train_batches_by_device.get(device) or self.train_batches or \
+            self.batches_for(device)[:1]
+
+    def resolved(self) -> "StudyConfig":
+        return StudyConfig(**{**asdict(self),
+                              "batches_by_device": {d: self.batches_for(d) for d in self.devices},
+                              "train_batches_by_device": {d: self.train_batches_for(d)
+                                                          for d in self.devices}})
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -77,17 +89,21 @@ def run_cost(model: str, batch: int) -> dict:
     import fxroof
 
     infer = fxroof.analyze(model, batch=batch)
-    train = fxroof.analyze(model, batch=batch, backward=True)
+    try:  # a training step can fail where inference does not (BatchNorm at batch 1)
+        train = fxroof.analyze(model, batch=batch, backward=True)
+        training = {"totals": train.totals(), "memory": train.memory.as_dict(),
+                    "layer_types": {p: train.breakdown("layer_type", phase=p)
+                                    for p in ("forward", "backward")},
+                    "records": _compact(train.records())}
+    except FxroofError as e:
+        training = {"error": str(e)}
     return {
         "parameters": infer.model.parameters,
         "input_shape": infer.model.inputs[0]["shape"],
         "inference": {"totals": infer.totals()["forward"], "memory": infer.memory.as_dict(),
                       "layer_types": infer.breakdown("layer_type"),
                       "records": _compact(infer.records())},
-        "train": {"totals": train.totals(), "memory": train.memory.as_dict(),
-                  "layer_types": {p: train.breakdown("layer_type", phase=p)
-                                  for p in ("forward", "backward")},
-                  "records": _compact(train.records())},
+        "train": training,
     }
 
 

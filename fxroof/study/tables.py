@@ -46,7 +46,7 @@ def _model_row(device, model, batch, cost, latency, chip) -> dict:
            "weight_bytes": memory["parameter_bytes"] + memory["buffer_bytes"],
            "activation_bytes": memory["activation_bytes"],
            "peak_bytes": memory["peak_bytes"],
-           "train_peak_bytes": cost["train"]["memory"]["peak_bytes"],
+           "train_peak_bytes": cost["train"].get("memory", {}).get("peak_bytes"),
            "bytes": totals["bytes"], "intensity": totals["intensity"],
            "predicted_s": forward["predicted_s"], "bound": forward["bound"],
            "attainable_flops_per_s": totals["flops"] / forward["predicted_s"],
@@ -100,6 +100,11 @@ def collect(config: StudyConfig, cache: Cache, chips: dict) -> StudyTables:
                 if cost is None:
                     continue
                 tables.rows.append(_model_row(device, model, batch, cost, latency, chips[device]))
+                if "error" in cost["train"]:
+                    tables.failures.append({"device": device, "model": model, "batch": batch,
+                                            "phase": "cost (training step)",
+                                            "error": cost["train"]["error"]})
+                    continue
                 if batch in config.train_batches_for(device):
                     train = fetch(TRAIN)
                     if train is not None:
