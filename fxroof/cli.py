@@ -317,7 +317,9 @@ def run_chips_list(args) -> int:
 def run_chips_measure(args) -> int:
     from fxroof import render
     from fxroof.chips import parse_chip
-    from fxroof.measure import check_target, default_path, measure, save
+    from fxroof.chips import load_chips
+    from fxroof.measure import (check_target, datasheet_chip, default_path, measure, save,
+                                versus_datasheet)
 
     target = args.out or default_path("this-gpu" if "cuda" in args.device else "this-cpu")
     check_target(target, args.force)  # refuse before measuring, not after
@@ -326,6 +328,11 @@ def run_chips_measure(args) -> int:
     path = save(entry, target, force=args.force)
     chip = parse_chip(entry, path)
     print(render.chips_table([chip]))
+    known = datasheet_chip(chip.name, load_chips())
+    if known is not None:
+        print(f"\nmeasured vs datasheet ({known.name}; the matrix peaks of GEMMs PyTorch "
+              "dispatches, so fp32 without TF32 is compared with the fp32 figure):")
+        print(render.versus_table(versus_datasheet(chip, known)))
     print(f"saved {path}: use --chip {chip.id}")
     return 0
 

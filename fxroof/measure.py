@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import statistics
 import time
 from typing import Callable, Optional
@@ -135,6 +136,35 @@ def measure(device: str = "cpu", quick: bool = True,
                     f"{' --full' if not quick else ''} on {datetime.date.today().isoformat()}, "
                     f"torch {torch.__version__}, {torch.get_num_threads()} threads"],
     }
+
+
+def datasheet_chip(device_name: str, chips: dict):
+    """The database chip a measured device is, from the name the driver reports
+    ("NVIDIA A100-SXM4-80GB" -> a100_sxm_80gb, "Tesla T4" -> t4), or None."""
+    name = device_name.lower().replace("-", " ").replace("_", " ")
+    matches = []
+    for chip in chips.values():
+        if "pcie" in name and "sxm" in chip.id:  # same model name, another board and clock
+            continue
+        model = re.match(r"(rtx_\d+|[a-z]+\d+[a-z]*)", chip.id)
+        if model and re.search(rf"\b{model.group().replace('_', ' ')}\b", name):
+            matches.append(chip)
+    # several capacities of one model (A100 40/80 GB): the one whose size the name states
+    sized = [c for c in matches if (m := re.search(r"(\d+)gb", c.id)) and
+             re.search(rf"\b{m.group(1)}\s?gb", name)]
+    return (sized or matches or [None])[0]
+
+
+def versus_datasheet(measured, datasheet) -> list[dict]:
+    """Rows {what, measured, datasheet, fraction} for the roofs both list (FLOP/s, bytes/s)."""
+    rows = [{"what": f"{dtype} peak (FLOP/s)", "measured": value,
+             "datasheet": datasheet.peaks[dtype]}
+            for dtype, value in measured.peaks.items() if dtype in datasheet.peaks]
+    rows.append({"what": "bandwidth (B/s)", "measured": measured.bandwidth,
+                 "datasheet": datasheet.bandwidth})
+    for row in rows:
+        row["fraction"] = row["measured"] / row["datasheet"]
+    return rows
 
 
 def default_path(chip_id: str) -> str:

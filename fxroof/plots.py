@@ -114,7 +114,7 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
                 overwrite: bool = False, title: str = "", sizes: Optional[list] = None) -> str:
     """Points {label, intensity, flops_per_s, group} on the chips' roofs, coloured by group
     (e.g. batch size); optional bubble sizes (area proportional to a time share)."""
-    fig, ax = new_axes(title)
+    fig, ax = new_axes(title, ylabel="performance (FLOP/s): roofs attainable, points as titled")
     draw_roofs(ax, chips, dtype)
     groups = sorted({p["group"] for p in points}, key=str)
     cmap = plt.get_cmap("viridis", max(len(groups), 2))
@@ -125,6 +125,7 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
         area = [sizes[points.index(p)] for p in members] if sizes else 36
         ax.scatter(xs, ys, s=area, color=cmap(gi), alpha=0.75, edgecolor="black", lw=0.5,
                    label=str(group), zorder=3)
+    _zoom_to(ax, points, chips, dtype)
     place_labels(ax, points)
     legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
                        title="roofs and points")
@@ -137,22 +138,56 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
     return path
 
 
+def _zoom_to(ax, points: list[dict], chips: list[Chip], dtype: str) -> None:
+    """Show the points' decade range and the roofs' ridges and peaks, not 6 empty decades."""
+    keys = [(c, _roof_key(c, dtype)) for c in chips]
+    ridges = [c.peaks[k] / c.bandwidth for c, k in keys if k]
+    peaks = [c.peaks[k] for c, k in keys if k]
+    xs = [p["intensity"] for p in points] + ridges
+    ys = [p["flops_per_s"] for p in points] + peaks
+    ax.set_xlim(min(xs) / 5, max(xs) * 5)
+    ax.set_ylim(min(ys) / 5, max(ys) * 3)
+
+
 def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_per_s",
                  fontsize: int = 7) -> None:
-    """Label each point (its ``label``), moving a label up in steps until its box (in display
-    pixels, from the text's length) overlaps no label already placed."""
+    """Label each point (its ``label``) at the nearest free spot: right, left, above or below
+    the point first, then further out in growing steps, so no label box (in display pixels,
+    from the text's length) overlaps another label or a marker; a leader line joins a label
+    that had to move away."""
     fig = ax.figure
     fig.canvas.draw()  # fix the axis limits so data -> pixel transforms are final
     char_w, line_h = fontsize * 0.62 * fig.dpi / 72, fontsize * 1.3 * fig.dpi / 72
-    boxes: list = []
-    for p in sorted(points, key=lambda q: (q[x], q[y])):
-        px, py = ax.transData.transform((p[x], p[y]))
-        width = char_w * len(p["label"])
-        dy = 3.0
-        while any(px + 5 < bx + bw and bx < px + 5 + width and py + dy < by + line_h
-                  and by < py + dy + line_h for bx, by, bw in boxes):
-            dy += line_h
-        boxes.append((px + 5, py + dy, width))
-        ax.annotate(p["label"], (p[x], p[y]), xytext=(5, dy * 72 / fig.dpi),
-                    textcoords="offset points", fontsize=fontsize,
-                    arrowprops={"arrowstyle": "-", "lw": 0.4, "alpha": 0.5} if dy > 3 else None)
+    marker = 4.0  # pixels around each marker kept clear
+    centres = [tuple(ax.transData.transform((p[x], p[y]))) for p in points]
+    taken = [(cx - marker, cy - marker, 2 * marker, 2 * marker) for cx, cy in centres]
+
+    (left, bottom), (right, top) = ax.bbox.get_points()
+
+    def free(box):  # inside the axes, clear of every label and marker so far
+        bx, by, bw, bh = box
+        return left <= bx and bx + bw <= right and bottom <= by and by + bh <= top and all(
+            bx + bw <= ox or ox + ow <= bx or by + bh <= oy or oy + oh <= by
+            for ox, oy, ow, oh in taken)
+
+    order = sorted(range(len(points)), key=lambda i: (points[i][x], points[i][y]))
+    for i in order:
+        (px, py), label = centres[i], points[i]["label"]
+        width = char_w * len(label)
+        for step in range(40):
+            reach = step * line_h
+            candidates = [(6, -line_h / 2 + reach), (6, -line_h / 2 - reach),
+                          (-6 - width, -line_h / 2 + reach), (-6 - width, -line_h / 2 - reach)]
+            spot = next(((dx, dy) for dx, dy in candidates
+                         if free((px + dx, py + dy, width, line_h))), None)
+            if spot is not None:
+                break
+        else:
+            spot = (6, -line_h / 2)
+        dx, dy = spot
+        taken.append((px + dx, py + dy, width, line_h))
+        moved = abs(dy + line_h / 2) > line_h
+        ax.annotate(label, (points[i][x], points[i][y]),
+                    xytext=(dx * 72 / fig.dpi, dy * 72 / fig.dpi), textcoords="offset points",
+                    fontsize=fontsize, va="bottom",
+                    arrowprops={"arrowstyle": "-", "lw": 0.4, "alpha": 0.5} if moved else None)

@@ -144,3 +144,10 @@ def chips_table(chips) -> str:
     body = [[c.id, c.name, c.cls] + [si(c.peaks.get(d), "") if d in c.peaks else "-"
                                      for d in dtypes] + [si(c.bandwidth, "B/s")] for c in chips]
     return tabulate(body, headers=headers, disable_numparse=True)
+
+
+def versus_table(rows: list[dict]) -> str:
+    body = [[r["what"], si(r["measured"], ""), si(r["datasheet"], ""),
+             f"{100 * r['fraction']:.0f}%"] for r in rows]
+    return tabulate(body, headers=["roof", "measured", "datasheet", "measured / datasheet"],
+                    disable_numparse=True)

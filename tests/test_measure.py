@@ -55,3 +55,30 @@ def test_saved_entry_round_trips_through_the_loader(chip_dir):
     assert chips_module.read_file(path)[0].bandwidth == 2e10
     with pytest.raises(fxroof.FxroofError, match="does not overwrite"):
         measure_module.save(entry)
+
+
+@pytest.mark.parametrize("reported, chip_id", [
+    ("NVIDIA A100-SXM4-80GB", "a100_sxm_80gb"), ("NVIDIA A100-SXM4-40GB", "a100_sxm_40gb"),
+    ("NVIDIA H100 80GB HBM3", "h100_sxm"), ("Tesla T4", "t4"), ("NVIDIA L4", "l4"),
+    ("NVIDIA L40S", "l40s"), ("NVIDIA H100 PCIe", None), ("x86_64 (2 threads)", None),
+])
+def test_measured_device_finds_its_datasheet(reported, chip_id):
+    from fxroof.measure import datasheet_chip
+
+    found = datasheet_chip(f"{reported} (measured)", load_chips())
+    assert (found.id if found else None) == chip_id
+
+
+def test_versus_datasheet_compares_the_roofs_both_list():
+    from fxroof.measure import versus_datasheet
+
+    sheet = load_chips()["a100_sxm_80gb"]
+    measured = parse_chip({"id": "this-gpu", "name": "A100 (measured)", "class": "gpu",
+                           "peaks": {"fp32": {"value": 18.0e12, "unit": "matrix"},
+                                     "bf16": {"value": 280e12, "unit": "matrix"},
+                                     "fp8": {"value": 1e12, "unit": "matrix"}},
+                           "bandwidth": 1.6e12}, "x")
+    rows = {r["what"]: r for r in versus_datasheet(measured, sheet)}
+    assert set(rows) == {"fp32 peak (FLOP/s)", "bf16 peak (FLOP/s)", "bandwidth (B/s)"}
+    assert rows["bf16 peak (FLOP/s)"]["fraction"] == pytest.approx(280 / 312)
+    assert rows["bandwidth (B/s)"]["fraction"] == pytest.approx(1.6e12 / 2039e9)

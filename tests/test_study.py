@@ -38,9 +38,9 @@ def test_report_has_every_section_figure_and_data(study):
         assert f"## {section}" in markdown and f"<h2>{section}</h2>" in html
     images = [line.split("](")[1].rstrip(")") for line in markdown.splitlines()
               if line.startswith("![")]
-    for name in ["chips.png", "chips-cpu.png", "models-cost.png", "models-roofline-cpu.png",
+    for name in ["chips.png", "chips-cpu.png", "models-cost.png", "models-roofline-cpu-b1.png",
                  "latency-vs-flops.png", "latency-vs-parameters.png", "throughput-vs-batch.png",
-                 "spearman.png", "achieved-roofline-cpu.png", "training-fw-bw.png",
+                 "spearman.png", "achieved-roofline-cpu-b2.png", "training-fw-bw.png",
                  "layers-squeezenet1_0-b1-cpu.png"]:
         assert f"figures/{name}" in images
     for image in images:

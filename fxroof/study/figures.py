@@ -76,22 +76,25 @@ def model_costs(t: StudyTables, folder: str) -> str:
 
 
 def models_on_roofline(t: StudyTables, folder: str, achieved: bool) -> list[str]:
-    """Each model x batch on this device's measured roof: at its attainable FLOP/s, or at the
-    FLOP/s it achieved (FLOPs / measured latency)."""
+    """Each model on this device's measured roof, one figure per batch size (17 labelled
+    points stay readable; 70 do not): at its attainable FLOP/s, or at the FLOP/s it achieved
+    (FLOPs / measured latency)."""
     written = []
+    key = "achieved_flops_per_s" if achieved else "attainable_flops_per_s"
+    what = "achieved (FLOPs / measured latency)" if achieved else "attainable (roofline)"
     for device, chip in t.chips.items():
-        key = "achieved_flops_per_s" if achieved else "attainable_flops_per_s"
-        points = [{"label": f"{r['model']} b{r['batch']}", "group": f"batch {r['batch']}",
-                   "intensity": r["intensity"], "flops_per_s": r[key]}
-                  for r in t.rows if r["device"] == device and r[key]]
-        if not points:
-            continue
-        what = "achieved (FLOPs / measured latency)" if achieved else "attainable (roofline)"
-        path = os.path.join(folder, f"{'achieved' if achieved else 'models'}-roofline-"
-                                    f"{device.replace(':', '_')}.png")
-        plots.plot_points(points, [chip], path, "fp32", overwrite=True,
-                          title=f"Models on the measured roof of {chip.name}: inference, {what}")
-        written.append(path)
+        for batch in t.batches(device):
+            points = [{"label": r["model"], "group": f"batch {batch}",
+                       "intensity": r["intensity"], "flops_per_s": r[key]}
+                      for r in t.rows if r["device"] == device and r["batch"] == batch and r[key]]
+            if not points:
+                continue
+            path = os.path.join(folder, f"{'achieved' if achieved else 'models'}-roofline-"
+                                        f"{device.replace(':', '_')}-b{batch}.png")
+            plots.plot_points(points, [chip], path, "fp32", overwrite=True,
+                              title=f"Batch {batch} on the measured roof of {chip.name}: "
+                                    f"inference, {what}")
+            written.append(path)
     return written
 
 
@@ -133,6 +136,8 @@ def throughput(t: StudyTables, folder: str) -> str:
                 ax.plot([r["batch"] for r in rows], [r["throughput_per_s"] for r in rows],
                         marker="o", color=cmap(i % 20), label=model)
         ax.set_title(f"Throughput vs batch size (inference) on {device}")
+        ax.set_xticks(t.batches(device), [str(b) for b in t.batches(device)])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         _legend_outside(ax)
     path = os.path.join(folder, "throughput-vs-batch.png")
     plots.save(fig, path, overwrite=True)
@@ -143,9 +148,12 @@ def correlation_matrices(t: StudyTables, folder: str) -> str:
     panels = [("all batch sizes", spearman(t))] + [(f"batch {b}", spearman(t, b))
                                                    for b in t.batches()]
     panels = [(title, result) for title, result in panels if result["rho"] is not None]
+    ncols = min(max(len(panels), 1), 3)
+    nrows = -(-max(len(panels), 1) // ncols)
     fig, axes = plots.new_axes("Spearman rank correlation", xlabel="", ylabel="", log="",
-                               nrows=1, ncols=max(len(panels), 1),
-                               size=(5.5 * max(len(panels), 1), 5.2))
+                               nrows=nrows, ncols=ncols, size=(5.5 * ncols, 5.2 * nrows))
+    for ax in list(np.atleast_1d(axes).flat)[len(panels):]:
+        ax.set_axis_off()
     for ax, (title, result) in zip(np.atleast_1d(axes).flat, panels, strict=False):
         names = result["variables"]
         ax.imshow(result["rho"], cmap="RdBu_r", vmin=-1, vmax=1)

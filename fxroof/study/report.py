@@ -69,6 +69,23 @@ def _train_table(t: StudyTables):
     return headers, rows
 
 
+def _versus_blocks(t: StudyTables) -> list:
+    """Measured roofs beside the datasheet of the same device, where the database has it."""
+    from fxroof.chips import load_chips
+    from fxroof.measure import datasheet_chip, versus_datasheet
+
+    out = []
+    for device, chip in t.chips.items():
+        sheet = datasheet_chip(chip.name, load_chips())
+        if sheet is not None:
+            rows = versus_datasheet(chip, sheet)
+            out += [("p", f"{device}: measured vs the datasheet of {sheet.name}."),
+                    ("table", (["roof", "measured", "datasheet", "measured / datasheet"],
+                               [[r["what"], _fmt(r["measured"]), _fmt(r["datasheet"]),
+                                 f"{100 * r['fraction']:.0f}%"] for r in rows]))]
+    return out
+
+
 def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
     rel = lambda p: os.path.relpath(p, root)  # noqa: E731
     c = t.config
@@ -89,6 +106,7 @@ def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
                  + "; ".join(f"{ch.name}: " + ", ".join(f"{k} {si(v, 'FLOP/s')}" for k, v in
                                                         ch.peaks.items())
                              + f", {si(ch.bandwidth, 'B/s')}" for ch in t.chips.values()) + ".")]
+    out += _versus_blocks(t)
     out += [("img", rel(p)) for p in images["chips"]]
     out += [("h", "2. Model compute and memory"), ("img", rel(images["costs"]))]
     for device in t.chips:
