@@ -108,7 +108,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     leaves, input_spec = pytree.tree_flatten(fake_inputs)
     source = Source(module, spec, input_spec,
                     [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
-                     for x in leaves])
+                     for x in leaves], hf_config)
     return AnnotatedGraph(capture, info, memory_report(capture), source)
 
 

@@ -28,6 +28,7 @@ class Source:
     spec: Optional[str]     # the model spec it was built from, if any
     input_spec: object      # pytree spec of (args, kwargs)
     input_leaves: list      # per leaf: (is_tensor, value for non-tensor leaves)
+    hf_config: Optional[dict] = None  # hf: overrides, so a rebuilt model has the same shape
 
 
 @dataclass
@@ -90,7 +91,8 @@ class AnnotatedGraph:
             raise ValueError("this graph was not made by fxroof.analyze: nothing to run")
         module = self.source.module
         if any(t.is_meta for t in list(module.parameters()) + list(module.buffers())):
-            module = build_model(self.source.spec, device="cpu")  # real weights, random init
+            module = build_model(self.source.spec, device="cpu",  # real weights, random init
+                                 hf_config=self.source.hf_config)
         self.timing = time_graphs(self, module, device, warmup, repeats, progress)
         return self.timing
 

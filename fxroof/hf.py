@@ -39,7 +39,7 @@ def parse_overrides(items: Optional[list[str]]) -> dict:
     return overrides
 
 
-def build(spec: str, overrides: Optional[dict] = None) -> torch.nn.Module:
+def build(spec: str, overrides: Optional[dict] = None, device: str = "meta") -> torch.nn.Module:
     transformers = _transformers()
     target = spec[len("hf:"):]
     overrides = dict(overrides or {})
@@ -65,7 +65,7 @@ def build(spec: str, overrides: Optional[dict] = None) -> torch.nn.Module:
         raise FxroofError(f"transformers does not know the model type '{target}'.{hint} Use a "
                           f"model type such as gpt2, bert, llama, t5 or vit ({len(known)} are "
                           "known to the installed transformers).") from None
-    with torch.device("meta"):
+    with torch.device(device):  # meta: shapes only; "cpu": random weights for the timing pass
         try:
             return transformers.AutoModelForCausalLM.from_config(config)
         except ValueError:  # not a decoder: the bare model (encoders, encoder-decoders, ViT)

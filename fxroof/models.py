@@ -33,7 +33,7 @@ def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = Non
     if spec.startswith("hf:"):
         from fxroof import hf
 
-        return hf.build(spec, hf_config)
+        return hf.build(spec, hf_config, device)
     if spec.startswith("timm:"):
         from fxroof import timm_models
 

@@ -55,3 +55,14 @@ def test_local_config_json(tmp_path, capsys):
     assert main(["annotate", f"hf:{path}", "--seq-len", "8", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "inputs (1, 8), (1, 8)" in out and "FLOP" in out
+
+
+def test_timing_an_hf_model_rebuilds_it_with_its_overrides():
+    """The cost pass builds on the meta device; the timing pass must rebuild the same shape
+    (the overrides included) with real weights."""
+    tiny = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 64, "n_positions": 16}
+    g = fxroof.analyze("hf:gpt2", hf_config=tiny, seq_len=8, batch=2)
+    report = g.time(repeats=1, warmup=0)
+    assert report.interpreted_s["forward"] > 0
+    assert all(r["time_s"] is not None for r in g.records())
+    assert g.model.parameters == sum(p.numel() for p in g.source.module.parameters())
