@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", nargs="+", default=None,
                    help="model names or specs (default: 17 torchvision models, one per family)")
     p.add_argument("--batch", type=int, nargs="+", default=None,
-                   help="batch sizes (default: 1 8 32 on CPU, 1 64 256 on CUDA)")
+                   help="batch sizes (default: 1 8 32 64 on CPU, 1 64 256 on CUDA)")
     p.add_argument("--train-batch", type=int, nargs="+", default=None,
                    help="batch sizes of the timed training step (default: the smallest batch)")
     p.add_argument("--device", nargs="+", default=["cpu"], help="cpu and/or cuda (default: cpu)")
@@ -316,8 +316,7 @@ def run_chips_list(args) -> int:
 
 def run_chips_measure(args) -> int:
     from fxroof import render
-    from fxroof.chips import parse_chip
-    from fxroof.chips import load_chips
+    from fxroof.chips import load_chips, parse_chip
     from fxroof.measure import (check_target, datasheet_chip, default_path, measure, save,
                                 versus_datasheet)
 

@@ -71,11 +71,13 @@ def _scope(stack: Optional[dict], op) -> tuple[str, str]:
 
 def _annotate_region(fw: fx.Graph, bw: Optional[fx.Graph], is_param: list[bool]) -> Capture:
     """Give AOTAutograd's graphs the metadata fxroof's capture writes, then cost them."""
+    for graph in (fw, bw) if bw is not None else (fw,):
+        for node in graph.nodes:
+            if "val" in node.meta:
+                node.meta[SHAPES] = _shapes_of(node.meta["val"])
     first_by_seq: dict[int, fx.Node] = {}
     primal = 0
     for node in fw.nodes:
-        if "val" in node.meta:
-            node.meta[SHAPES] = _shapes_of(node.meta["val"])
         if node.op == "placeholder":
             kind = "parameter" if primal < len(is_param) and is_param[primal] else "input"
             node.meta[INPUT] = InputKind(kind, str(primal))
@@ -88,8 +90,6 @@ def _annotate_region(fw: fx.Graph, bw: Optional[fx.Graph], is_param: list[bool])
     saved = []
     if bw is not None:
         for node in bw.nodes:
-            if "val" in node.meta:
-                node.meta[SHAPES] = _shapes_of(node.meta["val"])
             if node.op == "placeholder":
                 tangent = node.name.startswith("tangents")
                 node.meta[INPUT] = InputKind("tangent" if tangent else "saved", node.name)

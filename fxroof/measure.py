@@ -5,9 +5,9 @@
 * bandwidth: ``dst.copy_(src)`` of a buffer far beyond the last-level cache (counting the
   bytes read and the bytes written); median over repeats.
 * per-op overhead: the time of one eager ATen op on a one-element tensor (dispatch plus, on
-  CUDA, a kernel launch), from a run of 1000 such ops. The roofline of a measured chip adds it to
-  every node's predicted time, which is what lets predictions rank small models at batch 1,
-  where launching hundreds of tiny kernels, not FLOPs or bytes, sets the latency.
+  CUDA, a kernel launch), from a run of 1000 such ops. The roofline of a measured chip adds it
+  to every node that launches work: a floor on what each op costs before any FLOP or byte,
+  which matters for small models at batch 1.
 CUDA timings use events around each run and synchronise before reading them; CPU timings use
 a monotonic clock. The result is saved as a user chip (YAML in the user chip folder), which
 `--chip <id>` then finds like a shipped one.

@@ -1,9 +1,10 @@
 """Turning what the user names into an nn.Module and example input shapes.
 
 A spec is a torchvision classification model name (``resnet50``), ``hf:<model_type>``,
-``timm:<name>``, or ``package.module:callable`` returning an nn.Module. Models are built on the meta device when their constructor allows it
-(no weight memory, no init time: a 70B-shaped model builds in seconds); constructors that need
-real data (RegNet computes its widths with tensors) are built on the CPU.
+``timm:<name>``, or ``package.module:callable`` returning an nn.Module. Models are built on the
+meta device when their constructor allows it (no weight memory, no init time: a 70B-shaped
+model builds in seconds); constructors that need real data (RegNet computes its widths with
+tensors) are built on the CPU.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import difflib
 import importlib
 import os
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -50,13 +51,18 @@ def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = Non
             f"Unknown model '{spec}'.{hint} fxroof knows the {len(names)} torchvision "
             "classification models (run `fxroof models` to list them); for your own model pass "
             "'package.module:callable' where the callable returns an nn.Module.")
+    return construct(lambda: torchvision.models.get_model(spec), device)
+
+
+def construct(make: Callable[[], nn.Module], device: str) -> nn.Module:
+    """``make()`` on the meta device when asked and its constructor allows it, else for real."""
     if device == "meta":
         try:
             with torch.device("meta"):
-                return torchvision.models.get_model(spec)
-        except Exception:  # constructor computes with real tensors; build it for real
+                return make()
+        except Exception:  # the constructor computes with real tensors: build it for real
             pass
-    return torchvision.models.get_model(spec)
+    return make()
 
 
 def _build_callable(spec: str) -> nn.Module:
@@ -102,16 +108,16 @@ def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[in
         from fxroof import hf
 
         return (), hf.example_inputs(model, batch, seq_len or 128)
-    if spec.startswith("timm:"):
-        from fxroof import timm_models
-
-        return (torch.empty(timm_models.input_shape(model, batch), device="meta"),), {}
     return (torch.empty(default_input_shape(spec, model, batch), device="meta"),), {}
 
 
 def default_input_shape(spec: str, model: nn.Module, batch: int) -> tuple[int, ...]:
-    """(batch, 3, S, S) at the model's native resolution: its weights' crop size, or its
-    ``image_size`` attribute (ViT requires exactly that), else 224."""
+    """(batch, 3, S, S) at the model's native resolution: the input size its pretrained
+    config names (timm models carry one), its ``image_size`` attribute (ViT requires exactly
+    that), its torchvision weights' crop size, else 224."""
+    configured = (getattr(model, "pretrained_cfg", None) or {}).get("input_size")
+    if configured:
+        return (batch, *configured)
     size = getattr(model, "image_size", None)
     if size is None and ":" not in spec:
         import torchvision

@@ -137,7 +137,7 @@ def backward_inputs(graph: fx.Graph, saved: dict, device) -> list:
     return values
 
 
-def _synchronize(device) -> None:
+def synchronize(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -231,10 +231,10 @@ def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> di
     try:
         for i in range(warmup + repeats):
             with torch.set_grad_enabled(graph.model.backward):
-                _synchronize(dev)
+                synchronize(dev)
                 start = time.perf_counter()
                 out = torch.func.functional_call(module, {**params, **buffers}, args, kwargs)
-                _synchronize(dev)
+                synchronize(dev)
                 middle = time.perf_counter()
                 if graph.model.backward:
                     outs = [o for o in pytree.tree_leaves(out)
@@ -242,7 +242,7 @@ def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> di
                     wrt = [p for p in params.values() if p.requires_grad]
                     torch.autograd.grad(outs, wrt, [torch.randn_like(o) for o in outs],
                                         allow_unused=True)
-                    _synchronize(dev)
+                    synchronize(dev)
                 end = time.perf_counter()
             if i >= warmup:
                 forward_times.append(middle - start)

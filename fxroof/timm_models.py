@@ -1,16 +1,17 @@
 """timm models by name, built untrained on the meta device: ``timm:convnext_tiny``.
 
 timm is an optional extra (``pip install fxroof[timm]``). Each timm model carries its native
-input size in ``pretrained_cfg["input_size"]`` (read from the config, no weights fetched).
+input size in ``pretrained_cfg["input_size"]`` (read from the config, no weights fetched), which
+``models.default_input_shape`` uses.
 """
 from __future__ import annotations
 
 import difflib
 
-import torch
 from torch import nn
 
 from fxroof.errors import FxroofError
+from fxroof.models import construct
 
 
 def _timm():
@@ -31,15 +32,4 @@ def build(spec: str, device: str = "meta") -> nn.Module:
         raise FxroofError(
             f"Unknown timm model '{name}'.{hint} `python -c \"import timm; "
             "print(timm.list_models())\"` lists the architectures timm can build.")
-    if device == "meta":
-        try:
-            with torch.device("meta"):
-                return timm.create_model(name, pretrained=False)
-        except Exception:  # an init that computes with real tensors: build it for real
-            pass
-    return timm.create_model(name, pretrained=False)
-
-
-def input_shape(model: nn.Module, batch: int) -> tuple[int, ...]:
-    size = getattr(model, "pretrained_cfg", {}).get("input_size", (3, 224, 224))
-    return (batch, *size)
+    return construct(lambda: timm.create_model(name, pretrained=False), device)

@@ -25,6 +25,8 @@ def test_same_architecture_same_macs_as_torchvision(timm_name, torchvision_name)
                                   "hrnet_w18_small", "crossvit_tiny_240", "levit_128"])
 def test_families_annotate_with_every_op_costed(name):
     g = fxroof.analyze(f"timm:{name}", batch=2, backward=True)
+    if name == "crossvit_tiny_240":  # its configured input size, not the 224 default
+        assert g.model.inputs[0]["shape"] == [2, 3, 240, 240]
     assert g.coverage()["default_rule_ops"] == {}
     assert all(r["forward_node"] for r in g.records(BACKWARD))
     totals = g.totals()

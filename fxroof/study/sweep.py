@@ -107,13 +107,8 @@ def run_cost(model: str, batch: int) -> dict:
     }
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def run_latency(module: torch.nn.Module, shape, device: str, warmup: int, repeats: int) -> dict:
-    from fxroof.timing import check_device
+    from fxroof.timing import check_device, synchronize
 
     dev = check_device(device)
     module = module.to(dev).eval()
@@ -121,10 +116,10 @@ def run_latency(module: torch.nn.Module, shape, device: str, warmup: int, repeat
     samples = []
     with torch.inference_mode():
         for i in range(warmup + repeats):
-            _synchronize(dev)
+            synchronize(dev)
             start = time.perf_counter()
             module(x)
-            _synchronize(dev)
+            synchronize(dev)
             if i >= warmup:
                 samples.append(time.perf_counter() - start)
     quartiles = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
