@@ -94,23 +94,21 @@ def collect(config: StudyConfig, cache: Cache, chips: dict) -> StudyTables:
     for device in config.devices:
         for model in config.models:
             for batch in config.batches_for(device):
-                fetch = lambda phase: _get(cache, tables.failures, device, model, batch, phase)  # noqa: E731
-                cost = fetch(COST)
-                latency = fetch(LATENCY)
+                key = (device, model, batch)
+                cost = _get(cache, tables.failures, *key, COST)
+                latency = _get(cache, tables.failures, *key, LATENCY)
                 if cost is None:
                     continue
-                tables.rows.append(_model_row(device, model, batch, cost, latency, chips[device]))
+                tables.rows.append(_model_row(*key, cost, latency, chips[device]))
                 if "error" in cost["train"]:
                     tables.failures.append({"device": device, "model": model, "batch": batch,
                                             "phase": "cost (training step)",
                                             "error": cost["train"]["error"]})
-                    continue
-                if batch in config.train_batches_for(device):
-                    train = fetch(TRAIN)
+                elif batch in config.train_batches_for(device):
+                    train = _get(cache, tables.failures, *key, TRAIN)
                     if train is not None:
-                        tables.train.append(_train_row(device, model, batch, cost, train,
-                                                       chips[device]))
-                    tables.layer_types.extend(_layer_rows(device, model, batch, cost, train))
+                        tables.train.append(_train_row(*key, cost, train, chips[device]))
+                    tables.layer_types.extend(_layer_rows(*key, cost, train))
     return tables
 
 
