@@ -29,6 +29,7 @@ from torch.utils import _pytree as pytree
 
 from fxroof.capture import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES, Capture, InputKind, Origin
 from fxroof.cost_pass import annotate_costs, is_costed
+from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo
 from fxroof.memory import memory_report
 from fxroof.scope import op_family
@@ -135,6 +136,27 @@ def _merge(captures: list[Capture]) -> Capture:
     return Capture(merged[FORWARD], merged[BACKWARD] if has_backward else None, saved)
 
 
+def _resolve(then):
+    """The backend to hand graphs to, checked now rather than at the first compile, where
+    Dynamo would wrap the complaint in its own traceback."""
+    if then is None or (callable(then) and not isinstance(then, str)):
+        return then
+    if isinstance(then, str):
+        import difflib
+
+        known = torch._dynamo.list_backends(exclude_tags=())
+        if then in known:
+            return torch._dynamo.lookup_backend(then)
+        close = difflib.get_close_matches(then, known, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise FxroofError(f"Unknown torch.compile backend '{then}' for then=.{hint} Known: "
+                          f"{', '.join(torch._dynamo.list_backends())}; or pass a callable, "
+                          "or None to run the "
+                          "annotated AOT graphs as they are.")
+    raise FxroofError(f"then= takes a backend name, a callable or None, not a "
+                      f"{type(then).__name__}.")
+
+
 class Backend:
     """A torch.compile backend that annotates every region's ATen graphs; see the module doc.
 
@@ -145,8 +167,11 @@ class Backend:
 
     def __init__(self, on_graph: Optional[OnGraph] = None, then="inductor",
                  name: str = "compiled"):
+        if on_graph is not None and not callable(on_graph):
+            raise FxroofError(f"on_graph must be a callable (gm, phase, region), not a "
+                              f"{type(on_graph).__name__}.")
         self.on_graph = on_graph
-        self.then = then
+        self.then = _resolve(then)
         self.name = name
         self.regions: list[Capture] = []
         self._parameters: dict[int, int] = {}  # id -> elements, each parameter counted once
@@ -184,10 +209,7 @@ class Backend:
                 self.on_graph(backward, BACKWARD, region)
         if self.then is None:
             return compiled
-        then = self.then
-        if isinstance(then, str):
-            then = torch._dynamo.lookup_backend(then)
-        return then(gm, example_inputs)
+        return self.then(gm, example_inputs)
 
     def annotated(self) -> AnnotatedGraph:
         """Every region compiled so far, rolled up into one AnnotatedGraph (no timing source:

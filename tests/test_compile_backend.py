@@ -162,3 +162,13 @@ def test_the_untraceable_fallback_works():
     assert collector.regions  # the branch itself stays in Python
     g = collector.annotated()
     assert sum(r["macs"] for r in g.records(FORWARD) if r["layer_type"] == "Linear") == 2 * 4 * 4
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"then": "inductr"}, "Did you mean inductor"),
+    ({"then": 3}, "not a int"),
+    ({"on_graph": "print"}, "on_graph must be a callable"),
+])
+def test_bad_arguments_fail_at_once_with_a_clear_message(kwargs, fragment):
+    with pytest.raises(fxroof.FxroofError, match=fragment):
+        fxroof.backend(**kwargs)
