@@ -114,6 +114,8 @@ def test_a_different_study_is_not_overwritten(study, tmp_path):
     with pytest.raises(FxroofError, match="not an fxroof study folder"):
         run_study(small_config(), str(stranger), progress=False)
     assert (stranger / "holiday.jpg").read_text() == "not a study"
+    with pytest.raises(FxroofError, match="is a file, not a folder"):
+        run_study(small_config(), str(stranger / "holiday.jpg"), progress=False)
     with pytest.raises(FxroofError, match="holds no study"):
         run_study(small_config(), str(tmp_path / "nothing"), report_only=True, progress=False)
 

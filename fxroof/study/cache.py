@@ -54,6 +54,9 @@ def claim(root: str, config: dict, force: bool) -> None:
     """Make ``root`` this study's folder: new, or holding this same study (resume). A folder
     with a different study, or with other files, is left alone unless ``force``."""
     manifest = os.path.join(root, MANIFEST)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise FxroofError(f"'{root}' is a file, not a folder: --out names the folder the study "
+                          "writes into. Choose a new folder name.")
     if os.path.exists(manifest):
         with open(manifest) as f:
             previous = json.load(f)
