@@ -5,6 +5,7 @@ Functions take plain data (chips, rows) and a path; nothing here computes a cost
 from __future__ import annotations
 
 import os
+import re
 from typing import Optional
 
 import matplotlib
@@ -12,10 +13,12 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on servers or CI
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import EngFormatter, NullFormatter  # noqa: E402
 
 from fxroof.chips import Chip  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.export import check_writable  # noqa: E402
+from fxroof.render import si  # noqa: E402
 
 STYLE = {"figure.figsize": (10, 6.5), "figure.dpi": 110, "font.size": 9,
          "axes.grid": True, "grid.alpha": 0.3, "axes.titlesize": 11}
@@ -74,7 +77,7 @@ def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
         # dashes are kept for the TF32 roofs below)
         (line,) = ax.plot(INTENSITY, roof, color=cmap(i % 20), lw=1.6,
                           ls="-" if i < 20 else "-.",
-                          label=f"{chip.name} [{key}, {chip.bandwidth / 1e9:.0f} GB/s]")
+                          label=f"{chip.name} [{key}, {si(chip.bandwidth, 'B/s')}]")
         colours[chip.id] = line.get_color()
         if dtype == "fp32" and chip.cls == "gpu" and "tf32" in chip.peaks \
                 and torch.backends.cudnn.allow_tf32:
@@ -116,7 +119,7 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
     (e.g. batch size); optional bubble sizes (area proportional to a time share)."""
     fig, ax = new_axes(title, ylabel="performance (FLOP/s): roofs attainable, points as titled")
     draw_roofs(ax, chips, dtype)
-    groups = sorted({p["group"] for p in points}, key=str)
+    groups = sorted({p["group"] for p in points}, key=_natural)
     cmap = plt.get_cmap("viridis", max(len(groups), 2))
     for gi, group in enumerate(groups):
         members = [p for p in points if p["group"] == group]
@@ -126,7 +129,9 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
         ax.scatter(xs, ys, s=area, color=cmap(gi), alpha=0.75, edgecolor="black", lw=0.5,
                    label=str(group), zorder=3)
     _zoom_to(ax, points, chips, dtype)
-    place_labels(ax, points)
+    ax.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 100 G, not 10^11 or 1 x 10^11
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    place_labels(ax, points, radii=[(s ** 0.5) / 2 for s in sizes] if sizes else None)
     legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
                        title="roofs and points")
     for handle in legend.legend_handles:  # bubble sizes are data, not legend entries
@@ -149,8 +154,13 @@ def _zoom_to(ax, points: list[dict], chips: list[Chip], dtype: str) -> None:
     ax.set_ylim(min(ys) / 5, max(ys) * 3)
 
 
+def _natural(text) -> list:
+    """Sort key that puts "batch 64" before "batch 256"."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(text))]
+
+
 def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_per_s",
-                 fontsize: int = 7) -> None:
+                 fontsize: int = 7, radii: Optional[list] = None) -> None:
     """Label each point (its ``label``) at the nearest free spot: right, left, above or below
     the point first, then further out in growing steps, so no label box (in display pixels,
     from the text's length) overlaps another label or a marker; a leader line joins a label
@@ -158,9 +168,10 @@ def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_p
     fig = ax.figure
     fig.canvas.draw()  # fix the axis limits so data -> pixel transforms are final
     char_w, line_h = fontsize * 0.62 * fig.dpi / 72, fontsize * 1.3 * fig.dpi / 72
-    marker = 4.0  # pixels around each marker kept clear
+    # pixels around each marker kept clear: its radius (bubbles: given in points) or 4
+    clear = [r * fig.dpi / 72 for r in radii] if radii else [4.0] * len(points)
     centres = [tuple(ax.transData.transform((p[x], p[y]))) for p in points]
-    taken = [(cx - marker, cy - marker, 2 * marker, 2 * marker) for cx, cy in centres]
+    taken = [(cx - r, cy - r, 2 * r, 2 * r) for (cx, cy), r in zip(centres, clear, strict=True)]
 
     (left, bottom), (right, top) = ax.bbox.get_points()
 
@@ -174,16 +185,18 @@ def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_p
     for i in order:
         (px, py), label = centres[i], points[i]["label"]
         width = char_w * len(label)
+        gap = clear[i] + 2
         for step in range(40):
             reach = step * line_h
-            candidates = [(6, -line_h / 2 + reach), (6, -line_h / 2 - reach),
-                          (-6 - width, -line_h / 2 + reach), (-6 - width, -line_h / 2 - reach)]
+            candidates = [(gap, -line_h / 2 + reach), (gap, -line_h / 2 - reach),
+                          (-gap - width, -line_h / 2 + reach),
+                          (-gap - width, -line_h / 2 - reach)]
             spot = next(((dx, dy) for dx, dy in candidates
                          if free((px + dx, py + dy, width, line_h))), None)
             if spot is not None:
                 break
         else:
-            spot = (6, -line_h / 2)
+            spot = (gap, -line_h / 2)
         dx, dy = spot
         taken.append((px + dx, py + dy, width, line_h))
         moved = abs(dy + line_h / 2) > line_h

@@ -36,10 +36,12 @@ def _legend_outside(ax, **kwargs):
 
 
 def chip_rooflines(t: StudyTables, shipped: list, folder: str) -> list[str]:
-    """All chips and one plot per class, fp32 and bf16 (one dtype per plot: the matrix peaks
-    of the two are not comparable), with this study's measured roofs among them."""
+    """All chips and one plot per class, in fp32, bf16 and fp16 (one dtype per plot: their
+    peaks are not comparable; Groq, Cerebras and Wormhole publish fp16 only), with this
+    study's measured roofs among them."""
     chips = shipped + list(t.chips.values())
-    return [path for name, dtype in (("chips.png", "fp32"), ("chips-bf16.png", "bf16"))
+    return [path for name, dtype in (("chips.png", "fp32"), ("chips-bf16.png", "bf16"),
+                                      ("chips-fp16.png", "fp16"))
             for path in plots.plot_chips_by_class(chips, os.path.join(folder, name), dtype,
                                                   overwrite=True)]
 

@@ -100,7 +100,7 @@ def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
                  + ", ".join(f"[{k}]({rel(v)})" for k, v in data.items()) + "."),
            ("h", "Findings"), ("list", findings(t)),
            ("h", "1. Chips"),
-           ("p", "Dense fp32 roofs, then dense bf16 roofs (the matrix engine where a chip has "
+           ("p", "Dense fp32, bf16 and fp16 roofs (the matrix engine where a chip has "
                  "one; dashed: the TF32 roof PyTorch uses for GPU convolutions; a chip appears "
                  "only in the dtypes it lists), with this study's measured roofs: "
                  + "; ".join(f"{ch.name}: " + ", ".join(f"{k} {si(v, 'FLOP/s')}" for k, v in
