@@ -92,8 +92,10 @@ def plot_chips(chips: list[Chip], path: str, dtype: str = "fp32", overwrite: boo
     plotted = [c for c in chips if _roof_key(c, dtype)]
     if not plotted:
         raise FxroofError(f"No chip lists a {dtype} peak; choose another --dtype.")
+    op = "OP" if dtype.startswith("int") else "FLOP"  # integer peaks count operations
     fig, ax = new_axes(title or f"Rooflines, dense {dtype} peaks (matrix engine where the chip "
-                                 "has one)")
+                                 "has one)", xlabel=f"operational intensity ({op}/byte)",
+                       ylabel=f"attainable performance ({op}/s)")
     draw_roofs(ax, plotted, dtype)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     save(fig, path, overwrite)

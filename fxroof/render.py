@@ -140,7 +140,9 @@ def prediction_table(rows: list[dict]) -> str:
 
 def chips_table(chips) -> str:
     dtypes = sorted({d for c in chips for d in c.peaks})
-    headers = ["id", "name", "class"] + [f"{d} (FLOP/s)" for d in dtypes] + ["bandwidth"]
+    # integer peaks count operations, not floating-point ones
+    headers = ["id", "name", "class"] + [
+        f"{d} ({'OP' if d.startswith('int') else 'FLOP'}/s)" for d in dtypes] + ["bandwidth"]
     body = [[c.id, c.name, c.cls] + [si(c.peaks.get(d), "") if d in c.peaks else "-"
                                      for d in dtypes] + [si(c.bandwidth, "B/s")] for c in chips]
     return tabulate(body, headers=headers, disable_numparse=True)

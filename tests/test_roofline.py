@@ -64,6 +64,9 @@ def test_shipped_chips_load_and_pass_the_lints():
     assert {"t4", "a100_sxm_40gb", "a100_sxm_80gb", "h100_sxm"} <= set(chips)
     assert len(chips) >= 30
     assert {c.cls for c in chips.values()} == {"cpu", "gpu", "asic", "soc", "fpga"}
+    assert sum(c.cls == "fpga" for c in chips.values()) >= 2
+    # the named SoC families: a phone A-series part and a Snapdragon
+    assert {"apple_a16", "snapdragon_x_elite"} <= set(chips)
     for chip in chips.values():
         assert lint(chip) == [], chip.id
         assert chip.sources, f"{chip.id} has no source"
@@ -117,6 +120,13 @@ def test_user_chips_extend_without_editing_the_shipped_file(tmp_path):
                     "      fp32: {value: 1e12, unit: vector}\n    bandwidth: 100e9\n")
     chips = load_chips([str(path)])
     assert "mybox" in chips and "h100_sxm" in chips
+
+
+def test_chips_table_counts_integer_peaks_in_operations():
+    from fxroof.render import chips_table
+
+    header = chips_table([load_chips()["jetson_agx_orin_64gb"]]).splitlines()[0]
+    assert "fp32 (FLOP/s)" in header and "int8 (OP/s)" in header and "int8 (FLOP/s)" not in header
 
 
 def test_cli_chips_json_and_predict(capsys):
