@@ -123,22 +123,26 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
     draw_roofs(ax, chips, dtype)
     groups = sorted({p["group"] for p in points}, key=_natural)
     cmap = plt.get_cmap("viridis", max(len(groups), 2))
+    if not sizes:
+        # earlier groups get larger markers, so points that coincide (batch 64 and 256 of a
+        # model often share an intensity) show as concentric rings instead of hiding
+        rank = {g: len(groups) - 1 - i for i, g in enumerate(groups)}
+        sizes = [36 * (1 + 0.7 * rank[p["group"]]) for p in points]
     for gi, group in enumerate(groups):
-        members = [p for p in points if p["group"] == group]
-        xs = [p["intensity"] for p in members]
-        ys = [p["flops_per_s"] for p in members]
-        area = [sizes[points.index(p)] for p in members] if sizes else 36
-        ax.scatter(xs, ys, s=area, color=cmap(gi), alpha=0.75, edgecolor="black", lw=0.5,
-                   label=str(group), zorder=3)
+        members = [i for i, p in enumerate(points) if p["group"] == group]
+        ax.scatter([points[i]["intensity"] for i in members],
+                   [points[i]["flops_per_s"] for i in members], s=[sizes[i] for i in members],
+                   color=cmap(gi), alpha=0.75, edgecolor="black", lw=0.5, label=str(group),
+                   zorder=3)
     _zoom_to(ax, points, chips, dtype)
     ax.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 100 G, not 10^11 or 1 x 10^11
     ax.yaxis.set_minor_formatter(NullFormatter())
-    place_labels(ax, points, radii=[(s ** 0.5) / 2 for s in sizes] if sizes else None)
     legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
                        title="roofs and points")
     for handle in legend.legend_handles:  # bubble sizes are data, not legend entries
         if hasattr(handle, "set_sizes"):
             handle.set_sizes([36])
+    place_labels(ax, points, radii=[(s ** 0.5) / 2 for s in sizes])
     ax.text(0.01, 0.01, "model intensity = total FLOPs / total bytes moved (unfused eager "
             "traffic model)", transform=ax.transAxes, fontsize=7, alpha=0.7)
     save(fig, path, overwrite)
@@ -166,8 +170,10 @@ def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_p
     """Label each point (its ``label``) at the nearest free spot: right, left, above or below
     the point first, then further out in growing steps, so no label box (in display pixels,
     from the text's length) overlaps another label or a marker; a leader line joins a label
-    that had to move away."""
+    that had to move away. Call it last, once legends and other panels exist: it lays the
+    figure out as `save` will, and labels are offsets fixed in points from then on."""
     fig = ax.figure
+    fig.tight_layout()  # the layout `save` applies; laying out later would move the axes
     fig.canvas.draw()  # fix the axis limits so data -> pixel transforms are final
     char_w, line_h = fontsize * 0.62 * fig.dpi / 72, fontsize * 1.3 * fig.dpi / 72
     # pixels around each marker kept clear: its radius (bubbles: given in points) or 4

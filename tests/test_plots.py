@@ -56,3 +56,37 @@ def test_existing_figure_is_kept(tmp_path, capsys):
     out.write_bytes(b"mine")
     assert main(["chips", "plot", "--out", str(out)]) == 2
     assert out.read_bytes() == b"mine"
+
+
+def test_point_labels_stay_inside_the_axes_once_the_figure_is_laid_out(monkeypatch):
+    """Labels are placed in pixels; laying the figure out after placing them (the legend
+    outside shrinks the axes) pushed a label near the left edge out over the tick labels."""
+    from matplotlib import pyplot as plt
+
+    from fxroof import plots
+    from fxroof.chips import load_chips
+
+    kept = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path, overwrite: kept.update(fig=fig))
+    # the positions `fxroof roofline resnet50 mobilenet_v3_large vit_b_16 --batch 1 64 256
+    # --chip t4 --chip this-cpu` gave when the bug showed
+    seen = [("mobilenet_v3_large", 1, 3.4, 1.07e12), ("mobilenet_v3_large", 64, 4.1, 1.25e12),
+            ("mobilenet_v3_large", 256, 4.1, 1.25e12), ("resnet50", 1, 19, 4.5e12),
+            ("resnet50", 64, 25, 4.7e12), ("resnet50", 256, 25, 4.7e12),
+            ("vit_b_16", 1, 60, 7.5e12), ("vit_b_16", 64, 145, 7.5e12),
+            ("vit_b_16", 256, 148, 7.5e12)]
+    points = [{"label": f"{model} b{batch} ({chip})", "intensity": x,
+               "flops_per_s": y / scale, "group": f"batch {batch}"}
+              for chip, scale in (("t4", 1), ("this-cpu", 40)) for model, batch, x, y in seen]
+    plots.plot_points(points, [load_chips()["t4"]], "unused.png", title="labels")
+    fig = kept["fig"]
+    fig.tight_layout()  # what save() does before writing
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    box = ax.get_window_extent()
+    labels = [t for t in ax.texts if "(t4)" in t.get_text() or "(this-cpu)" in t.get_text()]
+    assert len(labels) == len(points)
+    for text in labels:
+        extent = text.get_window_extent()
+        assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1, text.get_text()
+    plt.close(fig)

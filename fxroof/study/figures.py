@@ -116,9 +116,11 @@ def latency_scatter(t: StudyTables, x: str, xlabel: str, folder: str) -> str:
         ax.set_title(f"Inference latency vs {xlabel.split(' (')[0]} on {device}")
         _engineering_ticks(ax.xaxis)
         _engineering_ticks(ax.yaxis, "s")
+        _legend_outside(ax)
+    for ax, device in zip(np.atleast_1d(axes).flat, devices, strict=False):
+        rows = [r for r in t.rows if r["device"] == device and r["latency_s"]]
         plots.place_labels(ax, [{"label": r["model"], "x": r[x], "y": r["latency_s"]}
                                 for r in rows], x="x", y="y")
-        _legend_outside(ax)
     path = os.path.join(folder, f"latency-vs-{x}.png")
     plots.save(fig, path, overwrite=True)
     return path
