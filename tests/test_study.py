@@ -3,6 +3,7 @@ resume, refusal to overwrite, failures recorded, report-only, and the tables' st
 import csv
 import json
 import os
+from pathlib import Path
 
 import pytest
 from scipy.stats import spearmanr
@@ -31,8 +32,8 @@ def study(tmp_path_factory):
 
 def test_report_has_every_section_figure_and_data(study):
     root, paths = study
-    markdown = open(paths["md"]).read()
-    html = open(paths["html"]).read()
+    markdown = Path(paths["md"]).read_text()
+    html = Path(paths["html"]).read_text()
     for section in ["Findings", "1. Chips", "2. Model compute and memory", "3. Latency",
                     "4. Achieved performance", "5. Training"]:
         assert f"## {section}" in markdown and f"<h2>{section}</h2>" in html
@@ -70,7 +71,7 @@ def test_results_are_consistent_with_the_cost_pass(study):
 
 def test_findings_state_numbers_from_the_data(study):
     root, paths = study
-    markdown = open(paths["md"]).read()
+    markdown = Path(paths["md"]).read_text()
     findings = markdown.split("## Findings")[1].split("## 1.")[0]
     with open(os.path.join(root, "data", "training.csv")) as f:
         train = list(csv.DictReader(f))
@@ -131,12 +132,12 @@ def test_one_failure_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep_module, "run_latency", fail_for_mobilenet)
     config = small_config(batches=[1, 2], train_batches=[1], repeats=1)
     paths = run_study(config, str(tmp_path / "s"), progress=False)
-    markdown = open(paths["md"]).read()
+    markdown = Path(paths["md"]).read_text()
     assert "## Failures" in markdown and "out of memory" in markdown
-    failures = json.load(open(tmp_path / "s" / "data" / "failures.json"))
+    failures = json.loads(Path(tmp_path / "s" / "data" / "failures.json").read_text())
     assert [(f["model"], f["batch"], f["phase"]) for f in failures] == [
         ("mobilenet_v3_small", 2, LATENCY)]
-    rows = list(csv.DictReader(open(tmp_path / "s" / "data" / "models.csv")))
+    rows = list(csv.DictReader(Path(tmp_path / "s" / "data" / "models.csv").read_text().splitlines()))
     assert len(rows) == 4  # the failed model keeps its cost row, without a latency
 
 
@@ -169,21 +170,21 @@ def test_a_training_step_that_fails_keeps_the_inference_results(tmp_path):
     config = StudyConfig(models=["tests.fixtures.user_models:bn_head"], batches=[1, 2],
                          train_batches=[1, 2], warmup=0, repeats=1)
     paths = run_study(config, str(tmp_path / "s"), progress=False)
-    failures = json.load(open(tmp_path / "s" / "data" / "failures.json"))
+    failures = json.loads(Path(tmp_path / "s" / "data" / "failures.json").read_text())
     assert [(f["batch"], f["phase"]) for f in failures] == [(1, "cost (training step)")]
     assert "Expected more than 1 value per channel" in failures[0]["error"]
-    rows = list(csv.DictReader(open(tmp_path / "s" / "data" / "models.csv")))
+    rows = list(csv.DictReader(Path(tmp_path / "s" / "data" / "models.csv").read_text().splitlines()))
     assert sorted(r["batch"] for r in rows) == ["1", "2"]
     assert all(float(r["latency_s"]) > 0 for r in rows)
-    train = list(csv.DictReader(open(tmp_path / "s" / "data" / "training.csv")))
+    train = list(csv.DictReader(Path(tmp_path / "s" / "data" / "training.csv").read_text().splitlines()))
     assert [r["batch"] for r in train] == ["2"]
-    assert "## Failures" in open(paths["md"]).read()
+    assert "## Failures" in Path(paths["md"]).read_text()
 
 
 def test_the_folder_remembers_its_batch_sizes(study, monkeypatch):
     """Defaults may change between versions; a study folder keeps the batches it was made with."""
     root, _ = study
-    manifest = json.load(open(os.path.join(root, "study.json")))
+    manifest = json.loads(Path(os.path.join(root, "study.json")).read_text())
     assert manifest["batches_by_device"] == {"cpu": [1, 2]}
     monkeypatch.setitem(sweep_module.DEFAULT_BATCHES, "cpu", [3])
     assert StudyConfig(**manifest).batches_for("cpu") == [1, 2]
