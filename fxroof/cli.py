@@ -347,18 +347,13 @@ def run_chips_plot(args) -> int:
 
 
 def run_roofline(args) -> int:
-    from fxroof import plots, roofline_points
     from fxroof.chips import get_chip, load_chips
-    from fxroof.export import check_writable
+    from fxroof.roofline_points import plot_roofline
 
-    check_writable(args.out, args.force)
     chips = load_chips(args.chips_file)
-    selected = [get_chip(c, chips) for c in args.chip]
-    sources = roofline_points.load_sources(args.models, args.batch, args.backward, args.dtype)
-    points, sizes, title = roofline_points.points(sources, selected, args.by)
-    dtype = roofline_points.roof_dtype(sources)
-    plots.plot_points(points, selected, args.out, dtype, overwrite=args.force, title=title,
-                      sizes=sizes)
+    plot_roofline(args.models, [get_chip(c, chips) for c in args.chip], args.out, by=args.by,
+                  batches=args.batch, backward=args.backward, dtype=args.dtype,
+                  overwrite=args.force)
     print(f"wrote {args.out}")
     return 0
 

@@ -13,12 +13,20 @@ from fxroof.errors import FxroofError
 from fxroof.roofline import DTYPE_KEYS, node_roof
 
 
-def load_sources(specs: list[str], batches: list[int], backward: bool, dtype) -> list[dict]:
-    """[{name, batch, records, dtype}] from JSON exports or by analysing model specs."""
+def load_sources(specs: list, batches: list[int], backward: bool, dtype) -> list[dict]:
+    """[{name, batch, records, dtype}] from AnnotatedGraphs, JSON exports or by analysing
+    model specs (each spec at every batch size)."""
     import fxroof
 
     sources = []
     for spec in specs:
+        if isinstance(spec, fxroof.AnnotatedGraph):  # already analysed (and perhaps timed)
+            sources.append({"name": spec.model.name, "batch": spec.model.batch,
+                            "records": spec.records(), "dtype": spec.model.dtype})
+            continue
+        if not isinstance(spec, str):
+            raise FxroofError(f"Cannot place {type(spec).__name__} on a roofline: give an "
+                              "AnnotatedGraph (fxroof.analyze), a saved .json or a model name.")
         if spec.endswith(".json"):
             if not os.path.exists(spec):
                 raise FxroofError(f"No such file '{spec}': pass a JSON written by "
@@ -60,12 +68,17 @@ def points(sources: list[dict], chips: list, by: str):
     result, sizes = [], None
     if by == "model":
         for s in sources:
+            name, group = f"{s['name']} b{s['batch']}", f"batch {s['batch']}"
+            if rollups.total(s["records"]).get("time_s"):
+                # achieved FLOP/s is where it was timed, one point whatever the chips drawn
+                result.append(_point(f"{name} (measured)", group, s["records"], chips[0]))
+                continue
             for chip in chips:
-                p = _point(f"{s['name']} b{s['batch']}" + (f" ({chip.id})" if len(chips) > 1
-                                                            else ""),
-                           f"batch {s['batch']}", s["records"], chip)
+                p = _point(name + (f" ({chip.id})" if len(chips) > 1 else ""), group,
+                           s["records"], chip)
                 if p:
                     result.append(p)
+        result = [p for p in result if p]
         return result, None, "Models on the rooflines (position: attainable on each chip, or " \
                              "achieved when timed)"
     if len(sources) != 1:
@@ -90,3 +103,33 @@ def points(sources: list[dict], chips: list, by: str):
     sizes = [20 + 2000 * s for s in share]
     return result, sizes, (f"{source['name']} b{source['batch']} by {by.replace('_', ' ')} on "
                            f"{chip.name} (bubble area: share of time)")
+
+
+def plot_roofline(models: list, chips: list, out: str, by: str = "model",
+                  batches: tuple = (1,), backward: bool = False, dtype=None,
+                  overwrite: bool = False) -> str:
+    """Draw ``models`` on the rooflines of ``chips`` and save the figure at ``out`` (.png or
+    .svg); returns the path.
+
+    models: AnnotatedGraphs, JSON exports (`fxroof annotate --json`) or model names, which
+        are analysed at each of ``batches``. A graph that was timed is placed at its achieved
+        FLOP/s, the others at their attainable FLOP/s on each chip.
+    chips: Chips or chip ids (``fxroof chips list``).
+    by: "model" (one point per model and batch), or "layer_type" / "node" for the parts of
+        one model as bubbles whose area is their share of time, on the first chip.
+    """
+    from fxroof.chips import get_chip, load_chips
+    from fxroof.export import check_writable
+    from fxroof.plots import plot_points
+
+    if by not in ("model", "layer_type", "node"):
+        raise FxroofError(f"by={by!r}: choose 'model', 'layer_type' or 'node'.")
+    if not models or not chips:
+        raise FxroofError("plot_roofline needs at least one model and one chip.")
+    check_writable(out, overwrite)
+    known = load_chips() if any(isinstance(c, str) for c in chips) else {}
+    selected = [get_chip(c, known) if isinstance(c, str) else c for c in chips]
+    sources = load_sources(list(models), list(batches), backward, dtype)
+    found, sizes, title = points(sources, selected, by)
+    return plot_points(found, selected, out, roof_dtype(sources), overwrite=overwrite,
+                       title=title, sizes=sizes)

@@ -90,3 +90,42 @@ def test_point_labels_stay_inside_the_axes_once_the_figure_is_laid_out(monkeypat
         extent = text.get_window_extent()
         assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1, text.get_text()
     plt.close(fig)
+
+
+def test_plot_roofline_api_takes_graphs_json_and_names(tmp_path, monkeypatch):
+    """fxroof.plot_roofline is the CLI's `roofline` for Python users: graphs (timed ones at
+    their achieved FLOP/s, once), saved JSON and model names, chips by id or object."""
+    from fxroof import plots
+    from fxroof.chips import load_chips
+
+    timed = fxroof.analyze("resnet18", batch=2)
+    timed.time(repeats=1, warmup=0)
+    saved = tmp_path / "m.json"
+    fxroof.analyze("mobilenet_v3_small", batch=1).to_json(str(saved))
+    drawn = {}
+    real = plots.plot_points
+
+    def spy(points, chips, path, *args, **kwargs):
+        drawn.update(points=points, chips=chips)
+        return real(points, chips, path, *args, **kwargs)
+
+    monkeypatch.setattr(plots, "plot_points", spy)
+    out = tmp_path / "r.png"
+    t4 = load_chips()["t4"]
+    assert fxroof.plot_roofline([timed, str(saved), "squeezenet1_0"], [t4, "l4"], str(out),
+                                batches=[1, 4]) == str(out)
+    assert out.stat().st_size > 10_000
+    labels = sorted(p["label"] for p in drawn["points"])
+    assert labels == sorted(["resnet18 b2 (measured)", "mobilenet_v3_small b1 (t4)",
+                             "mobilenet_v3_small b1 (l4)"] +
+                            [f"squeezenet1_0 b{b} ({c})" for b in (1, 4) for c in ("t4", "l4")])
+    achieved = next(p for p in drawn["points"] if p["label"].endswith("(measured)"))
+    flops = sum(r["flops"] for r in timed.records())
+    seconds = sum(r["time_s"] or 0 for r in timed.records())
+    assert achieved["flops_per_s"] == pytest.approx(flops / seconds)
+    with pytest.raises(fxroof.FxroofError, match="AnnotatedGraph"):
+        fxroof.plot_roofline([42], ["t4"], str(tmp_path / "x.png"))
+    with pytest.raises(fxroof.FxroofError, match="choose 'model'"):
+        fxroof.plot_roofline([timed], ["t4"], str(tmp_path / "x.png"), by="layers")
+    with pytest.raises(fxroof.FxroofError):  # the figure already exists
+        fxroof.plot_roofline([timed], ["t4"], str(out))
