@@ -18,6 +18,7 @@ import yaml
 
 from fxroof.errors import FxroofError
 
+
 def _shipped() -> str:
     """chips.yaml beside the source tree (a checkout or editable install), else where
     setup.cfg's data_files put it (sys.prefix/share/fxroof)."""
@@ -30,6 +31,11 @@ def _shipped() -> str:
 SHIPPED = _shipped()
 CLASSES = ("cpu", "gpu", "asic", "soc", "fpga")
 DTYPES = ("fp64", "fp64_matrix", "fp32", "fp32_matrix", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+def op_unit(dtype: str) -> str:
+    """What a peak of ``dtype`` counts: integer peaks are operations (OP), not FLOP."""
+    return "OP" if dtype.startswith("int") else "FLOP"
 # plausible bandwidth per class, bytes/s: a number outside is a unit slip (GB vs TB, bits)
 BANDWIDTH_RANGE = {"cpu": (5e9, 2e12), "gpu": (5e10, 2e13), "asic": (1e10, 5e13),
                    "soc": (1e9, 1e12), "fpga": (1e9, 5e12)}

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import EngFormatter, NullFormatter  # noqa: E402
 
-from fxroof.chips import Chip  # noqa: E402
+from fxroof.chips import Chip, op_unit  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.export import check_writable  # noqa: E402
 from fxroof.render import si  # noqa: E402
@@ -92,7 +92,7 @@ def plot_chips(chips: list[Chip], path: str, dtype: str = "fp32", overwrite: boo
     plotted = [c for c in chips if _roof_key(c, dtype)]
     if not plotted:
         raise FxroofError(f"No chip lists a {dtype} peak; choose another --dtype.")
-    op = "OP" if dtype.startswith("int") else "FLOP"  # integer peaks count operations
+    op = op_unit(dtype)
     fig, ax = new_axes(title or f"Rooflines, dense {dtype} peaks (matrix engine where the chip "
                                  "has one)", xlabel=f"operational intensity ({op}/byte)",
                        ylabel=f"attainable performance ({op}/s)")

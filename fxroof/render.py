@@ -140,9 +140,9 @@ def prediction_table(rows: list[dict]) -> str:
 
 def chips_table(chips) -> str:
     dtypes = sorted({d for c in chips for d in c.peaks})
-    # integer peaks count operations, not floating-point ones
-    headers = ["id", "name", "class"] + [
-        f"{d} ({'OP' if d.startswith('int') else 'FLOP'}/s)" for d in dtypes] + ["bandwidth"]
+    from fxroof.chips import op_unit
+
+    headers = ["id", "name", "class"] + [f"{d} ({op_unit(d)}/s)" for d in dtypes] + ["bandwidth"]
     body = [[c.id, c.name, c.cls] + [si(c.peaks.get(d), "") if d in c.peaks else "-"
                                      for d in dtypes] + [si(c.bandwidth, "B/s")] for c in chips]
     return tabulate(body, headers=headers, disable_numparse=True)

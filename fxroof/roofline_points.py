@@ -71,14 +71,12 @@ def points(sources: list[dict], chips: list, by: str):
             name, group = f"{s['name']} b{s['batch']}", f"batch {s['batch']}"
             if rollups.total(s["records"]).get("time_s"):
                 # achieved FLOP/s is where it was timed, one point whatever the chips drawn
-                result.append(_point(f"{name} (measured)", group, s["records"], chips[0]))
-                continue
-            for chip in chips:
-                p = _point(name + (f" ({chip.id})" if len(chips) > 1 else ""), group,
-                           s["records"], chip)
-                if p:
-                    result.append(p)
-        result = [p for p in result if p]
+                labelled = [(f"{name} (measured)", chips[0])]
+            else:
+                labelled = [(name + (f" ({chip.id})" if len(chips) > 1 else ""), chip)
+                            for chip in chips]
+            result += [p for p in (_point(label, group, s["records"], chip)
+                                   for label, chip in labelled) if p]
         return result, None, "Models on the rooflines (position: attainable on each chip, or " \
                              "achieved when timed)"
     if len(sources) != 1:

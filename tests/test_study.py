@@ -15,6 +15,10 @@ from fxroof.study.cache import Cache
 from fxroof.study.sweep import COST, LATENCY, TRAIN, Sweep, tasks
 from fxroof.study.tables import collect, correlation_columns, rho, spearman
 
+
+def csv_rows(path) -> list[dict]:
+    return list(csv.DictReader(Path(path).read_text().splitlines()))
+
 MODELS = ["squeezenet1_0", "mobilenet_v3_small"]
 
 
@@ -48,8 +52,7 @@ def test_report_has_every_section_figure_and_data(study):
         path = os.path.join(root, image)
         assert os.path.getsize(path) > 10_000, image
         assert f'src="{image}"' in html
-    with open(os.path.join(root, "data", "models.csv")) as f:
-        rows = list(csv.DictReader(f))
+    rows = csv_rows(os.path.join(root, "data", "models.csv"))
     assert sorted((r["model"], r["batch"]) for r in rows) == sorted(
         (m, b) for m in MODELS for b in ("1", "2"))
     assert all(float(r["latency_s"]) > 0 and float(r["predicted_s"]) > 0 for r in rows)
@@ -73,8 +76,7 @@ def test_findings_state_numbers_from_the_data(study):
     root, paths = study
     markdown = Path(paths["md"]).read_text()
     findings = markdown.split("## Findings")[1].split("## 1.")[0]
-    with open(os.path.join(root, "data", "training.csv")) as f:
-        train = list(csv.DictReader(f))
+    train = csv_rows(os.path.join(root, "data", "training.csv"))
     low = min(train, key=lambda r: float(r["flops_ratio"]))
     assert f"{float(low['flops_ratio']):.2f} ({low['model']})" in findings
     assert "Spearman rho with fxroof's predicted latency" in findings
@@ -134,10 +136,10 @@ def test_one_failure_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     paths = run_study(config, str(tmp_path / "s"), progress=False)
     markdown = Path(paths["md"]).read_text()
     assert "## Failures" in markdown and "out of memory" in markdown
-    failures = json.loads(Path(tmp_path / "s" / "data" / "failures.json").read_text())
+    failures = json.loads((tmp_path / "s" / "data" / "failures.json").read_text())
     assert [(f["model"], f["batch"], f["phase"]) for f in failures] == [
         ("mobilenet_v3_small", 2, LATENCY)]
-    rows = list(csv.DictReader(Path(tmp_path / "s" / "data" / "models.csv").read_text().splitlines()))
+    rows = csv_rows(tmp_path / "s" / "data" / "models.csv")
     assert len(rows) == 4  # the failed model keeps its cost row, without a latency
 
 
@@ -170,13 +172,13 @@ def test_a_training_step_that_fails_keeps_the_inference_results(tmp_path):
     config = StudyConfig(models=["tests.fixtures.user_models:bn_head"], batches=[1, 2],
                          train_batches=[1, 2], warmup=0, repeats=1)
     paths = run_study(config, str(tmp_path / "s"), progress=False)
-    failures = json.loads(Path(tmp_path / "s" / "data" / "failures.json").read_text())
+    failures = json.loads((tmp_path / "s" / "data" / "failures.json").read_text())
     assert [(f["batch"], f["phase"]) for f in failures] == [(1, "cost (training step)")]
     assert "Expected more than 1 value per channel" in failures[0]["error"]
-    rows = list(csv.DictReader(Path(tmp_path / "s" / "data" / "models.csv").read_text().splitlines()))
+    rows = csv_rows(tmp_path / "s" / "data" / "models.csv")
     assert sorted(r["batch"] for r in rows) == ["1", "2"]
     assert all(float(r["latency_s"]) > 0 for r in rows)
-    train = list(csv.DictReader(Path(tmp_path / "s" / "data" / "training.csv").read_text().splitlines()))
+    train = csv_rows(tmp_path / "s" / "data" / "training.csv")
     assert [r["batch"] for r in train] == ["2"]
     assert "## Failures" in Path(paths["md"]).read_text()
 
