@@ -7,6 +7,7 @@ swapped in with ``torch.func.functional_call`` and its train/eval flags are rest
 """
 from __future__ import annotations
 
+import numbers
 import os
 import traceback
 from typing import Optional, Sequence
@@ -56,6 +57,8 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         inputs = tuple(torch.empty(s, dtype=dtype or torch.float32, device="meta")
                        for s in input_shapes)
     elif not inputs:
+        if not isinstance(batch, numbers.Integral) or batch < 1:  # a 0-row input "works" and means nothing
+            raise FxroofError(f"batch must be a positive integer, not {batch!r}.")
         inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)
         kwargs = {**default_kwargs, **(kwargs or {})}
 

@@ -129,3 +129,12 @@ def test_plot_roofline_api_takes_graphs_json_and_names(tmp_path, monkeypatch):
         fxroof.plot_roofline([timed], ["t4"], str(tmp_path / "x.png"), by="layers")
     with pytest.raises(fxroof.FxroofError):  # the figure already exists
         fxroof.plot_roofline([timed], ["t4"], str(out))
+    with pytest.raises(fxroof.FxroofError, match="batch must be a positive integer, not 0"):
+        fxroof.plot_roofline(["resnet18"], ["t4"], str(tmp_path / "b0.png"), batches=[0])
+    assert not (tmp_path / "b0.png").exists()
+
+
+@pytest.mark.parametrize("batch", [0, -2, 1.5])
+def test_analyze_refuses_a_batch_that_is_not_a_positive_integer(batch):
+    with pytest.raises(fxroof.FxroofError, match="positive integer"):
+        fxroof.analyze("resnet18", batch=batch)
