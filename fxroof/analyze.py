@@ -16,10 +16,11 @@ import torch
 from torch._subclasses import fake_tensor
 from torch.utils import _pytree as pytree
 
-from fxroof.capture import BACKWARD, GraphRecorder, InputKind
+from fxroof.capture import BACKWARD, GraphRecorder, InputKind, unsupported_layout_message
 from fxroof.cost_pass import annotate_costs
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
+from fxroof.guard import preserved, refuse_uninitialized
 from fxroof.memory import memory_report
 from fxroof.models import build_model, default_inputs, ensure_module, parse_dtype
 from fxroof.scope import ModuleScope
@@ -33,7 +34,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
             dtype=None, kwargs: Optional[dict] = None,
             input_shapes: Optional[Sequence[Sequence[int]]] = None, batch: int = 1,
             name: Optional[str] = None, device: str = "cpu", seq_len: Optional[int] = None,
-            hf_config: Optional[dict] = None) -> AnnotatedGraph:
+            hf_config: Optional[dict] = None, rules: Optional[dict] = None) -> AnnotatedGraph:
     """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
 
     model: an nn.Module, a torchvision model name, 'hf:<model_type>' (a transformers model
@@ -46,7 +47,12 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         output, as from a loss; no optimizer step).
     mode: "train" or "eval" (default: train with backward, eval without).
     dtype: run parameters and floating inputs in this dtype (e.g. torch.bfloat16).
+    rules: cost rules that replace the registry's for this analysis only, keyed by ATen op
+        or overload packet: ``{torch.ops.aten.mm: my_mm_rule}`` (FlopCounterMode's
+        ``custom_mapping``); a rule is called like op_costs' rules and returns a
+        ``op_costs.Cost``.
     """
+    _check_rules(rules)
     spec = model if isinstance(model, str) else None
     module = build_model(spec, hf_config=hf_config) if spec else ensure_module(model)
     dtype = parse_dtype(dtype)
@@ -70,9 +76,14 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
             fake = torch.empty_strided(t.shape, t.stride(), dtype=target, device=device)
         return fake.requires_grad_(requires_grad and fake.is_floating_point())
 
+    refuse_uninitialized(module)
+    _refuse_non_strided(module, inputs, kwargs)
     params = {n: fake_like(p, p.requires_grad and backward) for n, p in module.named_parameters()}
     buffers = {n: fake_like(b) for n, b in module.named_buffers()}
-    fake_inputs = pytree.tree_map_only(torch.Tensor, fake_like, (tuple(inputs), kwargs or {}))
+    # an input the user marked requires_grad is differentiated, as autograd would
+    fake_inputs = pytree.tree_map_only(
+        torch.Tensor, lambda t: fake_like(t, t.requires_grad and backward),
+        (tuple(inputs), kwargs or {}))
 
     scope = ModuleScope(module)
     recorder = GraphRecorder(scope)
@@ -84,16 +95,12 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         if isinstance(x, torch.Tensor):
             recorder.placeholder(x, f"input_{i}", InputKind("input", str(i)))
 
-    training = {m: m.training for m in module.modules()}
-    module.train(mode == "train")
-    try:
+    with preserved(module):  # flags, parameters, hooks: all exactly as the user left them
+        module.train(mode == "train")
         capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fake_mode,
                             backward)
-    finally:
-        for m, flag in training.items():
-            m.training = flag
     for graph in capture.graphs():
-        annotate_costs(graph)
+        annotate_costs(graph, rules)
 
     shapes = [{"shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
               for x in pytree.tree_leaves(fake_inputs) if isinstance(x, torch.Tensor)]
@@ -129,16 +136,15 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
             recorder.phase = BACKWARD
             differentiable = [o for o in outputs if o.requires_grad]
             if not differentiable:
-                raise FxroofError(
-                    "backward was requested but no output of the model requires grad: its "
-                    "parameters are frozen or its outputs are detached. Analyse it without "
-                    "--backward, or unfreeze the parameters you want gradients for.")
+                raise FxroofError(_nothing_to_differentiate(params, inputs))
             recorder.paused = True  # the seeds are inputs of the backward graph, not ops in it
             tangents = [torch.empty_like(o) for o in differentiable]
             recorder.paused = False
             for i, t in enumerate(tangents):
                 recorder.placeholder(t, f"tangent_{i}", InputKind("tangent", str(i)), BACKWARD)
             wrt = [p for p in params.values() if p.requires_grad]
+            wrt += [x for x in pytree.tree_leaves(inputs)
+                    if isinstance(x, torch.Tensor) and x.requires_grad]
             grads = torch.autograd.grad(differentiable, wrt, tangents, allow_unused=True)
             return recorder.finish(outputs, list(grads))
     except FxroofError:
@@ -147,6 +153,46 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
         raise FxroofError(_untraceable_message(e, scope)) from None
     except Exception as e:
         raise FxroofError(_rejected_message(e, scope, args)) from None
+
+
+def _refuse_non_strided(module, inputs, kwargs) -> None:
+    tensors = [x for x in pytree.tree_leaves((tuple(inputs), kwargs or {}))
+               if isinstance(x, torch.Tensor)]
+    tensors += list(module.parameters()) + list(module.buffers())
+    for t in tensors:
+        if t.layout != torch.strided or t.is_nested:
+            raise FxroofError(unsupported_layout_message(t))
+
+
+def _check_rules(rules) -> None:
+    if rules is None:
+        return
+    if not isinstance(rules, dict):
+        raise FxroofError(f"rules must be a dict {{ATen op: rule function}}, not "
+                          f"{type(rules).__name__}.")
+    for op, fn in rules.items():
+        if not isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            raise FxroofError(
+                f"rules: {op!r} is not an ATen op. Key each rule by an op such as "
+                "torch.ops.aten.mm (every overload) or torch.ops.aten.mm.default.")
+        if not callable(fn):
+            raise FxroofError(f"rules: the rule for {op} is {fn!r}, not a function returning "
+                              "op_costs.Cost.")
+
+
+def _nothing_to_differentiate(params, inputs) -> str:
+    if not params:
+        why = ("the model has no parameters and no input requires grad. To see the backward "
+               "with respect to an input, pass it with requires_grad=True")
+    elif not any(p.requires_grad for p in params.values()):
+        why = ("its parameters are all frozen (requires_grad=False) and no input requires "
+               "grad. Unfreeze the parameters you want gradients for, or pass an input with "
+               "requires_grad=True")
+    else:
+        why = ("its outputs do not depend on any parameter that requires grad (they are "
+               "detached or computed from integer tensors). Check the model's forward")
+    return (f"backward was requested but no output of the model requires grad: {why}; or "
+            "analyse it without --backward.")
 
 
 def _where(scope) -> str:

@@ -35,6 +35,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from op_costs import TensorMeta
+from fxroof.errors import FxroofError
 from fxroof.scope import ModuleScope, op_family
 
 FORWARD, BACKWARD = "forward", "backward"
@@ -71,8 +72,23 @@ class Capture:
         return [g for g in (self.forward, self.backward) if g is not None]
 
 
+def _meta_of(t: torch.Tensor) -> TensorMeta:
+    if t.layout != torch.strided or t.is_nested:
+        raise FxroofError(unsupported_layout_message(t))
+    return TensorMeta.of(t)
+
+
+def unsupported_layout_message(t: torch.Tensor) -> str:
+    kind = "nested (jagged)" if t.is_nested else f"{t.layout} (sparse)".replace("torch.", "")
+    return (f"fxroof analyses dense (strided) tensors only, and this model uses a {kind} "
+            f"tensor of shape {tuple(t.shape) if not t.is_nested else '(jagged)'}: cost rules "
+            "need each tensor's strides, and fake-tensor tracing of these layouts is partial. "
+            "Analyse the model on dense inputs of the same size (e.g. pad the nested batch, or "
+            "call .to_dense()), or analyse the dense part on its own.")
+
+
 def tensor_meta_tree(value):
-    return pytree.tree_map_only(torch.Tensor, TensorMeta.of, value)
+    return pytree.tree_map_only(torch.Tensor, _meta_of, value)
 
 
 class GraphRecorder(TorchDispatchMode):
@@ -167,7 +183,7 @@ class GraphRecorder(TorchDispatchMode):
                 if isinstance(item, torch.Tensor):
                     item_node = node.graph.call_function(operator.getitem, (node, i))
                     item_node.meta["val"] = item
-                    item_node.meta[SHAPES] = TensorMeta.of(item)
+                    item_node.meta[SHAPES] = _meta_of(item)
                     item_node.meta[ORIGIN] = node.meta[ORIGIN]
                     self._remember(item, item_node)
 

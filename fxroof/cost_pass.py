@@ -23,8 +23,10 @@ def _shapes(arg):
     return arg.meta.get(SHAPES) if isinstance(arg, fx.Node) else arg
 
 
-def annotate_costs(graph: fx.Graph) -> None:
+def annotate_costs(graph: fx.Graph, rules=None) -> None:
+    """``rules``: per-analysis overrides, {ATen op or overload packet: rule function}."""
     for node in graph.nodes:
         if is_costed(node):
             args, kwargs = fx.node.map_arg((node.args, node.kwargs), _shapes)
-            node.meta[COST] = op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES])
+            node.meta[COST] = op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES],
+                                                rules)

@@ -26,5 +26,8 @@ from op_costs import (  # noqa: F401,E402  (imported for their registrations)
     pointwise,
     pooling,
     reduction,
+    linalg,
+    loss,
     resample,
+    rnn,
 )

@@ -141,3 +141,58 @@ def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, p
     norms = 2 * norm_forward_flops(src.numel, True, norm_weight_1, norm_bias_1)
     flops = attention.flops + sum(c.flops for c in ffn) + activation + residuals + norms
     return Cost(flops=flops, macs=attention.macs + sum(c.macs for c in ffn))
+
+
+# ---- the kernels below SDPA's dispatch: flash / memory-efficient take (B, L, H, E) ----------
+def _bhle(x) -> TensorMeta:
+    """(B, L, H, E) -> the (B, H, L, E) geometry the formulas use; a varlen (total, H, E)
+    tensor counts as one sequence of all its tokens."""
+    if len(x.shape) == 3:
+        total, heads, dim = x.shape
+        return TensorMeta.contiguous((1, heads, total, dim), x.dtype)
+    b, length, heads, dim = x.shape
+    return TensorMeta.contiguous((b, heads, length, dim), x.dtype)
+
+
+def _window_causal(is_causal, custom_mask_type=0) -> bool:
+    return bool(is_causal) or custom_mask_type in (1, 2)  # xformers' causal mask types
+
+
+@register(aten._flash_attention_forward, op_class=MATRIX)
+def flash_attention_forward(q, k, v, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, *_,
+                            out, **__):
+    return attention_forward_cost(_bhle(q), _bhle(k), _bhle(v), is_causal, False, dropout_p)
+
+
+@register(aten._flash_attention_backward, op_class=MATRIX)
+def flash_attention_backward(grad_out, q, k, v, o, lse, cum_q, cum_k, max_q, max_k, dropout_p,
+                             is_causal, *_, out, **__):
+    return attention_backward_cost(_bhle(q), _bhle(k), _bhle(v), is_causal, False, dropout_p)
+
+
+@register(aten._efficient_attention_forward, op_class=MATRIX)
+def efficient_attention_forward(q, k, v, bias, cu_q, cu_k, max_q, max_k, dropout_p,
+                                custom_mask_type, *_, out, **__):
+    return attention_forward_cost(_bhle(q), _bhle(k), _bhle(v),
+                                  _window_causal(False, custom_mask_type), bias is not None,
+                                  dropout_p)
+
+
+@register(aten._efficient_attention_backward, op_class=MATRIX)
+def efficient_attention_backward(grad_out, q, k, v, bias, o, cu_q, cu_k, max_q, max_k, lse,
+                                 dropout_p, seed, offset, custom_mask_type, *_, out, **__):
+    return attention_backward_cost(_bhle(q), _bhle(k), _bhle(v),
+                                   _window_causal(False, custom_mask_type), bias is not None,
+                                   dropout_p)
+
+
+@register(aten._cudnn_attention_forward, op_class=MATRIX)
+def cudnn_attention_forward(q, k, v, attn_bias, cum_q, cum_k, max_q, max_k, compute_lse,
+                            dropout_p=0.0, is_causal=False, *_, out, **__):
+    return attention_forward_cost(q, k, v, is_causal, attn_bias is not None, dropout_p)
+
+
+@register(aten._cudnn_attention_backward, op_class=MATRIX)
+def cudnn_attention_backward(grad_out, q, k, v, o, lse, seed, offset, attn_bias, cum_q, cum_k,
+                             max_q, max_k, dropout_p, is_causal, *_, out, **__):
+    return attention_backward_cost(q, k, v, is_causal, attn_bias is not None, dropout_p)

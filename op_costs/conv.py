@@ -35,12 +35,6 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, *_, out,
     return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs)
 
 
-@register(aten.conv2d, aten.conv1d, aten.conv3d, op_class=MATRIX)
-def conv_nd(x, weight, bias=None, *_, out, **__):
-    macs = conv_macs(x, weight, out, transposed=False)
-    return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs)
-
-
 @register(aten.convolution_backward, op_class=MATRIX)
 def convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilation,
                          transposed, output_padding, groups, output_mask, *, out, **_):

@@ -7,19 +7,22 @@ functional form's rule.
 """
 from __future__ import annotations
 
-from op_costs.registry import VECTOR, Cost, first_output, register
+import torch
 
-aten = __import__("torch").ops.aten
+from op_costs.registry import VECTOR, Cost, aten_op, first_output, register, register_tag
+
+aten = torch.ops.aten
 
 # weight 1: one arithmetic op, compare, select or transcendental per element
 _ONE = """
     add sub rsub mul div neg abs relu exp exp2 expm1 log log2 log10 log1p sqrt rsqrt
     reciprocal sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc erfinv
-    floor ceil round trunc frac sign sgn pow float_power maximum minimum fmax fmin
+    floor ceil round trunc frac sign sgn pow maximum minimum fmax fmin
     clamp_min clamp_max remainder fmod atan2 hypot copysign
     eq ne lt le gt ge logical_not logical_and logical_or logical_xor
     bitwise_not bitwise_and bitwise_or bitwise_xor isnan isinf
-    where masked_fill threshold threshold_backward square
+    where masked_fill threshold threshold_backward
+    deg2rad rad2deg heaviside nan_to_num signbit isposinf isneginf
     """
 
 WEIGHTS = {name: 1 for name in _ONE.split()}
@@ -29,7 +32,6 @@ WEIGHTS.update({
     "leaky_relu": 2,        # x > 0 ? x : a*x  (compare, mul)
     "elu": 4,               # x > 0 ? x : a*(exp(x) - 1)
     "celu": 5,              # elu with x/a inside the exp
-    "selu": 5,              # scale * elu
     "sigmoid": 4,           # 1 / (1 + exp(-x))
     "logit": 3,             # log(x / (1 - x))
     "silu": 5,              # x * sigmoid(x)
@@ -53,11 +55,29 @@ WEIGHTS.update({
     "hardsigmoid_backward": 2,    # g / 6 inside (-3, 3)
     "hardswish_backward": 4,      # g * (x < -3 ? 0 : x <= 3 ? (2x + 3)/6 : 1)
     "softplus_backward": 5,       # g * sigmoid(x)
-    "mish_backward": 12,          # g * (tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2))
     "_prelu_kernel_backward": 3,  # dx = select(g, w*g); dw = x*g
     "native_dropout_backward": 2, # g * mask * scale
     "bernoulli": 1,               # uniform sample compared with p
+    "logaddexp": 5,               # m + log1p(exp(-|a - b|)), m = max(a, b): max, sub, abs...
+    "logaddexp2": 5,              # the same in base 2
+    "sinc": 3,                    # sin(pi x) / (pi x)
+    "floor_divide": 2,            # floor(a / b)
+    "hardshrink": 2,              # |x| > l ? x : 0  (abs, compare-select)
+    "softshrink": 3,              # x > l ? x - l : x < -l ? x + l : 0
+    "hardshrink_backward": 2,     # |x| > l ? g : 0
+    "softshrink_backward": 2,     # |x| > l ? g : 0
+    "log_sigmoid_backward": 5,    # g * (1 - sigmoid(x))  (sigmoid 4, rsub-mul 1)
+    "rrelu_with_noise": 3,        # sample a in [l, u], x >= 0 ? x : a*x
+    "rrelu_with_noise_backward": 2,  # x >= 0 ? g : noise*g
+    "polar": 4,                   # (r cos t, r sin t)
+    "complex": 1,                 # interleave re, im
 })
+# Complex operands: one complex add is 2 real adds; a complex multiply (a+bi)(c+di) is 4 real
+# multiplies + 2 adds; a division is that times conj(d) over |d|^2 (6 + 3) and 2 divides.
+COMPLEX_WEIGHTS = {"add": 2, "sub": 2, "rsub": 2, "neg": 2, "mul": 6, "div": 11}
+# Every other op PyTorch tags pointwise (special functions, bessel, gamma, ...): one function
+# evaluation per output element, the convention for transcendentals above.
+TAGGED_POINTWISE = 1
 GELU_ERF = 5            # 0.5 * x * (1 + erf(x / sqrt 2))
 GELU_TANH = 9           # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
 GELU_ERF_BACKWARD = 11  # g * (Phi(x) [4] + x * phi(x) [exp(-x^2/2)/sqrt(2 pi): 4, mul 1] + add)
@@ -67,14 +87,13 @@ DROPOUT = 3             # sample compare, mask multiply, 1/(1-p) scale
 
 def _register_weights():
     for name, weight in WEIGHTS.items():
-        packet = getattr(aten, name, None)
-        if packet is None:
-            continue
+        complex_weight = COMPLEX_WEIGHTS.get(name, weight)
 
-        def rule(*args, out, _weight=weight, **kwargs):
-            return Cost(flops=_weight * first_output(out).numel)
+        def rule(*args, out, _weight=weight, _complex=complex_weight, **kwargs):
+            result = first_output(out)
+            return Cost(flops=(_complex if result.dtype.is_complex else _weight) * result.numel)
 
-        register(packet, op_class=VECTOR, name=f"pointwise[{name}]")(rule)
+        register(aten_op(name), op_class=VECTOR, name=f"pointwise[{name}]")(rule)
 
 
 _register_weights()
@@ -95,3 +114,33 @@ def gelu_backward(grad, x, *, out, approximate="none", **_):
 def native_dropout(x, p, train, *, out, **_):
     # In eval mode the op is an identity copy; in training it samples and masks.
     return Cost(flops=DROPOUT * x.numel if train else 0)
+
+
+@register(aten.mish_backward, op_class=VECTOR, seen_below_autograd=True)
+def mish_backward(grad, x, *, out, **_):
+    """g * (tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2)), sp = softplus(x): softplus 3,
+    tanh 1, sigmoid 4, square-rsub 2, two multiplies, add, times g = 13."""
+    return Cost(flops=13 * out.numel)
+
+
+@register(aten.glu, op_class=VECTOR)
+def glu(x, dim=-1, *, out, **_):
+    """a * sigmoid(b) over the two halves: sigmoid 4 + mul 1 per output element."""
+    return Cost(flops=5 * out.numel)
+
+
+@register(aten.glu_backward, op_class=VECTOR)
+def glu_backward(grad, x, dim=-1, *, out, **_):
+    """s = sigmoid(b) (4); da = g*s (1); db = g*a*s*(1-s) (4): 9 per grad element."""
+    return Cost(flops=9 * grad.numel)
+
+
+@register(aten.log_sigmoid_forward, op_class=VECTOR)
+def log_sigmoid(x, *, out, **_):
+    """-softplus(-x) = min(x, 0) - log1p(exp(-|x|)): min, abs, neg-exp, log1p, sub = 5."""
+    return Cost(flops=5 * x.numel)
+
+
+@register_tag(torch.Tag.pointwise, "pointwise[tagged]")
+def tagged_pointwise(*args, out, **kwargs):
+    return Cost(flops=TAGGED_POINTWISE * first_output(out).numel)

@@ -78,15 +78,15 @@ def _argmax_scatter(rank):
     return rule
 
 
-_by_rank(_max_pool, "max_pool", r1=[aten.max_pool1d, aten.max_pool1d_with_indices],
-         r2=[aten.max_pool2d, aten.max_pool2d_with_indices],
-         r3=[aten.max_pool3d, aten.max_pool3d_with_indices])
+# (max_pool1d/2d/3d decompose above the recorder into the *_with_indices forms.)
+_by_rank(_max_pool, "max_pool", r2=[aten.max_pool2d_with_indices],
+         r3=[aten.max_pool3d_with_indices])
 _by_rank(_avg_pool, "avg_pool", r1=[aten.avg_pool1d], r2=[aten.avg_pool2d],
          r3=[aten.avg_pool3d])
 _by_rank(_avg_pool_backward, "avg_pool_backward", r2=[aten.avg_pool2d_backward],
          r3=[aten.avg_pool3d_backward])
 _by_rank(_adaptive_pool, "adaptive_pool",
-         r1=[aten.adaptive_avg_pool1d, aten.adaptive_max_pool1d],
+         r1=[aten.adaptive_avg_pool1d],
          r2=[aten._adaptive_avg_pool2d, aten.adaptive_max_pool2d],
          r3=[aten._adaptive_avg_pool3d, aten.adaptive_max_pool3d])
 _by_rank(_adaptive_avg_pool_backward, "adaptive_avg_pool_backward",
@@ -94,3 +94,7 @@ _by_rank(_adaptive_avg_pool_backward, "adaptive_avg_pool_backward",
 _by_rank(_argmax_scatter, "max_pool_backward",
          r2=[aten.max_pool2d_with_indices_backward, aten.adaptive_max_pool2d_backward],
          r3=[aten.max_pool3d_with_indices_backward, aten.adaptive_max_pool3d_backward])
+_by_rank(_max_pool, "fractional_max_pool", r2=[aten.fractional_max_pool2d],
+         r3=[aten.fractional_max_pool3d])
+_by_rank(_argmax_scatter, "fractional_max_pool_backward",
+         r2=[aten.fractional_max_pool2d_backward], r3=[aten.fractional_max_pool3d_backward])

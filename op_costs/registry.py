@@ -89,17 +89,78 @@ class Rule(NamedTuple):
     op_class: str
 
 
+class _AnyView:
+    """Registry key of the rule every view op falls to (an op whose schema returns an alias of
+    its input): no op is named this, so no ATen name can collide with it."""
+
+    def __repr__(self):
+        return "<any view op>"
+
+
+ANY_VIEW = _AnyView()
+
 RULES: dict[Any, Rule] = {}
+SEEN_BELOW_AUTOGRAD: set = set()  # composite-only ops the sweep shows reaching the recorder
+
+# Dispatch keys that make an op reach a recorder sitting below autograd. An op whose only
+# kernel is CompositeImplicitAutograd (linear, matmul, conv2d, reshape, softmax.int, ...) is
+# decomposed before any dispatch mode sees it: a rule for it would never run.
+_REACHING_KEYS = ("CPU", "CUDA", "Meta", "CompositeExplicitAutograd",
+                  "CompositeExplicitAutogradNonFunctional", "AutogradCPU", "AutogradCUDA")
 
 
-def register(*packets, op_class: str = VECTOR, name: Optional[str] = None):
-    """Decorator: register ``fn`` as the cost rule of every ATen overload packet given."""
+def _has_kernel(op, key: str) -> bool:
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
+    except RuntimeError:
+        return False
+
+
+def reaches_dispatch(packet) -> bool:
+    """Whether any overload of ``packet`` can reach a TorchDispatchMode below autograd."""
+    for name in packet.overloads():
+        op = getattr(packet, name)
+        if not _has_kernel(op, "CompositeImplicitAutograd") or any(
+                _has_kernel(op, key) for key in _REACHING_KEYS):
+            return True
+    return False
+
+
+def aten_op(name: str):
+    """``torch.ops.aten.<name>``, or an error naming it: a rule for an op this torch build does
+    not have is a typo or a stale rule, never something to skip silently."""
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        raise ValueError(f"aten.{name} does not exist in torch {torch.__version__}: "
+                         "fix or remove the rule registered for it")
+    return packet
+
+
+def register(*packets, op_class: str = VECTOR, name: Optional[str] = None,
+             seen_below_autograd: bool = False):
+    """Decorator: register ``fn`` as the cost rule of every ATen overload packet given.
+
+    ``seen_below_autograd``: the op is CompositeImplicitAutograd-only, yet the OpInfo sweep
+    records it (a backward formula calls it below the autograd keys, where the Python mode
+    sees it before its decomposition runs); the rule is then live, not dead.
+    """
 
     def wrap(fn):
         for packet in packets:
+            if packet is not ANY_VIEW and not seen_below_autograd:
+                if not isinstance(packet, torch._ops.OpOverloadPacket):
+                    raise TypeError(f"rules are registered per ATen overload packet "
+                                    f"(torch.ops.aten.mm), not {packet!r}")
+                if not reaches_dispatch(packet):
+                    raise ValueError(f"{packet} is decomposed above autograd "
+                                     "(CompositeImplicitAutograd only): its rule would never "
+                                     "run; register its decomposition's ops instead")
             if packet in RULES:
                 raise ValueError(f"two cost rules for {packet}")
             RULES[packet] = Rule(name or fn.__name__, fn, op_class)
+            if seen_below_autograd:
+                SEEN_BELOW_AUTOGRAD.add(packet)
+        _lookup_cache.clear()  # a rule added after a lookup must be seen by the next one
         return fn
 
     return wrap
@@ -116,8 +177,30 @@ def _inplace_base(packet):
 _lookup_cache: dict[Any, Optional[Rule]] = {}
 
 
+def _tagged_rule(op) -> Optional[Rule]:
+    """Ops PyTorch tags as pointwise / reductions / view copies share their family's rule."""
+    tags = getattr(op, "tags", ())
+    return next((rule for tag, rule in _TAG_RULES if tag in tags), None)
+
+
+_TAG_RULES: list = []  # (torch.Tag, Rule), in registration order
+
+
+def register_tag(tag, name: str, op_class: str = VECTOR):
+    """Decorator: ``fn`` is the rule of every op carrying ``tag`` (``torch.Tag.pointwise``,
+    ``torch.Tag.reduction``, ``torch.Tag.view_copy``) that has no rule of its own."""
+
+    def wrap(fn):
+        _TAG_RULES.append((tag, Rule(name, fn, op_class)))
+        _lookup_cache.clear()
+        return fn
+
+    return wrap
+
+
 def rule_for(op) -> Optional[Rule]:
-    """The rule for an OpOverload: its packet's, else its functional form's, else None."""
+    """The rule for an OpOverload: its packet's, else its functional form's, else the view
+    rule for view ops, else its tagged family's (pointwise, reduction, view copy), else None."""
     try:
         return _lookup_cache[op]
     except KeyError:
@@ -128,9 +211,24 @@ def rule_for(op) -> Optional[Rule]:
         base = _inplace_base(packet)
         rule = RULES.get(base) if base is not None else None
     if rule is None and getattr(op, "is_view", False):
-        rule = RULES.get("view")
+        rule = RULES.get(ANY_VIEW)
+    if rule is None:
+        rule = _tagged_rule(op)
     _lookup_cache[op] = rule
     return rule
+
+
+def override_rule(op, overrides) -> Optional[Rule]:
+    r"""A per-analysis rule from ``overrides`` (keyed by OpOverload or overload packet; values
+    are rule functions or :class:`Rule`\ s), as FlopCounterMode's ``custom_mapping``."""
+    if not overrides:
+        return None
+    fn = overrides.get(op, overrides.get(getattr(op, "overloadpacket", None)))
+    if fn is None or isinstance(fn, Rule):
+        return fn
+    base = rule_for(op)
+    return Rule(f"custom[{getattr(fn, '__name__', 'rule')}]", fn,
+                base.op_class if base is not None else VECTOR)
 
 
 def first_output(out) -> TensorMeta:
@@ -161,12 +259,20 @@ class Estimate(NamedTuple):
     op_class: str
 
 
-def estimate(op, args, kwargs, out) -> Estimate:
-    """Cost of one call of ``op``; ops with no rule get the bytes-only default (never 0 bytes)."""
-    rule = rule_for(op)
+def estimate(op, args, kwargs, out, overrides=None) -> Estimate:
+    """Cost of one call of ``op``; ops with no rule get the bytes-only default (never 0 bytes).
+    ``overrides`` maps ops to rules that replace the registry's for this call."""
+    # ATen's ``out=`` is the destination buffer: it *is* the op's output, which the rule gets
+    # as ``out`` already, so it is neither passed twice nor read as an operand.
+    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    rule = override_rule(op, overrides) or rule_for(op)
     if rule is None:
         read, written = standard_bytes(args, kwargs, out)
         return Estimate(0, 0, read, written, DEFAULT_RULE, MEMORY)
+    if all(m.numel == 0 for m in tensors_in((args, kwargs, out))):
+        # every operand empty (a 0 x 0 solve, an empty batch): no work and no traffic, and
+        # rules need not guard their divisions by an empty dimension
+        return Estimate(0, 0, 0, 0, rule.name, rule.op_class)
     cost = rule.fn(*args, out=out, **kwargs)
     if cost.bytes_read is None or cost.bytes_written is None:
         read, written = standard_bytes(args, kwargs, out)

@@ -13,6 +13,8 @@ Bytes follow the standard model: read the input (grad_output) once, write the ou
 """
 from __future__ import annotations
 
+import math
+
 from op_costs.registry import MEMORY, VECTOR, Cost, register
 
 aten = __import__("torch").ops.aten
@@ -49,3 +51,56 @@ for _taps, _packets in TAPS.items():
              name="interpolate")(_forward(_taps))
     register(*map(_backward_packet, _packets), op_class=VECTOR,
              name="interpolate_backward")(_backward(_taps))
+
+
+# ---- grid_sample: interpolation at arbitrary (learned) coordinates ---------------------------
+GRID_TAPS = {2: {0: 4, 1: 1, 2: 16}, 3: {0: 8, 1: 1}}  # rank -> interpolation mode -> taps
+
+
+def _grid_points_and_taps(grid, interpolation_mode):
+    rank = grid.shape[-1]
+    return grid.numel // rank, rank, GRID_TAPS[rank].get(interpolation_mode, 1)
+
+
+@register(aten.grid_sampler_2d, aten.grid_sampler_3d, op_class=VECTOR)
+def grid_sampler(x, grid, interpolation_mode, padding_mode, align_corners, *, out, **_):
+    """Per grid point: unnormalise each coordinate (mul, add) and one weight per tap; per
+    output element: the taps' weighted sum, 2 * taps - 1 (nearest: a copy, 0)."""
+    points, rank, taps = _grid_points_and_taps(grid, interpolation_mode)
+    per_output = 2 * taps - 1 if taps > 1 else 0
+    return Cost(flops=out.numel * per_output + points * (2 * rank + taps))
+
+
+@register(aten.grid_sampler_2d_backward, aten.grid_sampler_3d_backward, op_class=VECTOR)
+def grid_sampler_backward(grad, x, grid, interpolation_mode, padding_mode, align_corners,
+                          output_mask, *, out, **_):
+    """grad_input: each grad element scaled into its taps (2 * taps); grad_grid: per grad
+    element and coordinate, the taps' weight derivatives times value times grad (2 * taps)."""
+    points, rank, taps = _grid_points_and_taps(grid, interpolation_mode)
+    want_input, want_grid = output_mask
+    return Cost(flops=grad.numel * 2 * taps * (int(want_input) + rank * int(want_grid)))
+
+
+def _aa_taps(n_in: int, n_out: int) -> int:
+    """Antialiased bilinear: the triangle filter widens with the downscale factor."""
+    return 2 * max(math.ceil(n_in / n_out), 1)
+
+
+@register(aten._upsample_bilinear2d_aa, op_class=VECTOR)
+def upsample_bilinear_aa(x, output_size, *args, out, **_):
+    """Separable: a horizontal pass to (H_in, W_out), then a vertical pass to (H_out, W_out),
+    each 2 * taps - 1 per element it writes."""
+    (h_in, w_in), (h_out, w_out) = x.shape[-2:], out.shape[-2:]
+    planes = out.numel // (h_out * w_out)
+    horizontal = planes * h_in * w_out * (2 * _aa_taps(w_in, w_out) - 1)
+    vertical = out.numel * (2 * _aa_taps(h_in, h_out) - 1)
+    return Cost(flops=horizontal + vertical)
+
+
+@register(aten._upsample_bilinear2d_aa_backward, op_class=VECTOR)
+def upsample_bilinear_aa_backward(grad, output_size, input_size, *args, out, **_):
+    """Both passes reversed: each element scattered into its taps (2 * taps)."""
+    (h_out, w_out), (h_in, w_in) = grad.shape[-2:], out.shape[-2:]
+    planes = grad.numel // (h_out * w_out)
+    return Cost(flops=grad.numel * 2 * _aa_taps(h_in, h_out)
+                + planes * h_in * w_out * 2 * _aa_taps(w_in, w_out))
