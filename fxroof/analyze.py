@@ -16,7 +16,7 @@ import torch
 from torch._subclasses import fake_tensor
 from torch.utils import _pytree as pytree
 
-from fxroof.capture import BACKWARD, GraphRecorder, InputKind, unsupported_layout_message
+from fxroof.capture import BACKWARD, GraphRecorder, InputKind, require_dense
 from fxroof.cost_pass import annotate_costs
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
@@ -77,7 +77,8 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         return fake.requires_grad_(requires_grad and fake.is_floating_point())
 
     refuse_uninitialized(module)
-    _refuse_non_strided(module, inputs, kwargs)
+    for t in _tensors_of(module, inputs, kwargs):
+        require_dense(t)
     params = {n: fake_like(p, p.requires_grad and backward) for n, p in module.named_parameters()}
     buffers = {n: fake_like(b) for n, b in module.named_buffers()}
     # an input the user marked requires_grad is differentiated, as autograd would
@@ -155,13 +156,10 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
         raise FxroofError(_rejected_message(e, scope, args)) from None
 
 
-def _refuse_non_strided(module, inputs, kwargs) -> None:
-    tensors = [x for x in pytree.tree_leaves((tuple(inputs), kwargs or {}))
-               if isinstance(x, torch.Tensor)]
-    tensors += list(module.parameters()) + list(module.buffers())
-    for t in tensors:
-        if t.layout != torch.strided or t.is_nested:
-            raise FxroofError(unsupported_layout_message(t))
+def _tensors_of(module, inputs, kwargs) -> list:
+    leaves = pytree.tree_leaves((tuple(inputs), kwargs or {}))
+    return ([x for x in leaves if isinstance(x, torch.Tensor)]
+            + list(module.parameters()) + list(module.buffers()))
 
 
 def _check_rules(rules) -> None:

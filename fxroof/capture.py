@@ -72,19 +72,23 @@ class Capture:
         return [g for g in (self.forward, self.backward) if g is not None]
 
 
+def require_dense(t: torch.Tensor) -> None:
+    """Cost rules need strides: sparse and nested tensors get a clear error, not a crash."""
+    if t.layout == torch.strided and not t.is_nested:
+        return
+    kind = ("nested (jagged)" if t.is_nested
+            else f"{str(t.layout).replace('torch.', '')} (sparse)")
+    shape = "" if t.is_nested else f" of shape {tuple(t.shape)}"
+    raise FxroofError(
+        f"fxroof analyses dense (strided) tensors only, and this model uses a {kind} "
+        f"tensor{shape}: cost rules need each tensor's strides, and fake-tensor tracing of "
+        "these layouts is partial. Analyse the model on dense inputs of the same size (e.g. "
+        "pad the nested batch, or call .to_dense()), or analyse the dense part on its own.")
+
+
 def _meta_of(t: torch.Tensor) -> TensorMeta:
-    if t.layout != torch.strided or t.is_nested:
-        raise FxroofError(unsupported_layout_message(t))
+    require_dense(t)
     return TensorMeta.of(t)
-
-
-def unsupported_layout_message(t: torch.Tensor) -> str:
-    kind = "nested (jagged)" if t.is_nested else f"{t.layout} (sparse)".replace("torch.", "")
-    return (f"fxroof analyses dense (strided) tensors only, and this model uses a {kind} "
-            f"tensor of shape {tuple(t.shape) if not t.is_nested else '(jagged)'}: cost rules "
-            "need each tensor's strides, and fake-tensor tracing of these layouts is partial. "
-            "Analyse the model on dense inputs of the same size (e.g. pad the nested batch, or "
-            "call .to_dense()), or analyse the dense part on its own.")
 
 
 def tensor_meta_tree(value):

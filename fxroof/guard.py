@@ -43,8 +43,8 @@ class _Snapshot:
         # dict-valued attributes (parameters, buffers, submodules, hook tables) are restored
         # in place, so references the user holds to those dicts stay valid
         self.dicts = {k: dict(v) for k, v in self.attrs.items() if isinstance(v, dict)}
-        self.requires_grad = {id(p): (p, p.requires_grad)
-                              for p in module._parameters.values() if p is not None}
+        self.requires_grad = [(p, p.requires_grad)
+                              for p in module._parameters.values() if p is not None]
 
     def restore(self) -> None:
         m = self.module
@@ -58,7 +58,7 @@ class _Snapshot:
             if key in self.dicts and not _same_items(value, self.dicts[key]):
                 value.clear()
                 value.update(self.dicts[key])
-        for p, flag in self.requires_grad.values():
+        for p, flag in self.requires_grad:
             if p.requires_grad != flag:
                 p.requires_grad_(flag)
 

@@ -25,7 +25,7 @@ nothing for "none" -- ATen's enum: 0 none, 1 mean, 2 sum.
 """
 from __future__ import annotations
 
-from op_costs.registry import VECTOR, Cost, first_output, register
+from op_costs.registry import VECTOR, Cost, register
 
 aten = __import__("torch").ops.aten
 
@@ -79,7 +79,8 @@ def binary_cross_entropy_with_logits(x, target, weight=None, pos_weight=None, re
 
 def _nll_picked_bytes(x, target, weight) -> int:
     picked = target.numel
-    return target.nbytes + picked * x.itemsize + (picked * weight.itemsize if weight else 0)
+    return target.nbytes + picked * x.itemsize + (picked * weight.itemsize
+                                                  if weight is not None else 0)
 
 
 @register(aten.nll_loss_forward, aten.nll_loss2d_forward, op_class=VECTOR)
@@ -94,7 +95,7 @@ def nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_we
                       **_):
     return Cost(flops=target.numel,
                 bytes_read=grad.nbytes + target.nbytes
-                + (target.numel * weight.itemsize if weight else 0))
+                + (target.numel * weight.itemsize if weight is not None else 0))
 
 
 @register(aten.multi_margin_loss, op_class=VECTOR)

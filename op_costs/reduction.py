@@ -120,10 +120,6 @@ def softmax_backward(grad, y, *args, out, **_):
 
 
 # ---- sorting and selection: comparisons ------------------------------------------------------
-def _last_dim(x, dim) -> int:
-    return dim if isinstance(dim, int) else -1
-
-
 @register(aten.sort, op_class=MEMORY)
 def sort(x, *args, out, dim=-1, **kwargs):
     dim = next((a for a in args if isinstance(a, int) and not isinstance(a, bool)), dim)

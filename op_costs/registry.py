@@ -117,7 +117,9 @@ def _has_kernel(op, key: str) -> bool:
 
 
 def reaches_dispatch(packet) -> bool:
-    """Whether any overload of ``packet`` can reach a TorchDispatchMode below autograd."""
+    """Whether any overload of ``packet`` has a kernel that lets it reach a TorchDispatchMode
+    below autograd. (A composite-only op can still be called from below the autograd keys --
+    see ``seen_below_autograd`` -- so this is the rule, with proven exceptions.)"""
     for name in packet.overloads():
         op = getattr(packet, name)
         if not _has_kernel(op, "CompositeImplicitAutograd") or any(
@@ -147,11 +149,11 @@ def register(*packets, op_class: str = VECTOR, name: Optional[str] = None,
 
     def wrap(fn):
         for packet in packets:
-            if packet is not ANY_VIEW and not seen_below_autograd:
+            if packet is not ANY_VIEW:
                 if not isinstance(packet, torch._ops.OpOverloadPacket):
                     raise TypeError(f"rules are registered per ATen overload packet "
                                     f"(torch.ops.aten.mm), not {packet!r}")
-                if not reaches_dispatch(packet):
+                if not seen_below_autograd and not reaches_dispatch(packet):
                     raise ValueError(f"{packet} is decomposed above autograd "
                                      "(CompositeImplicitAutograd only): its rule would never "
                                      "run; register its decomposition's ops instead")

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import op_costs
-from op_costs import pointwise, reduction
 from tests.conftest import T
 
 aten = torch.ops.aten
