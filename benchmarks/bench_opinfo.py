@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 import warnings
 from collections import Counter
@@ -107,9 +109,16 @@ def main():
     parser.add_argument("--max-samples", type=int, default=None)
     parser.add_argument("--json", help="write the full per-op results here")
     args = parser.parse_args()
+    if args.json and (os.path.isdir(args.json)
+                      or not os.path.isdir(os.path.dirname(os.path.abspath(args.json)))):
+        parser.error(f"--json {args.json}: name a file in an existing folder")
+    ops = float32_ops(args.ops)
+    if args.ops and not ops:
+        parser.error(f"--ops: none of {args.ops} is an OpInfo name with float32 samples "
+                     "(e.g. add, mm, nn.functional.conv2d)")
     start = time.perf_counter()
     reached, default, totals, per_op = Counter(), Counter(), Counter(), {}
-    for opinfo in float32_ops(args.ops):
+    for opinfo in ops:
         outcome = sweep_op(opinfo, args.max_samples)
         reached.update(outcome.reached)
         default.update(outcome.default)
@@ -129,10 +138,16 @@ def main():
                "target_met": totals["raw"] == 0 and ruled >= 0.98 * len(reached),
                "seconds": round(time.perf_counter() - start, 1)}
     print(json.dumps(summary))
-    if args.json:
-        with open(args.json, "w") as f:
+    if args.json:  # atomically: an interrupted run leaves the old file or none
+        tmp = f"{args.json}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
             json.dump({"summary": summary, "ops": per_op}, f, indent=1)
+        os.replace(tmp, args.json)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # the --json file is written last, atomically: nothing half-done
+        print("interrupted: nothing written", file=sys.stderr)
+        sys.exit(130)
