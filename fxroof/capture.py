@@ -36,12 +36,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from op_costs import TensorMeta
 from fxroof.errors import FxroofError
+from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES  # noqa: F401 (re-exported)
 from fxroof.scope import ModuleScope, op_family
-
-FORWARD, BACKWARD = "forward", "backward"
-ORIGIN = "fxroof.origin"
-SHAPES = "fxroof.shapes"
-INPUT = "fxroof.input"
 
 # Ops that only re-label a tensor: recording them would add nodes, not information. Autograd
 # emits a detach for every tensor it saves for backward; eliding them keeps the graphs lean

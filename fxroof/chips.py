@@ -8,7 +8,6 @@ peak per dtype that runs the wrong way).
 """
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Optional
 import yaml
 
 from fxroof.errors import FxroofError
+from fxroof.suggest import did_you_mean
 
 
 def _shipped() -> str:
@@ -32,10 +32,6 @@ SHIPPED = _shipped()
 CLASSES = ("cpu", "gpu", "asic", "soc", "fpga")
 DTYPES = ("fp64", "fp64_matrix", "fp32", "fp32_matrix", "tf32", "bf16", "fp16", "fp8", "int8")
 
-
-def op_unit(dtype: str) -> str:
-    """What a peak of ``dtype`` counts: integer peaks are operations (OP), not FLOP."""
-    return "OP" if dtype.startswith("int") else "FLOP"
 # plausible bandwidth per class, bytes/s: a number outside is a unit slip (GB vs TB, bits)
 BANDWIDTH_RANGE = {"cpu": (5e9, 2e12), "gpu": (5e10, 2e13), "asic": (1e10, 5e13),
                    "soc": (1e9, 1e12), "fpga": (1e9, 5e12)}
@@ -137,13 +133,19 @@ def read_file(path: str) -> list[Chip]:
     return [parse_chip(entry, path) for entry in data["chips"]]
 
 
-def user_chip_files() -> list[str]:
-    """YAML files in the user chip folder (where `fxroof chips measure` saves)."""
-    from fxroof.measure import USER_CHIPS_DIR
+def user_chips_dir() -> str:
+    """Where `fxroof chips measure` saves and every command looks for the user's own chips:
+    $FXROOF_CHIPS_DIR, else ~/.config/fxroof/chips."""
+    return os.environ.get("FXROOF_CHIPS_DIR") or os.path.join(
+        os.path.expanduser("~"), ".config", "fxroof", "chips")
 
-    if not os.path.isdir(USER_CHIPS_DIR):
+
+def user_chip_files() -> list[str]:
+    """YAML files in the user chip folder."""
+    folder = user_chips_dir()
+    if not os.path.isdir(folder):
         return []
-    return sorted(os.path.join(USER_CHIPS_DIR, f) for f in os.listdir(USER_CHIPS_DIR)
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder)
                   if f.endswith((".yaml", ".yml")))
 
 
@@ -159,9 +161,8 @@ def load_chips(extra: Optional[list[str]] = None) -> dict[str, Chip]:
 def get_chip(chip_id: str, chips: Optional[dict] = None) -> Chip:
     chips = chips if chips is not None else load_chips()
     if chip_id not in chips:
-        close = difflib.get_close_matches(chip_id, list(chips), n=3, cutoff=0.4)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise FxroofError(f"Unknown chip '{chip_id}'.{hint} Known chips: "
+        raise FxroofError(f"Unknown chip '{chip_id}'.{did_you_mean(chip_id, chips, cutoff=0.4)}"
+                          " Known chips: "
                           f"{', '.join(sorted(chips))}.")
     return chips[chip_id]
 

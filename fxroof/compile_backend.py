@@ -24,15 +24,21 @@ from typing import Callable, Optional
 
 import torch
 import torch.fx as fx
+from functorch.compile import make_boxed_func
+from torch._functorch import config as functorch_config
+from torch._functorch.aot_autograd import aot_module_simplified
 from torch.fx.experimental.symbolic_shapes import optimization_hint
 from torch.utils import _pytree as pytree
 
-from fxroof.capture import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES, Capture, InputKind, Origin
+from fxroof.capture import Capture, InputKind, Origin
 from fxroof.cost_pass import annotate_costs, is_costed
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo
+from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES
 from fxroof.memory import memory_report
 from fxroof.scope import op_family
+from fxroof.suggest import did_you_mean
+from fxroof.units import dtype_name
 from op_costs import TensorMeta
 
 OnGraph = Callable[[fx.GraphModule, str, int], None]
@@ -142,13 +148,10 @@ def _resolve(then):
     if then is None or (callable(then) and not isinstance(then, str)):
         return then
     if isinstance(then, str):
-        import difflib
-
         known = torch._dynamo.list_backends(exclude_tags=())
         if then in known:
             return torch._dynamo.lookup_backend(then)
-        close = difflib.get_close_matches(then, known, n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        hint = did_you_mean(then, known)
         raise FxroofError(f"Unknown torch.compile backend '{then}' for then=.{hint} Known: "
                           f"{', '.join(torch._dynamo.list_backends())}; or pass a callable, "
                           "or None to run the "
@@ -178,10 +181,6 @@ class Backend:
         self._first_input: Optional[torch.Tensor] = None
 
     def __call__(self, gm: fx.GraphModule, example_inputs):
-        from functorch.compile import make_boxed_func
-        from torch._functorch import config as functorch_config
-        from torch._functorch.aot_autograd import aot_module_simplified
-
         region = len(self.regions)
         is_param = [isinstance(x, torch.nn.Parameter) for x in example_inputs]
         for x in example_inputs:
@@ -221,11 +220,12 @@ class Backend:
         info = ModelInfo(
             name=self.name,
             batch=optimization_hint(x.shape[0]) if x is not None and x.dim() else None,
-            inputs=[{"shape": list(_concrete(x).shape), "dtype": str(x.dtype)[6:]}]
+            inputs=[{"shape": list(_concrete(x).shape), "dtype": dtype_name(x.dtype)}]
             if x is not None else [],
-            dtype=str(next((n.meta[SHAPES].dtype for n in capture.forward.nodes
-                            if n.op == "placeholder" and isinstance(n.meta.get(SHAPES), TensorMeta)),
-                           torch.float32))[6:],
+            dtype=dtype_name(next((n.meta[SHAPES].dtype for n in capture.forward.nodes
+                                   if n.op == "placeholder"
+                                   and isinstance(n.meta.get(SHAPES), TensorMeta)),
+                                  torch.float32)),
             mode="train" if capture.backward is not None else "eval",
             backward=capture.backward is not None,
             parameters=sum(self._parameters.values()),

@@ -9,9 +9,7 @@ import torch
 import torch.fx as fx
 
 import op_costs
-from fxroof.capture import SHAPES
-
-COST = "fxroof.cost"
+from fxroof.keys import COST, SHAPES  # noqa: F401 (COST re-exported)
 NodeCost = op_costs.Estimate  # flops, macs, bytes_read, bytes_written, rule, op_class
 
 

@@ -26,27 +26,19 @@ from __future__ import annotations
 
 import csv
 import json
-import os
+import operator
 
-from fxroof.errors import FxroofError
+import networkx as nx
+
+from fxroof.cost_pass import is_costed
+from fxroof.files import atomic, atomic_path, check_writable
+from fxroof.keys import INPUT, ORIGIN
+from fxroof.version import __version__
 
 SCHEMA_VERSION = 1
 
 
-def check_writable(path: str, overwrite: bool) -> None:
-    """Never overwrite a user's file without being told to; fail before any work is lost."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise FxroofError(f"Cannot write '{path}': the folder '{folder}' does not exist. Create "
-                          "it first or choose another path.")
-    if os.path.exists(path) and not overwrite:
-        raise FxroofError(f"'{path}' already exists and fxroof does not overwrite files unless "
-                          "asked: pass --force (overwrite=True in Python) or choose another path.")
-
-
 def to_dict(graph) -> dict:
-    from fxroof import __version__
-
     return {
         "schema_version": SCHEMA_VERSION,
         "fxroof_version": __version__,
@@ -62,15 +54,16 @@ def to_dict(graph) -> dict:
 
 def write_json(graph, path: str, overwrite: bool = False) -> None:
     check_writable(path, overwrite)
-    with open(path, "w") as f:
-        json.dump(to_dict(graph), f, indent=1)
+    data = to_dict(graph)  # everything computed before the file is opened
+    with atomic(path) as f:
+        json.dump(data, f, indent=1)
 
 
 def write_csv(graph, path: str, overwrite: bool = False) -> None:
     """One row per node; the columns are the JSON node record's keys."""
     check_writable(path, overwrite)
     records = graph.records()
-    with open(path, "w", newline="") as f:
+    with atomic(path, newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(records[0]) if records else ["name"])
         writer.writeheader()
         for r in records:
@@ -81,11 +74,6 @@ def to_networkx(graph):
     """A DiGraph over both phases: node attributes are the JSON node record (None -> ''),
     edges follow data flow, and each backward graph input is joined to the forward node it
     stands for (so a saved activation links the two phases)."""
-    import networkx as nx
-
-    from fxroof.capture import INPUT
-    from fxroof.cost_pass import is_costed
-
     g = nx.DiGraph(model=graph.model.name, schema_version=SCHEMA_VERSION)
     for r in graph.records():
         g.add_node(f"{r['phase']}:{r['name']}", **{
@@ -95,7 +83,7 @@ def to_networkx(graph):
         for node in fx_graph.nodes:
             if not is_costed(node):
                 continue
-            phase = node.meta["fxroof.origin"].phase
+            phase = node.meta[ORIGIN].phase
             for source in _costed_sources(node):
                 kind = source.meta.get(INPUT)
                 if kind is not None and kind.kind == "saved":
@@ -109,8 +97,6 @@ def to_networkx(graph):
 
 def _costed_sources(node):
     """Inputs of ``node``, looking through getitem to the op that produced the tuple."""
-    import operator
-
     for arg in node.all_input_nodes:
         while arg.op == "call_function" and arg.target is operator.getitem:
             arg = arg.args[0]
@@ -118,7 +104,7 @@ def _costed_sources(node):
 
 
 def write_graphml(graph, path: str, overwrite: bool = False) -> None:
-    import networkx as nx
-
     check_writable(path, overwrite)
-    nx.write_graphml(to_networkx(graph), path)
+    g = to_networkx(graph)
+    with atomic_path(path) as partial:
+        nx.write_graphml(g, partial)

@@ -1,23 +1,29 @@
 """AnnotatedGraph: the canonical artefact. Forward and backward ATen fx graphs whose nodes carry
-``meta[ORIGIN]`` (capture) and ``meta[COST]`` (cost pass), plus the model description and the
-memory report. Everything downstream -- tables, rollups, exports -- reads from here.
+what each pass wrote into ``node.meta`` (keys.py: capture's ORIGIN and SHAPES, the cost pass's
+COST, the timing pass's TIME, the roofline pass's ROOF), plus the model description and the
+memory report.
+
+The graph is plain data: its views (``records``, ``totals``, ``breakdown``, ``coverage``) only
+read node.meta and recompute nothing. Its other methods are one-line conveniences over the
+passes and renderers, which take an AnnotatedGraph and never import this module.
 """
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import torch
 import torch.fx as fx
 
-from fxroof import export, render, rollups
-from fxroof.capture import BACKWARD, FORWARD, ORIGIN, SHAPES, Capture
-from fxroof.cost_pass import COST, is_costed
+from fxroof import export, render, roofline, rollups, timing, trace
+from fxroof.capture import Capture
+from fxroof.cost_pass import is_costed
+from fxroof.keys import BACKWARD, COST, FORWARD, ORIGIN, ROOF, SHAPES, TIME
 from fxroof.memory import MemoryReport
+from fxroof.models import build_model
+from fxroof.units import dtype_name
 from op_costs import DEFAULT_RULE, TensorMeta
-
-TIME = "fxroof.time"  # written by the timing pass: a record with a ``median_s`` field
 
 
 @dataclass
@@ -50,51 +56,43 @@ def _output_shape(node: fx.Node):
     shapes = node.meta.get(SHAPES)
     first = shapes if isinstance(shapes, TensorMeta) else (shapes[0] if shapes else None)
     if isinstance(first, TensorMeta):
-        return list(first.shape), str(first.dtype).replace("torch.", "")
+        return list(first.shape), dtype_name(first.dtype)
     return [], None
 
 
+def node_record(node: fx.Node) -> dict:
+    """The flat record of one ATen node (the JSON schema's node record), from its meta."""
+    origin, cost = node.meta[ORIGIN], node.meta[COST]
+    shape, dtype = _output_shape(node)
+    moved = cost.bytes_read + cost.bytes_written
+    timed = getattr(node.meta.get(TIME), "median_s", None)
+    record = {
+        "name": node.name, "phase": origin.phase, "target": str(node.target),
+        "op": node.target.overloadpacket.__name__, "layer_type": origin.layer_type,
+        "module": origin.module, "forward_node": origin.forward_node,
+        "shape": shape, "dtype": dtype,
+        "flops": cost.flops, "macs": cost.macs,
+        "bytes_read": cost.bytes_read, "bytes_written": cost.bytes_written, "bytes": moved,
+        "intensity": cost.flops / moved if moved else None,
+        "op_class": cost.op_class, "rule": cost.rule,
+        "time_s": timed,
+        "achieved_flops_per_s": cost.flops / timed if timed else None,
+        "achieved_bytes_per_s": moved / timed if timed else None,
+    }
+    if ROOF in node.meta:
+        record.update(roofline.fields(node.meta[ROOF], timed))
+    return record
+
+
+@dataclass
 class AnnotatedGraph:
-    def __init__(self, capture: Capture, model: ModelInfo, memory: MemoryReport,
-                 source: Optional[Source] = None):
-        self.capture = capture
-        self.model = model
-        self.memory = memory
-        self.source = source
-        self.timing = None  # a TimingReport once time() has run
-        self.chip = None    # a Chip once roofline() has run: records gain roof fields
-
-    @property
-    def input_spec(self):
-        return self.source.input_spec
-
-    @property
-    def input_leaves(self):
-        return self.source.input_leaves
-
-    def roofline(self, chip) -> dict:
-        """Place every node on ``chip``'s roofs (a Chip or a chip id): records gain
-        attainable_flops_per_s, predicted_s, bound and, once timed, fraction_of_roof.
-        Returns the predicted time per phase."""
-        from fxroof import roofline
-        from fxroof.chips import get_chip
-
-        self.chip = get_chip(chip) if isinstance(chip, str) else chip
-        return roofline.predict(self.records(), self.chip)
-
-    def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=None):
-        """Run the step on real tensors and time every node; see fxroof.timing."""
-        from fxroof.models import build_model
-        from fxroof.timing import time_graphs
-
-        if self.source is None:
-            raise ValueError("this graph was not made by fxroof.analyze: nothing to run")
-        module = self.source.module
-        if any(t.is_meta for t in list(module.parameters()) + list(module.buffers())):
-            module = build_model(self.source.spec, device="cpu",  # real weights, random init
-                                 hf_config=self.source.hf_config)
-        self.timing = time_graphs(self, module, device, warmup, repeats, progress)
-        return self.timing
+    capture: Capture
+    model: ModelInfo
+    memory: MemoryReport
+    source: Optional[Source] = None
+    timing: Optional[timing.TimingReport] = None  # set by the timing pass
+    chip: object = None                           # the Chip the roofline pass placed it on
+    _records: tuple = field(default=(None, None), repr=False, compare=False)
 
     # ---- graphs ---------------------------------------------------------------------------
     @property
@@ -104,6 +102,14 @@ class AnnotatedGraph:
     @property
     def backward(self) -> Optional[fx.Graph]:
         return self.capture.backward
+
+    @property
+    def input_spec(self):
+        return self.source.input_spec
+
+    @property
+    def input_leaves(self):
+        return self.source.input_leaves
 
     def graph_module(self, phase: str = FORWARD) -> fx.GraphModule:
         graph = self.forward if phase == FORWARD else self.backward
@@ -115,44 +121,15 @@ class AnnotatedGraph:
         return [n for g in self.capture.graphs() for n in g.nodes
                 if is_costed(n) and (phase is None or n.meta[ORIGIN].phase == phase)]
 
-    # ---- plain data -----------------------------------------------------------------------
+    # ---- views: plain data read from node.meta --------------------------------------------
     def records(self, phase: Optional[str] = None) -> list[dict]:
-        """One flat dict per ATen node, in schedule order (the JSON schema's node record)."""
-        from fxroof.roofline import roof_fields
-
-        out = []
-        for node in self.nodes(phase):
-            origin, cost = node.meta[ORIGIN], node.meta[COST]
-            shape, dtype = _output_shape(node)
-            moved = cost.bytes_read + cost.bytes_written
-            timing = node.meta.get(TIME)
-            out.append({
-                "name": node.name,
-                "phase": origin.phase,
-                "target": str(node.target),
-                "op": node.target.overloadpacket.__name__,
-                "layer_type": origin.layer_type,
-                "module": origin.module,
-                "forward_node": origin.forward_node,
-                "shape": shape,
-                "dtype": dtype,
-                "flops": cost.flops,
-                "macs": cost.macs,
-                "bytes_read": cost.bytes_read,
-                "bytes_written": cost.bytes_written,
-                "bytes": moved,
-                "intensity": cost.flops / moved if moved else None,
-                "op_class": cost.op_class,
-                "rule": cost.rule,
-                "time_s": getattr(timing, "median_s", None),
-            "achieved_flops_per_s": cost.flops / timing.median_s
-            if timing is not None and timing.median_s > 0 else None,
-            "achieved_bytes_per_s": moved / timing.median_s
-            if timing is not None and timing.median_s > 0 else None,
-            })
-            if self.chip is not None:
-                out[-1].update(roof_fields(out[-1], self.chip))
-        return out
+        """One flat dict per ATen node, in schedule order (the JSON schema's node record).
+        Built once per state of the passes (timed, placed on a chip) and shared."""
+        state = (id(self.timing), id(self.chip))
+        if self._records[0] != state:
+            self._records = (state, [node_record(n) for n in self.nodes()])
+        every = self._records[1]
+        return list(every) if phase is None else [r for r in every if r["phase"] == phase]
 
     def totals(self) -> dict:
         records = self.records()
@@ -172,7 +149,23 @@ class AnnotatedGraph:
         return {"nodes": len(records), "costed_nodes": len(records) - sum(missing.values()),
                 "default_rule_ops": dict(missing)}
 
-    # ---- renderers ------------------------------------------------------------------------
+    # ---- conveniences over the passes and renderers ---------------------------------------
+    def roofline(self, chip) -> dict:
+        """Place every node on ``chip``'s roofs (a Chip or a chip id): records gain
+        attainable_flops_per_s, predicted_s, bound and, once timed, fraction_of_roof.
+        Returns the predicted time per phase (fxroof.roofline.place)."""
+        return roofline.place(self, chip)
+
+    def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=None):
+        """Run the step on real tensors and time every node; see fxroof.timing."""
+        if self.source is None:
+            raise ValueError("this graph was not made by fxroof.analyze: nothing to run")
+        module = self.source.module
+        if any(t.is_meta for t in list(module.parameters()) + list(module.buffers())):
+            module = build_model(self.source.spec, device="cpu",  # real weights, random init
+                                 hf_config=self.source.hf_config)
+        return timing.time_graphs(self, module, device, warmup, repeats, progress)
+
     def table(self, top: Optional[int] = 20, sort: str = "flops", phase: Optional[str] = None,
               macs: bool = False) -> str:
         records = sorted(self.records(phase), key=lambda r: -(r.get(sort) or 0))
@@ -193,9 +186,7 @@ class AnnotatedGraph:
         export.write_csv(self, path, overwrite)
 
     def to_trace(self, path: str, overwrite: bool = False) -> None:
-        from fxroof.trace import write_trace
-
-        write_trace(self, path, overwrite)
+        trace.write_trace(self, path, overwrite)
 
     def to_networkx(self):
         return export.to_networkx(self)

@@ -1,9 +1,14 @@
 """Measured roofs of the local device: GEMM FLOP/s per dtype and copy bandwidth.
 
 * compute: ``torch.mm`` of n x n matrices (2 n^3 FLOP each), n large enough to run at the
-  engine's steady rate (quick mode uses smaller n and fewer repeats); median over repeats.
+  engine's steady rate (quick mode uses smaller n and fewer repeats).
 * bandwidth: ``dst.copy_(src)`` of a buffer far beyond the last-level cache (counting the
-  bytes read and the bytes written); median over repeats.
+  bytes read and the bytes written).
+
+A roof is a peak: the best sustained rate, so each is the fastest of its repeats, not their
+median (on a shared machine the median measures the neighbours too). When the repeats of a
+measurement spread widely (median over fastest above SPREAD_WARNING) the machine looked busy,
+and the measurement says so.
 * per-op overhead: the time of one eager ATen op on a one-element tensor (dispatch plus, on
   CUDA, a kernel launch), from a run of 1000 such ops. The roofline of a measured chip adds it
   to every node that launches work: a floor on what each op costs before any FLOP or byte,
@@ -18,106 +23,113 @@ import datetime
 import os
 import platform
 import re
-import statistics
-import time
 from typing import Callable, Optional
 
 import torch
 import yaml
 
+from fxroof.chips import user_chips_dir
+from fxroof.device import Stopwatch, check_device, repeat
 from fxroof.errors import FxroofError
+from fxroof.files import atomic, check_writable
+from fxroof.timers import Summary, summarize
+from fxroof.units import dtype_name, peak_key
 
-USER_CHIPS_DIR = os.environ.get("FXROOF_CHIPS_DIR",
-                                os.path.join(os.path.expanduser("~"), ".config", "fxroof", "chips"))
-DTYPE_KEYS = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
-              torch.float64: "fp64"}
-
-
-def _timed(fn: Callable[[], None], device: torch.device, repeats: int) -> float:
-    fn()  # warm-up: allocation, kernel selection, thread pool start
-    samples = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize(device)
-            samples.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+SPREAD_WARNING = 1.25  # median / fastest repeat above this: the machine looked busy
 
 
-def gemm_flops(device: torch.device, dtype: torch.dtype, n: int, repeats: int) -> float:
+def _timed(fn: Callable[[], None], device: torch.device, repeats: int) -> Summary:
+    """Seconds per call of ``fn`` over ``repeats`` runs after one warm-up (allocation,
+    kernel selection, thread pool start)."""
+    watch = Stopwatch(device)
+    return summarize(repeat(lambda: watch.time(fn), warmup=1, repeats=repeats))
+
+
+def busy(summary: Summary) -> bool:
+    return summary.median_s > SPREAD_WARNING * summary.min_s
+
+
+def gemm_flops(device: torch.device, dtype: torch.dtype, n: int, repeats: int) -> tuple:
+    """(best FLOP/s, Summary of seconds per GEMM)."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     out = torch.empty(n, n, device=device, dtype=dtype)
-    return 2 * n ** 3 / _timed(lambda: torch.mm(a, b, out=out), device, repeats)
+    times = _timed(lambda: torch.mm(a, b, out=out), device, repeats)
+    return 2 * n ** 3 / times.min_s, times
 
 
 def op_overhead(device: torch.device, repeats: int, ops: int = 1000) -> float:
-    """Seconds per eager op on a one-element tensor: dispatch (and kernel launch) cost."""
+    """Seconds per eager op on a one-element tensor: dispatch (and kernel launch) cost; the
+    median, since this is a typical cost added to every op, not a peak."""
     x = torch.ones(1, device=device)
     out = torch.empty_like(x)
 
     def run():
         for _ in range(ops):
             torch.add(x, x, out=out)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
 
-    run()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run()
-        samples.append((time.perf_counter() - t0) / ops)
-    return statistics.median(samples)
+    return _timed(run, device, repeats).median_s / ops
 
 
-def copy_bandwidth(device: torch.device, nbytes: int, repeats: int) -> float:
+def copy_bandwidth(device: torch.device, nbytes: int, repeats: int) -> tuple:
+    """(best bytes/s counting bytes read and written, Summary of seconds per copy)."""
     src = torch.ones(nbytes // 4, device=device, dtype=torch.float32)
     dst = torch.empty_like(src)
-    return 2 * src.numel() * 4 / _timed(lambda: dst.copy_(src), device, repeats)
+    times = _timed(lambda: dst.copy_(src), device, repeats)
+    return 2 * src.numel() * 4 / times.min_s, times
+
+
+def _gemm_sizes(gpu: bool, quick: bool) -> dict:
+    if gpu:
+        return {dtype: 8192 for dtype in (torch.float32, torch.bfloat16, torch.float16,
+                                          torch.float64)}
+    # big enough to run at the steady rate on a CPU (1024^2 fp32 reaches about half of it)
+    return {torch.float32: 2048 if quick else 4096, torch.float64: 1024 if quick else 2048,
+            torch.bfloat16: 1024 if quick else 2048}
+
+
+def _spread_note(what: str, times: Summary, say: Callable[[str], None]) -> str:
+    """The derivation's note on run-to-run spread; warns when the machine looked busy."""
+    spread = times.median_s / times.min_s
+    if busy(times):
+        say(f"  warning: {what} repeats spread {spread:.2f}x (median / fastest): the machine "
+            "looks busy; the fastest run is kept, but measure again on an idle machine")
+    return f"fastest of {times.samples} after a warm-up (median / fastest {spread:.2f})"
+
+
+def measure_peaks(dev: torch.device, quick: bool, say: Callable[[str], None]) -> dict:
+    repeats = 5 if quick else 10
+    peaks = {}
+    for dtype, n in _gemm_sizes(dev.type == "cuda", quick).items():
+        key = peak_key(dtype_name(dtype))
+        say(f"GEMM {key} {n}x{n}")
+        try:
+            value, times = gemm_flops(dev, dtype, n, repeats)
+        except RuntimeError as e:  # dtype unsupported by this device's GEMM
+            say(f"  skipped: {str(e).splitlines()[0]}")
+            continue
+        peaks[key] = {
+            # measured with a GEMM: whatever engine torch.mm uses (on CPUs with AMX, bf16 runs
+            # on the matrix unit), so it is the roof of matrix-class work
+            "value": float(f"{value:.4g}"), "unit": "matrix",
+            "derivation": f"measured: torch.mm {n}x{n} {key}, 2n^3 FLOP, "
+                          + _spread_note(f"GEMM {key}", times, say)}
+    return peaks
 
 
 def measure(device: str = "cpu", quick: bool = True,
             progress: Optional[Callable[[str], None]] = None) -> dict:
     """A chip entry (chips.yaml format) with this device's measured roofs."""
-    from fxroof.timing import check_device
-
     dev = check_device(device)
     say = progress or (lambda message: None)
     gpu = dev.type == "cuda"
-    # big enough to run at the steady rate on a CPU (1024^2 fp32 reaches about half of it)
-    sizes = {torch.float32: 2048 if quick else 4096, torch.float64: 1024 if quick else 2048,
-             torch.bfloat16: 1024 if quick else 2048}
-    if gpu:
-        sizes = {dtype: 8192 for dtype in (torch.float32, torch.bfloat16, torch.float16,
-                                           torch.float64)}
-    repeats = 5 if quick else 10
-    peaks = {}
-    for dtype, n in sizes.items():
-        say(f"GEMM {DTYPE_KEYS[dtype]} {n}x{n}")
-        try:
-            value = gemm_flops(dev, dtype, n, repeats)
-        except RuntimeError as e:  # dtype unsupported by this device's GEMM
-            say(f"  skipped: {str(e).splitlines()[0]}")
-            continue
-        peaks[DTYPE_KEYS[dtype]] = {
-            # measured with a GEMM: whatever engine torch.mm uses (on CPUs with AMX, bf16 runs
-            # on the matrix unit), so it is the roof of matrix-class work
-            "value": float(f"{value:.4g}"), "unit": "matrix",
-            "derivation": f"measured: torch.mm {n}x{n} {DTYPE_KEYS[dtype]}, 2n^3 FLOP, median "
-                          f"of {repeats} after a warm-up"}
+    peaks = measure_peaks(dev, quick, say)
     nbytes = (256 if quick else 1024) * 2 ** 20 if not gpu else 2 ** 31
     say(f"copy {nbytes // 2 ** 20} MiB")
-    bandwidth = copy_bandwidth(dev, nbytes, repeats)
+    bandwidth, times = copy_bandwidth(dev, nbytes, 5 if quick else 10)
+    copy_note = _spread_note("copy", times, say)
     say("per-op overhead")
-    overhead = op_overhead(dev, repeats)
+    overhead = op_overhead(dev, 5 if quick else 10)
     name = (torch.cuda.get_device_name(dev) if gpu else
             (platform.processor() or platform.machine()) + f" ({os.cpu_count()} threads)")
     return {
@@ -128,7 +140,7 @@ def measure(device: str = "cpu", quick: bool = True,
         "peaks": peaks,
         "bandwidth": {"value": float(f"{bandwidth:.4g}"),
                       "derivation": f"measured: copy_ of {nbytes // 2 ** 20} MiB fp32 "
-                                    "(bytes read + written), median"},
+                                    f"(bytes read + written), {copy_note}"},
         "op_overhead": {"value": float(f"{overhead:.3g}"),
                         "derivation": "measured: median seconds per torch.add on a "
                                       "one-element tensor, over runs of 1000"},
@@ -168,7 +180,7 @@ def versus_datasheet(measured, datasheet) -> list[dict]:
 
 
 def default_path(chip_id: str) -> str:
-    return os.path.join(USER_CHIPS_DIR, f"{chip_id}.yaml")
+    return os.path.join(user_chips_dir(), f"{chip_id}.yaml")
 
 
 def check_target(path: str, force: bool) -> None:
@@ -181,6 +193,7 @@ def save(entry: dict, path: Optional[str] = None, force: bool = False) -> str:
     path = path or default_path(entry["id"])
     check_target(path, force)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
+    check_writable(path, overwrite=True)
+    with atomic(path) as f:
         yaml.safe_dump({"schema_version": 1, "chips": [entry]}, f, sort_keys=False)
     return path

@@ -15,7 +15,8 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
-from fxroof.capture import INPUT, Capture
+from fxroof.capture import Capture
+from fxroof.keys import INPUT
 
 
 @dataclass
@@ -42,65 +43,91 @@ def _storages(value):
             yield StorageWeakRef(storage), storage.nbytes()
 
 
-def memory_report(capture: Capture) -> MemoryReport:
+def _resident(capture: Capture, seen: set) -> dict:
+    """Bytes of the storages the step starts with, by placeholder kind."""
     resident = {"parameter": 0, "buffer": 0, "input": 0, "constant": 0}
-    seen: set = set()
     for node in capture.forward.nodes:
         if node.op == "placeholder":
             for ref, size in _storages(node.meta["val"]):
                 if ref not in seen:
                     seen.add(ref)
                     resident[node.meta[INPUT].kind] += size
+    return resident
 
-    schedule = [n for g in capture.graphs() for n in g.nodes if n.op == "call_function"]
-    alloc_at: dict = {}
-    size_of: dict = {}
-    last_use: dict = {}
-    for i, node in enumerate(schedule):
-        for arg in node.all_input_nodes:
-            for ref, _ in _storages(arg.meta.get("val")):
-                last_use[ref] = i
-        for ref, size in _storages(node.meta.get("val")):
-            if ref not in seen:
-                seen.add(ref)
-                alloc_at[ref], size_of[ref] = i, size
-                last_use.setdefault(ref, i)
 
-    kept = set()  # what the step hands back lives to the end
+class _Allocations:
+    """Where in the schedule each new storage is allocated and last read, and its size."""
+
+    def __init__(self, schedule: list, seen: set):
+        self.at: dict = {}
+        self.size: dict = {}
+        self.last_use: dict = {}
+        for i, node in enumerate(schedule):
+            for arg in node.all_input_nodes:
+                for ref, _ in _storages(arg.meta.get("val")):
+                    self.last_use[ref] = i
+            for ref, size in _storages(node.meta.get("val")):
+                if ref not in seen:
+                    seen.add(ref)
+                    self.at[ref], self.size[ref] = i, size
+                    self.last_use.setdefault(ref, i)
+
+    def peak(self, end: int, kept: set) -> tuple[int, Optional[int]]:
+        """(peak live bytes, schedule index where it is reached); ``kept`` storages live to
+        the end of the step."""
+        delta = [0] * (end + 1)
+        for ref, i in self.at.items():
+            delta[i] += self.size[ref]
+            delta[(end if ref in kept else self.last_use[ref] + 1)] -= self.size[ref]
+        live = peak = 0
+        peak_index = None
+        for i in range(end):
+            live += delta[i]
+            if live > peak:
+                peak, peak_index = live, i
+        return peak, peak_index
+
+
+def _returned(capture: Capture) -> set:
+    """Storages the step hands back (outputs, saved tensors, gradients)."""
+    kept = set()
     for graph in capture.graphs():
         output = next(n for n in reversed(graph.nodes) if n.op == "output")
         for arg in output.all_input_nodes:
             kept.update(ref for ref, _ in _storages(arg.meta.get("val")))
-    end = len(schedule)
-    delta = [0] * (end + 1)
-    for ref, i in alloc_at.items():
-        delta[i] += size_of[ref]
-        delta[(end if ref in kept else last_use[ref] + 1)] -= size_of[ref]
-    live = peak = 0
-    peak_index = None
-    for i in range(end):
-        live += delta[i]
-        if live > peak:
-            peak, peak_index = live, i
+    return kept
 
-    forward_count = sum(1 for n in capture.forward.nodes if n.op == "call_function")
+
+def _backward_reads(capture: Capture, allocated: dict) -> tuple[set, int]:
+    """(storages the backward reads from the forward, bytes of the gradients it returns)."""
+    if capture.backward is None:
+        return set(), 0
     saved = set()
-    gradients = 0
-    if capture.backward is not None:
-        for node in capture.backward.nodes:
-            if node.op == "placeholder" and node.meta[INPUT].kind == "saved":
-                saved.update(r for r, _ in _storages(node.meta["val"]) if r in alloc_at)
-        output = next(n for n in reversed(capture.backward.nodes) if n.op == "output")
-        gradients = sum(size for arg in output.all_input_nodes
-                        for _, size in _storages(arg.meta.get("val")))
-    resident_total = sum(resident.values())
+    for node in capture.backward.nodes:
+        if node.op == "placeholder" and node.meta[INPUT].kind == "saved":
+            saved.update(r for r, _ in _storages(node.meta["val"]) if r in allocated)
+    output = next(n for n in reversed(capture.backward.nodes) if n.op == "output")
+    gradients = sum(size for arg in output.all_input_nodes
+                    for _, size in _storages(arg.meta.get("val")))
+    return saved, gradients
+
+
+def memory_report(capture: Capture) -> MemoryReport:
+    seen: set = set()
+    resident = _resident(capture, seen)
+    schedule = [n for g in capture.graphs() for n in g.nodes if n.op == "call_function"]
+    allocations = _Allocations(schedule, seen)
+    peak, peak_index = allocations.peak(len(schedule), _returned(capture))
+    forward_count = sum(1 for n in capture.forward.nodes if n.op == "call_function")
+    saved, gradients = _backward_reads(capture, allocations.at)
     return MemoryReport(
         parameter_bytes=resident["parameter"],
         buffer_bytes=resident["buffer"],
         input_bytes=resident["input"] + resident["constant"],
-        activation_bytes=sum(size_of[r] for r, i in alloc_at.items() if i < forward_count),
-        saved_for_backward_bytes=sum(size_of[r] for r in saved),
+        activation_bytes=sum(allocations.size[r] for r, i in allocations.at.items()
+                             if i < forward_count),
+        saved_for_backward_bytes=sum(allocations.size[r] for r in saved),
         gradient_bytes=gradients,
-        peak_bytes=resident_total + peak,
+        peak_bytes=sum(resident.values()) + peak,
         peak_node=schedule[peak_index].name if peak_index is not None else None,
     )

@@ -1,6 +1,10 @@
 """Roofline figures. One style for every figure fxroof draws: log-log axes with units, the
 dtype in the legend, legends outside the data, labels nudged apart so they do not overlap.
 Functions take plain data (chips, rows) and a path; nothing here computes a cost.
+
+Figures are made with matplotlib's object API (``Figure`` on an Agg canvas), never pyplot: the
+global backend a notebook or application chose is left alone, and no figure is left open in
+pyplot's registry.
 """
 from __future__ import annotations
 
@@ -9,16 +13,16 @@ import re
 from typing import Optional
 
 import matplotlib
+import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, NullFormatter
 
-matplotlib.use("Agg")  # files only: no display on servers or CI
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import EngFormatter, NullFormatter  # noqa: E402
-
-from fxroof.chips import Chip, op_unit  # noqa: E402
-from fxroof.errors import FxroofError  # noqa: E402
-from fxroof.export import check_writable  # noqa: E402
-from fxroof.render import si  # noqa: E402
+from fxroof.chips import Chip
+from fxroof.errors import FxroofError
+from fxroof.files import atomic_path, check_writable
+from fxroof.units import op_unit, si
 
 STYLE = {"figure.figsize": (10, 6.5), "figure.dpi": 110, "font.size": 9,
          "axes.grid": True, "grid.alpha": 0.3, "axes.titlesize": 11}
@@ -38,8 +42,10 @@ def new_axes(title: str, xlabel: str = "operational intensity (FLOP/byte)",
              nrows: int = 1, ncols: int = 1, size: Optional[tuple] = None):
     """A figure in fxroof's style; ``log`` names the log-scaled axes. With several panels,
     returns (fig, array of axes) and the labels apply to each."""
-    with plt.rc_context({**STYLE, **({"figure.figsize": size} if size else {})}):
-        fig, axes = plt.subplots(nrows, ncols, squeeze=False)
+    with matplotlib.rc_context({**STYLE, **({"figure.figsize": size} if size else {})}):
+        fig = Figure()
+        FigureCanvasAgg(fig)  # draws to files only, whatever backend pyplot uses
+        axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.flat:
         if "x" in log:
             ax.set_xscale("log")
@@ -54,21 +60,46 @@ def new_axes(title: str, xlabel: str = "operational intensity (FLOP/byte)",
     return fig, axes
 
 
-def save(fig, path: str, overwrite: bool) -> None:
+def colormap(name: str, n: Optional[int] = None):
+    """A colormap by name, resampled to ``n`` colours when given."""
+    cmap = matplotlib.colormaps[name]
+    return cmap.resampled(n) if n else cmap
+
+
+def check_figure(path: str, overwrite: bool) -> None:
+    """Refuse, before any work, a figure path fxroof would not or could not write."""
+    figure_format(path)
     check_writable(path, overwrite)
+
+
+def save(fig, path: str, overwrite: bool) -> None:
+    """Write the figure atomically, in the format its extension names."""
+    check_figure(path, overwrite)
     fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
+    with atomic_path(path) as partial:
+        fig.savefig(partial, bbox_inches="tight", format=figure_format(path))
+
+
+def figure_format(path: str) -> str:
+    """The image format a path's extension names; a clear error for one matplotlib cannot
+    write (checked before any work)."""
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    known = FigureCanvasAgg.get_supported_filetypes()
+    if ext not in known:
+        raise FxroofError(f"Cannot write the figure '{path}': "
+                          + (f"'.{ext}' is not an image format matplotlib writes"
+                             if ext else "the path has no extension")
+                          + f". Use one of {', '.join('.' + k for k in sorted(known))} "
+                          "(.png or .svg are usual).")
+    return ext
 
 
 def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
     """One roof per chip: min(peak, bandwidth x intensity). For fp32 on a GPU whose
     convolutions PyTorch runs in TF32 (cuDNN's default), the TF32 tensor-core roof that fxroof's
     predictions use for convolutions is drawn too, dashed. Returns chip id -> colour."""
-    import torch
-
     colours = {}
-    cmap = plt.get_cmap("tab20")
+    cmap = colormap("tab20")
     drawn = [c for c in chips if _roof_key(c, dtype) is not None]
     for i, chip in enumerate(drawn):
         key = _roof_key(chip, dtype)
@@ -104,14 +135,18 @@ def plot_chips(chips: list[Chip], path: str, dtype: str = "fp32", overwrite: boo
 
 def plot_chips_by_class(chips: list[Chip], path: str, dtype: str = "fp32",
                         overwrite: bool = False) -> list[str]:
-    """The all-chip plot at ``path`` plus one per class beside it (name-<class>.ext)."""
-    written = [plot_chips(chips, path, dtype, overwrite)]
+    """The all-chip plot at ``path`` plus one per class beside it (name-<class>.ext). Every
+    path is checked before the first figure is written."""
     root, ext = os.path.splitext(path)
-    for cls in sorted({c.cls for c in chips}):
+    classes = sorted({c.cls for c in chips if _roof_key(c, dtype)})
+    paths = [path] + [f"{root}-{cls}{ext}" for cls in classes]
+    for each in paths:
+        check_figure(each, overwrite)
+    written = [plot_chips(chips, path, dtype, overwrite)]
+    for cls, each in zip(classes, paths[1:], strict=True):
         members = [c for c in chips if c.cls == cls and _roof_key(c, dtype)]
-        if members:
-            written.append(plot_chips(members, f"{root}-{cls}{ext}", dtype, overwrite,
-                                      title=f"{cls.upper()} rooflines, dense {dtype} peaks"))
+        written.append(plot_chips(members, each, dtype, overwrite,
+                                  title=f"{cls.upper()} rooflines, dense {dtype} peaks"))
     return written
 
 
@@ -122,7 +157,7 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
     fig, ax = new_axes(title, ylabel="performance (FLOP/s): roofs attainable, points as titled")
     draw_roofs(ax, chips, dtype)
     groups = sorted({p["group"] for p in points}, key=_natural)
-    cmap = plt.get_cmap("viridis", max(len(groups), 2))
+    cmap = colormap("viridis", max(len(groups), 2))
     if not sizes:
         # earlier groups get larger markers, so points that coincide (batch 64 and 256 of a
         # model often share an intensity) show as concentric rings instead of hiding

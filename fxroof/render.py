@@ -5,27 +5,7 @@ from typing import Optional
 
 from tabulate import tabulate
 
-_SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
-
-
-def si(value: Optional[float], unit: str, digits: int = 3) -> str:
-    """1.234e9, 'FLOP' -> '1.23 GFLOP'. Decimal prefixes throughout (1 MB = 10^6 bytes)."""
-    if value is None:
-        return "-"
-    for scale, prefix in _SI:
-        if abs(value) >= scale:
-            return f"{value / scale:.{digits}g} {prefix}{unit}"
-    return f"{value:.{digits}g} {unit}"
-
-
-def seconds(value: Optional[float]) -> str:
-    if value is None:
-        return "-"
-    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value * 1e9:.3g} ns"
-
+from fxroof.units import op_unit, seconds, si
 
 def _work_label(macs: bool) -> tuple[str, str]:
     return ("macs", "MAC") if macs else ("flops", "FLOP")
@@ -140,8 +120,6 @@ def prediction_table(rows: list[dict]) -> str:
 
 def chips_table(chips) -> str:
     dtypes = sorted({d for c in chips for d in c.peaks})
-    from fxroof.chips import op_unit
-
     headers = ["id", "name", "class"] + [f"{d} ({op_unit(d)}/s)" for d in dtypes] + ["bandwidth"]
     body = [[c.id, c.name, c.cls] + [si(c.peaks.get(d), "") if d in c.peaks else "-"
                                      for d in dtypes] + [si(c.bandwidth, "B/s")] for c in chips]

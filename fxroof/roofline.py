@@ -19,11 +19,10 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from fxroof.chips import Chip
+from fxroof.chips import Chip, get_chip
 from fxroof.errors import FxroofError
-
-DTYPE_KEYS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64",
-              "int8": "int8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+from fxroof.keys import ROOF
+from fxroof.units import peak_key
 
 
 def tf32_enabled(op: str) -> bool:
@@ -34,7 +33,7 @@ def tf32_enabled(op: str) -> bool:
 
 def peak_for(chip: Chip, op_class: str, dtype: Optional[str], op: str = "") -> tuple[float, str]:
     """(peak FLOP/s, the peaks key used) for an op of this class and dtype on this chip."""
-    key = DTYPE_KEYS.get(dtype or "float32", "fp32")
+    key = peak_key(dtype)
     if op_class == "matrix":
         candidates = [f"{key}_matrix", key]
         if key == "fp32" and chip.cls == "gpu" and tf32_enabled(op):
@@ -97,16 +96,30 @@ def predict(records: list[dict], chip: Chip) -> dict:
     return result
 
 
-def roof_fields(record: dict, chip: Chip) -> dict:
+def fields(roof: NodeRoof, timed: Optional[float]) -> dict:
     """What a node record gains on a chip: attainable FLOP/s, predicted time and bound, and
     when it was timed, the fraction of its roof it reached (predicted / measured time) and
     the time above the roof (measured - predicted, seconds)."""
-    roof = node_roof(record, chip)
-    timed = record.get("time_s")
     return {"attainable_flops_per_s": roof.attainable, "predicted_s": roof.predicted_s,
             "bound": roof.bound,
             "fraction_of_roof": roof.predicted_s / timed if timed else None,
             "gap_s": max(timed - roof.predicted_s, 0.0) if timed is not None else None}
+
+
+def roof_fields(record: dict, chip: Chip) -> dict:
+    return fields(node_roof(record, chip), record.get("time_s"))
+
+
+def place(graph, chip: Chip) -> dict:
+    """The roofline pass: write ``node.meta[ROOF]`` (a NodeRoof on ``chip``) on every costed
+    node of an AnnotatedGraph, whose records then carry the roof fields; returns the
+    predicted time per phase. ``chip``: a Chip or a chip id."""
+    chip = get_chip(chip) if isinstance(chip, str) else chip
+    records = graph.records()
+    for node, record in zip(graph.nodes(), records, strict=True):
+        node.meta[ROOF] = node_roof(record, chip)
+    graph.chip = chip
+    return predict(records, chip)
 
 
 def where_to_look(records: list[dict], chip: Chip, top: int = 10) -> list[dict]:

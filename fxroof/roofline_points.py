@@ -8,19 +8,21 @@ from __future__ import annotations
 import json
 import os
 
-from fxroof import rollups
+from fxroof import plots, rollups
+from fxroof.analysis import analyze
+from fxroof.chips import get_chip, load_chips
 from fxroof.errors import FxroofError
-from fxroof.roofline import DTYPE_KEYS, node_roof
+from fxroof.graph import AnnotatedGraph
+from fxroof.roofline import node_roof
+from fxroof.units import peak_key
 
 
 def load_sources(specs: list, batches: list[int], backward: bool, dtype) -> list[dict]:
     """[{name, batch, records, dtype}] from AnnotatedGraphs, JSON exports or by analysing
     model specs (each spec at every batch size)."""
-    import fxroof
-
     sources = []
     for spec in specs:
-        if isinstance(spec, fxroof.AnnotatedGraph):  # already analysed (and perhaps timed)
+        if isinstance(spec, AnnotatedGraph):  # already analysed (and perhaps timed)
             sources.append({"name": spec.model.name, "batch": spec.model.batch,
                             "records": spec.records(), "dtype": spec.model.dtype})
             continue
@@ -39,14 +41,14 @@ def load_sources(specs: list, batches: list[int], backward: bool, dtype) -> list
                             "records": data["nodes"], "dtype": data["model"]["dtype"]})
             continue
         for batch in batches:
-            g = fxroof.analyze(spec, batch=batch, backward=backward, dtype=dtype)
+            g = analyze(spec, batch=batch, backward=backward, dtype=dtype)
             sources.append({"name": g.model.name, "batch": batch, "records": g.records(),
                             "dtype": g.model.dtype})
     return sources
 
 
 def roof_dtype(sources: list[dict]) -> str:
-    return DTYPE_KEYS.get(sources[0]["dtype"], "fp32")
+    return peak_key(sources[0]["dtype"])
 
 
 def _point(label, group, rows, chip) -> dict:
@@ -116,18 +118,14 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     by: "model" (one point per model and batch), or "layer_type" / "node" for the parts of
         one model as bubbles whose area is their share of time, on the first chip.
     """
-    from fxroof.chips import get_chip, load_chips
-    from fxroof.export import check_writable
-    from fxroof.plots import plot_points
-
     if by not in ("model", "layer_type", "node"):
         raise FxroofError(f"by={by!r}: choose 'model', 'layer_type' or 'node'.")
     if not models or not chips:
         raise FxroofError("plot_roofline needs at least one model and one chip.")
-    check_writable(out, overwrite)
+    plots.check_figure(out, overwrite)
     known = load_chips() if any(isinstance(c, str) for c in chips) else {}
     selected = [get_chip(c, known) if isinstance(c, str) else c for c in chips]
     sources = load_sources(list(models), list(batches), backward, dtype)
     found, sizes, title = points(sources, selected, by)
-    return plot_points(found, selected, out, roof_dtype(sources), overwrite=overwrite,
+    return plots.plot_points(found, selected, out, roof_dtype(sources), overwrite=overwrite,
                        title=title, sizes=sizes)

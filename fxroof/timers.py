@@ -12,6 +12,8 @@ import statistics
 import time
 from typing import Callable, Hashable, NamedTuple, Optional
 
+import torch
+
 
 class CpuTimer:
     def __init__(self, clock: Callable[[], float] = time.perf_counter):
@@ -33,8 +35,6 @@ class CpuTimer:
 class CudaTimer:
     def __init__(self, event_factory: Optional[Callable] = None,
                  synchronize: Optional[Callable[[], None]] = None):
-        import torch
-
         self._event = event_factory or (lambda: torch.cuda.Event(enable_timing=True))
         self._synchronize = synchronize or torch.cuda.synchronize
         self._pairs: dict[Hashable, list] = {}
@@ -59,13 +59,16 @@ class CudaTimer:
 
 
 class Summary(NamedTuple):
-    """Statistics of repeated timings, in seconds."""
+    """Statistics of repeated timings, in seconds. The one quartile definition fxroof uses
+    everywhere: ``statistics.quantiles(method="inclusive")`` (numpy's default, linear)."""
 
     median_s: float
     min_s: float
     max_s: float
     iqr_s: float   # interquartile range: the spread
     samples: int
+    q1_s: float = 0.0
+    q3_s: float = 0.0
 
 
 def summarize(samples: list[float]) -> Summary:
@@ -76,4 +79,5 @@ def summarize(samples: list[float]) -> Summary:
         q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
     else:
         q1 = q3 = ordered[0]
-    return Summary(statistics.median(ordered), ordered[0], ordered[-1], q3 - q1, len(ordered))
+    return Summary(statistics.median(ordered), ordered[0], ordered[-1], q3 - q1, len(ordered),
+                   q1, q3)

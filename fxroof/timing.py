@@ -16,19 +16,21 @@ step (model forward, then autograd backward, synchronised) is timed on the same 
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import torch
 import torch.fx as fx
+from torch.utils import _pytree as pytree
 
-from fxroof.capture import BACKWARD, FORWARD, INPUT, SHAPES
 from fxroof.cost_pass import is_costed
+from fxroof.device import Stopwatch, check_device, repeat
 from fxroof.errors import FxroofError
+from fxroof.guard import preserved
+from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES, TIME
 from fxroof.timers import CpuTimer, CudaTimer, summarize
-
-TIME = "fxroof.time"
+from fxroof.units import si
+from fxroof.validate import nonnegative_int, positive_int
 
 
 @dataclass
@@ -71,27 +73,12 @@ class TimingInterpreter(fx.Interpreter):
 
 
 def _node_failed(n: fx.Node, e: Exception) -> str:
-    origin = n.meta.get("fxroof.origin")
+    origin = n.meta.get(ORIGIN)
     where = f" in `{origin.module or '(root)'}` ({origin.layer_type})" if origin else ""
     return (f"Node `{n.name}` ({n.target}){where} failed on the device: "
             f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}. "
             "The graph was captured on fake tensors; an op that fails for real usually needs a "
             "device or dtype it does not support here -- try --device cpu or the default dtype.")
-
-
-def check_device(device: str) -> torch.device:
-    try:
-        dev = torch.device(device)
-    except RuntimeError:
-        raise FxroofError(f"Unknown device '{device}': use 'cpu' or 'cuda' (or 'cuda:N').") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise FxroofError(
-            f"--device {device} was asked for but CUDA is not available here "
-            "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch build). "
-            "Time on the CPU with --device cpu, or run on a machine with a GPU.")
-    if dev.type not in ("cpu", "cuda"):
-        raise FxroofError(f"fxroof times on 'cpu' or 'cuda', not '{device}'.")
-    return dev
 
 
 def _random_like(meta, device) -> torch.Tensor:
@@ -137,11 +124,6 @@ def backward_inputs(graph: fx.Graph, saved: dict, device) -> list:
     return values
 
 
-def synchronize(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _nothing(x):
     return x
 
@@ -166,32 +148,26 @@ def measure_overhead(timer, device, nodes: int = 500, rounds: int = 5) -> float:
 def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int = 2,
                 repeats: int = 10, progress=None) -> TimingReport:
     """Time every node of an AnnotatedGraph's graphs; see the module docstring."""
-    if repeats < 1 or warmup < 0:
-        raise FxroofError("repeats must be at least 1 and warmup at least 0.")
+    repeats, warmup = positive_int(repeats, "repeats"), nonnegative_int(warmup, "warmup")
     dev = check_device(device)
     timer = CudaTimer() if dev.type == "cuda" else CpuTimer()
     forward = fx.GraphModule(torch.nn.Module(), graph.forward)
     backward = fx.GraphModule(torch.nn.Module(), graph.backward) if graph.backward else None
     saved_names = graph.capture.saved
-    samples: dict = {}
+
+    def step() -> dict:
+        inputs = forward_inputs(graph.forward, state, dev)
+        outputs = TimingInterpreter(forward, timer).run(*inputs)
+        if backward is not None:
+            saved_values = outputs[len(outputs) - len(saved_names):]
+            saved = dict(zip(saved_names, saved_values, strict=True))
+            TimingInterpreter(backward, timer).run(*backward_inputs(graph.backward, saved, dev))
+        return timer.collect()  # one synchronisation per iteration on CUDA
+
     try:
         state = model_state(graph.forward, module, dev)
         with torch.no_grad():
-            for i in range(warmup + repeats):
-                inputs = forward_inputs(graph.forward, state, dev)
-                outputs = TimingInterpreter(forward, timer).run(*inputs)
-                if backward is not None:
-                    saved_values = outputs[len(outputs) - len(saved_names):]
-                    saved = dict(zip(saved_names, saved_values, strict=True))
-                    TimingInterpreter(backward, timer).run(
-                        *backward_inputs(graph.backward, saved, dev))
-                times = timer.collect()  # one synchronisation per iteration on CUDA
-                if i >= warmup:
-                    for node, seconds in times.items():
-                        samples.setdefault(node, []).append(seconds)
-                del inputs, outputs
-                if progress:
-                    progress(i + 1, warmup + repeats)
+            runs = repeat(step, warmup, repeats, progress)
         overhead = measure_overhead(timer, dev)
         eager = eager_step(graph, module, state, dev, warmup, repeats)
     except torch.cuda.OutOfMemoryError:
@@ -200,6 +176,10 @@ def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int
         if "out of memory" in str(e):
             raise FxroofError(_oom_message(graph, device)) from None
         raise
+    samples: dict = {}
+    for times in runs:
+        for node, seconds in times.items():
+            samples.setdefault(node, []).append(seconds)
 
     subtract = overhead if dev.type == "cpu" else 0.0
     totals = {FORWARD: 0.0}
@@ -209,56 +189,47 @@ def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int
         adjusted = [max(v - subtract, 0.0) for v in values]
         summary = summarize(adjusted)
         node.meta[TIME] = summary
-        totals[node.meta["fxroof.origin"].phase] += summary.median_s
-    return TimingReport(str(dev), warmup, repeats, overhead, totals, eager)
+        totals[node.meta[ORIGIN].phase] += summary.median_s
+    graph.timing = TimingReport(str(dev), warmup, repeats, overhead, totals, eager)
+    return graph.timing
 
 
 def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> dict:
     """Median time of the plain eager step: model forward, then autograd backward."""
-    import torch.utils._pytree as pytree
-
     own = dict(module.named_parameters())
-    params = {n: t.detach().requires_grad_(graph.model.backward and own[n].requires_grad)
+    backward = graph.model.backward
+    params = {n: t.detach().requires_grad_(backward and own[n].requires_grad)
               for n, t in state.items() if n in own}
     buffers = {n: t.clone() for n, t in state.items() if n not in own}
     tensors = iter(_random_like(n.meta[SHAPES], dev) for n in graph.forward.nodes
                    if n.op == "placeholder" and n.meta[INPUT].kind == "input")
     leaves = [next(tensors) if is_tensor else value for is_tensor, value in graph.input_leaves]
     args, kwargs = pytree.tree_unflatten(leaves, graph.input_spec)
-    training = {m: m.training for m in module.modules()}
-    module.train(graph.model.mode == "train")
-    forward_times, backward_times = [], []
-    try:
-        for i in range(warmup + repeats):
-            with torch.set_grad_enabled(graph.model.backward):
-                synchronize(dev)
-                start = time.perf_counter()
-                out = torch.func.functional_call(module, {**params, **buffers}, args, kwargs)
-                synchronize(dev)
-                middle = time.perf_counter()
-                if graph.model.backward:
-                    outs = [o for o in pytree.tree_leaves(out)
-                            if isinstance(o, torch.Tensor) and o.requires_grad]
-                    wrt = [p for p in params.values() if p.requires_grad]
-                    torch.autograd.grad(outs, wrt, [torch.randn_like(o) for o in outs],
-                                        allow_unused=True)
-                    synchronize(dev)
-                end = time.perf_counter()
-            if i >= warmup:
-                forward_times.append(middle - start)
-                backward_times.append(end - middle)
-    finally:
-        for m, flag in training.items():
-            m.training = flag
-    result = {FORWARD: statistics.median(forward_times)}
-    if graph.model.backward:
-        result[BACKWARD] = statistics.median(backward_times)
+    watch = Stopwatch(dev)
+
+    def step() -> tuple[float, float]:
+        with torch.set_grad_enabled(backward):
+            watch.start()
+            out = torch.func.functional_call(module, {**params, **buffers}, args, kwargs)
+            forward_s = watch.lap()
+            if backward:
+                outs = [o for o in pytree.tree_leaves(out)
+                        if isinstance(o, torch.Tensor) and o.requires_grad]
+                wrt = [p for p in params.values() if p.requires_grad]
+                torch.autograd.grad(outs, wrt, [torch.randn_like(o) for o in outs],
+                                    allow_unused=True)
+            return forward_s, watch.lap()
+
+    with preserved(module):  # the user's train/eval flags come back as they were
+        module.train(graph.model.mode == "train")
+        laps = repeat(step, warmup, repeats)
+    result = {FORWARD: statistics.median(f for f, _ in laps)}
+    if backward:
+        result[BACKWARD] = statistics.median(b for _, b in laps)
     return result
 
 
 def _oom_message(graph, device: str) -> str:
-    from fxroof.render import si
-
     return (f"Out of memory on {device} timing {graph.model.name} at batch {graph.model.batch}: "
             f"the cost pass estimates a peak of {si(graph.memory.peak_bytes, 'B')} for this step "
             f"(parameters {si(graph.memory.parameter_bytes, 'B')}, saved for backward "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from fxroof.export import check_writable
+from fxroof.files import atomic, check_writable
 
 _TRACKS = {"forward": 1, "backward": 2}
 
@@ -33,6 +33,6 @@ def write_trace(graph, path: str, overwrite: bool = False) -> None:
     if graph.timing is None:
         raise ValueError("time the graph first (g.time(...)): a trace shows measured times")
     check_writable(path, overwrite)
-    with open(path, "w") as f:
+    with atomic(path) as f:
         json.dump({"traceEvents": trace_events(graph), "displayTimeUnit": "ms",
                    "otherData": {"model": graph.model.name, **graph.timing.as_dict()}}, f)

@@ -1,4 +1,5 @@
-"""The CLI end to end, and every bad input: a clear one-paragraph error, exit status 2."""
+"""The CLI end to end, and every bad input: a clear one-paragraph error and the exit status
+that says which kind: 1 a failure, 2 a usage error (argparse's convention), 130 Ctrl-C."""
 import json
 import os
 import subprocess
@@ -48,42 +49,85 @@ def test_refuses_to_overwrite_before_doing_work(capsys, tmp_path):
     path = tmp_path / "keep.json"
     path.write_text("mine")
     code, _, err = run(capsys, "annotate", "--json", str(path))
-    assert code == 2 and "already exists" in err and "--force" in err
+    assert code == 1 and "already exists" in err and "--force" in err
     assert path.read_text() == "mine"
 
 
+FAILED, USAGE = 1, 2
 BAD = [
-    (["annotate", "resnet5O"], ["Unknown model 'resnet5O'", "resnet50"]),
-    (["annotate", "no_such_pkg.models:net"], ["Cannot import 'no_such_pkg.models'"]),
-    (["annotate", "tests.fixtures.user_models:missing"], ["has no attribute 'missing'"]),
-    (["annotate", "tests.fixtures.user_models:broken"], ["out of coffee"]),
-    (["annotate", "tests.fixtures.user_models:not_a_module"], ["not a torch.nn.Module"]),
-    (["annotate", "resnet18", "--input-shape", "1,3,224"], ["layer `conv1` (Conv2d)", "input shape"]),
-    (["annotate", "tests.fixtures.user_models:small_net", "--input-shape", "2,5,16,16"],
+    (["annotate", "resnet5O"], FAILED, ["Unknown model 'resnet5O'", "resnet50", "hf:"]),
+    (["annotate", "no_such_pkg.models:net"], FAILED, ["Cannot import 'no_such_pkg.models'"]),
+    (["annotate", "tests.fixtures.user_models:missing"], FAILED, ["has no attribute 'missing'"]),
+    (["annotate", "tests.fixtures.user_models:broken"], FAILED, ["out of coffee"]),
+    (["annotate", "tests.fixtures.user_models:not_a_module"], FAILED,
+     ["not a torch.nn.Module"]),
+    (["annotate", "resnet18", "--input-shape", "1,3,224"], FAILED,
+     ["layer `conv1` (Conv2d)", "input shape"]),
+    (["annotate", "tests.fixtures.user_models:small_net", "--input-shape", "2,5,16,16"], FAILED,
      ["layer `0` (Conv2d)", "(2, 5, 16, 16)"]),
-    (["annotate", "tests.fixtures.user_models:DataDependent", "--input-shape", "2,4"],
+    (["annotate", "tests.fixtures.user_models:DataDependent", "--input-shape", "2,4"], FAILED,
      ["cannot be traced", "user_models.py:", "y.sum() > 0", "--mode eval",
       "fxroof.backend()"]),
-    (["annotate", "resnet18", "--dtype", "int8"], ["Unsupported dtype 'int8'"]),
-    (["annotate", "resnet18", "--input-shape", "1,x,2"], ["Cannot read the input shape"]),
-    (["annotate", "resnet18", "--batch", "0"], ["--batch must be a positive"]),
-    (["study", "--models", "resnet5O", "--out", "never-created"],
+    (["annotate", "resnet18", "--dtype", "int8"], USAGE,
+     ["argument --dtype", "'int8' is not a dtype"]),
+    (["annotate", "resnet18", "--input-shape", "1,x,2"], USAGE, ["Cannot read the input shape"]),
+    (["annotate", "resnet18", "--batch", "0"], USAGE, ["argument --batch", "not a positive"]),
+    (["annotate", "resnet18", "--seq-len", "64"], USAGE, ["--seq-len", "hf: text model"]),
+    (["annotate", "resnet18", "--hf-config", "n_layer=2"], USAGE, ["not an hf: model"]),
+    (["annotate", "--top", "-5"], USAGE, ["argument --top", "below 0"]),
+    (["annotate", "--depth", "0"], USAGE, ["argument --depth"]),
+    (["profile", "--device", "tpu"], USAGE, ["argument --device", "'tpu' is not a device"]),
+    (["chips"], USAGE, ["required", "<action>"]),
+    (["chips", "list", "--class", "dsp"], USAGE, ["argument --class", "invalid choice"]),
+    ([], USAGE, ["required", "<command>"]),
+    (["study", "--models", "resnet5O", "--out", "never-created"], FAILED,
      ["Unknown model 'resnet5O'", "resnet50"]),
-    (["study", "--batch", "0", "--out", "never-created"], ["--batch takes positive integers"]),
+    (["study", "--batch", "0", "--out", "never-created"], USAGE,
+     ["argument --batch", "not a positive"]),
 ]
 
 if not torch.cuda.is_available():  # on a GPU machine this would start a real study
-    BAD.append((["study", "--device", "cuda", "--out", "never-created"], ["CUDA"]))
+    BAD.append((["study", "--device", "cuda", "--out", "never-created"], FAILED, ["CUDA"]))
 
 
-@pytest.mark.parametrize("argv,fragments", BAD, ids=[" ".join(a[1:]) for a, _ in BAD])
-def test_bad_input_is_one_clear_paragraph(capsys, argv, fragments):
+@pytest.mark.parametrize("argv,status,fragments", BAD, ids=[" ".join(a) for a, _, _ in BAD])
+def test_bad_input_is_one_clear_paragraph(capsys, argv, status, fragments):
     code, out, err = run(capsys, *argv)
-    assert code == 2
+    assert code == status
     assert "Traceback" not in err
-    assert err.startswith("fxroof: error: ") and err.count("\n") == 1  # one paragraph
+    message = err.strip().splitlines()[-1]  # argparse prints its usage lines first
+    assert message.startswith("fxroof") and "error: " in message
+    if not message.startswith("fxroof: "):
+        assert err.startswith("usage: fxroof")
     for fragment in fragments:
-        assert fragment in err
+        assert fragment in message
+    assert not os.path.exists("never-created")
+
+
+def test_exit_statuses_of_a_failure_and_an_interrupt(capsys, monkeypatch):
+    from fxroof import commands
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(commands.COMMANDS, "models", interrupted)
+    code, _, err = run(capsys, "models")
+    assert code == 130 and err == "fxroof: interrupted\n"
+
+
+def test_version_and_help_answer_without_torch():
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "fxroof", "--version"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"fxroof {fxroof.__version__}"
+    assert " torch\n" not in proc.stderr  # -X importtime lists every module imported
+
+
+def test_a_closed_pipe_is_not_a_traceback():
+    """`fxroof models | head -1`: the reader goes away; no BrokenPipeError traceback."""
+    proc = subprocess.run(f"{sys.executable} -m fxroof models | head -1", shell=True, cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.stdout.strip() == "alexnet"
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
 
 
 def test_library_raises_fxroof_error_for_non_module():
@@ -94,7 +138,7 @@ def test_library_raises_fxroof_error_for_non_module():
 def test_console_script_runs_without_traceback():
     proc = subprocess.run([sys.executable, "-m", "fxroof", "annotate", "vgg1"], cwd=ROOT,
                           capture_output=True, text=True)
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     assert "vgg11" in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -37,7 +37,7 @@ def test_llama_projection_macs_closed_form():
 def test_unknown_model_type_and_bad_override():
     with pytest.raises(fxroof.FxroofError, match="model type .lama.. Did you mean llama"):
         fxroof.analyze("hf:lama")
-    from fxroof.hf import parse_overrides
+    from fxroof.models.hf import parse_overrides
 
     with pytest.raises(fxroof.FxroofError, match="key=value"):
         parse_overrides(["num_hidden_layers"])

@@ -9,7 +9,7 @@ from fxroof.chips import lint, load_chips, parse_chip
 
 @pytest.fixture
 def chip_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(measure_module, "USER_CHIPS_DIR", str(tmp_path))
+    monkeypatch.setenv("FXROOF_CHIPS_DIR", str(tmp_path))
     return tmp_path
 
 
@@ -26,7 +26,7 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert lint(chip) == []
     assert "fxroof chips measure" in chip.sources[0] and "(measured)" in chip.name
     # a second run refuses to overwrite, before measuring
-    assert main(["chips", "measure"]) == 2
+    assert main(["chips", "measure"]) == 1
     assert "--force" in capsys.readouterr().err
 
 

@@ -47,14 +47,14 @@ def test_layer_type_bubbles_svg(tmp_path, capsys):
 ])
 def test_plot_errors(argv, fragment, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(argv) == 2
+    assert main(argv) == 1
     assert fragment in capsys.readouterr().err
 
 
 def test_existing_figure_is_kept(tmp_path, capsys):
     out = tmp_path / "keep.png"
     out.write_bytes(b"mine")
-    assert main(["chips", "plot", "--out", str(out)]) == 2
+    assert main(["chips", "plot", "--out", str(out)]) == 1
     assert out.read_bytes() == b"mine"
 
 

@@ -6,8 +6,13 @@ training, for a set of models, batch sizes and devices; see ``run_study``.
 """
 from __future__ import annotations
 
+from fxroof.chips import load_chips
+from fxroof.device import check_device
+from fxroof.errors import FxroofError
 from fxroof.study.cache import Cache, claim, read_manifest
+from fxroof.study.report import write_report
 from fxroof.study.sweep import DEFAULT_MODELS, StudyConfig, Sweep, measure_roofs
+from fxroof.study.tables import collect
 
 __all__ = ["run_study", "StudyConfig", "DEFAULT_MODELS"]
 
@@ -17,11 +22,6 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
     """Run (or resume) the study in folder ``out`` and write its report; returns the report
     paths. ``report_only`` redraws the report from the cached results without running
     anything (the folder's own settings are used)."""
-    from fxroof.chips import load_chips
-    from fxroof.study.report import write_report
-    from fxroof.study.tables import collect
-    from fxroof.timing import check_device
-
     cache = Cache(out)
     if report_only:
         config = StudyConfig(**read_manifest(out))
@@ -36,8 +36,6 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
         Sweep(config, cache, force, progress).run()
     tables = collect(config, cache, chips)
     if not tables.rows:
-        from fxroof.errors import FxroofError
-
         raise FxroofError(f"No model of the study in '{out}' has results yet, so there is no "
                           "report to draw: run the study (without --report-only) first.")
     return write_report(tables, out, list(load_chips().values()))

@@ -15,6 +15,7 @@ import os
 from typing import Optional
 
 from fxroof.errors import FxroofError
+from fxroof.files import atomic
 
 MANIFEST = "study.json"
 
@@ -43,11 +44,11 @@ class Cache:
 
 
 def write_json(path: str, data) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = path + ".partial"
-    with open(partial, "w") as f:
+    """Write atomically (a uniquely named temporary file renamed into place), so two runs on
+    one folder never write into each other's partial file."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic(path) as f:
         json.dump(data, f, indent=1)
-    os.replace(partial, path)
 
 
 def claim(root: str, config: dict, force: bool) -> None:

@@ -3,13 +3,13 @@ writes one file under ``figures/`` and returns its path; data behind each lives 
 from __future__ import annotations
 
 import os
+from collections import Counter
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import EngFormatter, NullFormatter
 
 from fxroof import plots
-from fxroof.render import si
+from fxroof.units import si
 from fxroof.study.tables import StudyTables, spearman
 
 COST_PANELS = [("flops", "FLOPs (FLOP)"), ("parameters", "parameters (count)"),
@@ -27,7 +27,7 @@ def _engineering_ticks(axis, unit: str = "") -> None:
 
 
 def _batch_colours(batches):
-    cmap = plt.get_cmap("viridis", max(len(batches), 2))
+    cmap = plots.colormap("viridis", max(len(batches), 2))
     return {b: cmap(i) for i, b in enumerate(batches)}
 
 
@@ -131,7 +131,7 @@ def throughput(t: StudyTables, folder: str) -> str:
     fig, axes = plots.new_axes("Throughput vs batch size (inference)", xlabel="batch size",
                                ylabel="throughput (images/s)", nrows=1, ncols=len(devices),
                                size=(10 * len(devices), 6.5))
-    cmap = plt.get_cmap("tab20")
+    cmap = plots.colormap("tab20")
     for ax, device in zip(np.atleast_1d(axes).flat, devices, strict=True):
         for i, model in enumerate(t.config.models):
             rows = sorted((r for r in t.rows if r["device"] == device and r["model"] == model
@@ -217,10 +217,8 @@ def _pie(ax, rows, key, title, colours):
 def _layer_colours(rows) -> dict:
     """One colour per layer type across every pie of the study, the most common first, so the
     same layer type looks the same in every figure; rare ones share grey with "other"."""
-    from collections import Counter
-
     counts = Counter(r["layer_type"] for r in rows)
-    cmap = plt.get_cmap("tab20")
+    cmap = plots.colormap("tab20")
     return {name: cmap(i) for i, (name, _) in enumerate(counts.most_common(20))}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fxroof.render import si
+from fxroof.units import si
 from fxroof.study.tables import StudyTables, rho, spearman
 
 

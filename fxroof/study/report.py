@@ -6,10 +6,13 @@ import csv
 import datetime
 import html
 import os
+import re
 
 from tabulate import tabulate
 
-from fxroof.render import si
+from fxroof.chips import load_chips
+from fxroof.measure import datasheet_chip, versus_datasheet
+from fxroof.units import si
 from fxroof.study import figures
 from fxroof.study.cache import write_json
 from fxroof.study.findings import findings
@@ -71,9 +74,6 @@ def _train_table(t: StudyTables):
 
 def _versus_blocks(t: StudyTables) -> list:
     """Measured roofs beside the datasheet of the same device, where the database has it."""
-    from fxroof.chips import load_chips
-    from fxroof.measure import datasheet_chip, versus_datasheet
-
     out = []
     for device, chip in t.chips.items():
         sheet = datasheet_chip(chip.name, load_chips())
@@ -147,8 +147,6 @@ def to_markdown(blocks_: list) -> str:
 
 def _inline(text: str) -> str:
     """Markdown links [x](y) as HTML anchors, everything else escaped."""
-    import re
-
     escaped = html.escape(text)
     return re.sub(r"\[([^\]]+)\]\(([^)]+)\)", r'<a href="\2">\1</a>', escaped)
 

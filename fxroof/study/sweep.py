@@ -14,15 +14,20 @@ saved in the study folder, so predictions use the machine at hand, not only data
 from __future__ import annotations
 
 import os
-import statistics
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import torch
+from tqdm import tqdm
 
+from fxroof.analysis import analyze
+from fxroof.chips import read_file
+from fxroof.device import Stopwatch, check_device, repeat
 from fxroof.errors import FxroofError
+from fxroof.measure import measure, save
+from fxroof.models import build_model, default_input_shape
 from fxroof.study.cache import Cache
+from fxroof.timers import summarize
 
 COST, LATENCY, TRAIN = "cost", "latency", "train"
 
@@ -86,11 +91,9 @@ def _compact(records: list[dict]) -> list[dict]:
 
 
 def run_cost(model: str, batch: int) -> dict:
-    import fxroof
-
-    infer = fxroof.analyze(model, batch=batch)
+    infer = analyze(model, batch=batch)
     try:  # a training step can fail where inference does not (BatchNorm at batch 1)
-        train = fxroof.analyze(model, batch=batch, backward=True)
+        train = analyze(model, batch=batch, backward=True)
         training = {"totals": train.totals(), "memory": train.memory.as_dict(),
                     "layer_types": {p: train.breakdown("layer_type", phase=p)
                                     for p in ("forward", "backward")},
@@ -108,30 +111,20 @@ def run_cost(model: str, batch: int) -> dict:
 
 
 def run_latency(module: torch.nn.Module, shape, device: str, warmup: int, repeats: int) -> dict:
-    from fxroof.timing import check_device, synchronize
-
     dev = check_device(device)
     module = module.to(dev).eval()
     x = torch.randn(shape, device=dev)
-    samples = []
+    watch = Stopwatch(dev)
     with torch.inference_mode():
-        for i in range(warmup + repeats):
-            synchronize(dev)
-            start = time.perf_counter()
-            module(x)
-            synchronize(dev)
-            if i >= warmup:
-                samples.append(time.perf_counter() - start)
-    quartiles = statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
-    return {"median_s": statistics.median(samples), "q1_s": quartiles[0],
-            "q3_s": quartiles[2], "samples_s": samples, "warmup": warmup}
+        samples = repeat(lambda: watch.time(lambda: module(x)), warmup, repeats)
+    summary = summarize(samples)
+    return {"median_s": summary.median_s, "q1_s": summary.q1_s, "q3_s": summary.q3_s,
+            "samples_s": samples, "warmup": warmup}
 
 
 def run_train(module: torch.nn.Module, model: str, shape, device: str, warmup: int,
               repeats: int) -> dict:
-    import fxroof
-
-    g = fxroof.analyze(module, input_shapes=[shape], backward=True, name=model)
+    g = analyze(module, input_shapes=[shape], backward=True, name=model)
     timing = g.time(device, repeats=repeats, warmup=warmup)
     return {"timing": timing.as_dict(),
             "layer_types": {p: g.breakdown("layer_type", phase=p, sort="time_s")
@@ -157,15 +150,11 @@ class Sweep:
 
     def _real_module(self, model: str) -> torch.nn.Module:
         """The model with real (random) weights on the CPU, built once per model."""
-        from fxroof.models import build_model
-
         if self._module is None or self._module[0] != model:
             self._module = (model, build_model(model, device="cpu"))
         return self._module[1]
 
     def run_task(self, device: str, model: str, batch: int, phase: str) -> dict:
-        from fxroof.models import default_input_shape
-
         try:
             if phase == COST:
                 return run_cost(model, batch)
@@ -187,8 +176,6 @@ class Sweep:
     def run(self) -> int:
         """Run every pending task; returns how many ran. One failing task is recorded (its
         error is the cached result) and the sweep goes on."""
-        from tqdm import tqdm
-
         todo = self.pending()
         bar = tqdm(todo, unit="task", disable=not self.progress, dynamic_ncols=True)
         for device, model, batch, phase in bar:
@@ -202,9 +189,6 @@ class Sweep:
 def measure_roofs(config: StudyConfig, cache: Cache, force: bool, progress: bool,
                   allow_measure: bool = True) -> dict:
     """Each device's measured roofs, measured once per study (quick mode) and reused."""
-    from fxroof.chips import read_file
-    from fxroof.measure import measure, save
-
     chips = {}
     for device in config.devices:
         path = cache.chip_path(device)

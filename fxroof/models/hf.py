@@ -13,7 +13,8 @@ from typing import Optional
 
 import torch
 
-from fxroof.errors import FxroofError
+from fxroof.errors import FxroofError, UsageError
+from fxroof.suggest import did_you_mean
 
 
 def _transformers():
@@ -30,7 +31,7 @@ def parse_overrides(items: Optional[list[str]]) -> dict:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise FxroofError(f"Cannot read --hf-config '{item}': write key=value, e.g. "
+            raise UsageError(f"Cannot read --hf-config '{item}': write key=value, e.g. "
                               "num_hidden_layers=4.")
         try:
             overrides[key.strip()] = json.loads(value)
@@ -39,9 +40,9 @@ def parse_overrides(items: Optional[list[str]]) -> dict:
     return overrides
 
 
-def build(spec: str, overrides: Optional[dict] = None, device: str = "meta") -> torch.nn.Module:
+def build(target: str, device: str = "meta", overrides: Optional[dict] = None) -> torch.nn.Module:
+    """The model of ``target`` (a model type, or a local config.json) built from its config."""
     transformers = _transformers()
-    target = spec[len("hf:"):]
     overrides = dict(overrides or {})
     try:
         if target.endswith(".json"):
@@ -57,11 +58,8 @@ def build(spec: str, overrides: Optional[dict] = None, device: str = "meta") -> 
         else:
             config = transformers.AutoConfig.for_model(target, **overrides)
     except ValueError:
-        import difflib
-
         known = list(transformers.CONFIG_MAPPING.keys())
-        close = difflib.get_close_matches(target, known, n=5, cutoff=0.5)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        hint = did_you_mean(target, known, n=5)
         raise FxroofError(f"transformers does not know the model type '{target}'.{hint} Use a "
                           f"model type such as gpt2, bert, llama, t5 or vit ({len(known)} are "
                           "known to the installed transformers).") from None

@@ -2,16 +2,15 @@
 
 timm is an optional extra (``pip install fxroof[timm]``). Each timm model carries its native
 input size in ``pretrained_cfg["input_size"]`` (read from the config, no weights fetched), which
-``models.default_input_shape`` uses.
+``fxroof.models.default_input_shape`` uses.
 """
 from __future__ import annotations
-
-import difflib
 
 from torch import nn
 
 from fxroof.errors import FxroofError
-from fxroof.models import construct
+from fxroof.models.base import construct
+from fxroof.suggest import did_you_mean
 
 
 def _timm():
@@ -23,12 +22,10 @@ def _timm():
     return timm
 
 
-def build(spec: str, device: str = "meta") -> nn.Module:
+def build(name: str, device: str = "meta") -> nn.Module:
     timm = _timm()
-    name = spec.removeprefix("timm:")
     if name not in timm.list_models():
-        close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.6)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        hint = did_you_mean(name, timm.list_models(), n=5, cutoff=0.6)
         raise FxroofError(
             f"Unknown timm model '{name}'.{hint} `python -c \"import timm; "
             "print(timm.list_models())\"` lists the architectures timm can build.")

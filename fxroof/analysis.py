@@ -7,7 +7,6 @@ swapped in with ``torch.func.functional_call`` and its train/eval flags are rest
 """
 from __future__ import annotations
 
-import numbers
 import os
 import traceback
 from typing import Optional, Sequence
@@ -16,14 +15,18 @@ import torch
 from torch._subclasses import fake_tensor
 from torch.utils import _pytree as pytree
 
-from fxroof.capture import BACKWARD, GraphRecorder, InputKind, require_dense
+from fxroof.capture import GraphRecorder, InputKind, require_dense
 from fxroof.cost_pass import annotate_costs
-from fxroof.errors import FxroofError
+from fxroof.device import parse_dtype
+from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.guard import preserved, refuse_uninitialized
+from fxroof.keys import BACKWARD
 from fxroof.memory import memory_report
-from fxroof.models import build_model, default_inputs, ensure_module, parse_dtype
+from fxroof.models import build_model, default_inputs, ensure_module
 from fxroof.scope import ModuleScope
+from fxroof.units import dtype_name
+from fxroof.validate import positive_int
 
 _UNTRACEABLE = (fake_tensor.DataDependentOutputException,
                 fake_tensor.DynamicOutputShapeException,
@@ -58,35 +61,70 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     dtype = parse_dtype(dtype)
     mode = mode or ("train" if backward else "eval")
     if mode not in ("train", "eval"):
-        raise FxroofError(f"mode must be 'train' or 'eval', not '{mode}'.")
-    if not inputs and input_shapes:
-        inputs = tuple(torch.empty(s, dtype=dtype or torch.float32, device="meta")
-                       for s in input_shapes)
-    elif not inputs:
-        if not isinstance(batch, numbers.Integral) or batch < 1:  # a 0-row input "works" and means nothing
-            raise FxroofError(f"batch must be a positive integer, not {batch!r}.")
-        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)
-        kwargs = {**default_kwargs, **(kwargs or {})}
-
-    fake_mode = fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
-
-    def fake_like(t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
-        target = dtype if (dtype is not None and t.is_floating_point()) else t.dtype
-        with fake_mode:
-            fake = torch.empty_strided(t.shape, t.stride(), dtype=target, device=device)
-        return fake.requires_grad_(requires_grad and fake.is_floating_point())
-
+        raise UsageError(f"mode must be 'train' or 'eval', not '{mode}'.")
+    inputs, kwargs = _example_inputs(spec, module, inputs, kwargs, input_shapes, batch,
+                                     seq_len, dtype)
     refuse_uninitialized(module)
     for t in _tensors_of(module, inputs, kwargs):
         require_dense(t)
-    params = {n: fake_like(p, p.requires_grad and backward) for n, p in module.named_parameters()}
-    buffers = {n: fake_like(b) for n, b in module.named_buffers()}
+    fakes = _Fakes(dtype, device)
+    params = {n: fakes.like(p, p.requires_grad and backward)
+              for n, p in module.named_parameters()}
+    buffers = {n: fakes.like(b) for n, b in module.named_buffers()}
     # an input the user marked requires_grad is differentiated, as autograd would
     fake_inputs = pytree.tree_map_only(
-        torch.Tensor, lambda t: fake_like(t, t.requires_grad and backward),
+        torch.Tensor, lambda t: fakes.like(t, t.requires_grad and backward),
         (tuple(inputs), kwargs or {}))
 
     scope = ModuleScope(module)
+    recorder = _recorder(scope, params, buffers, fake_inputs)
+    with preserved(module):  # flags, parameters, hooks: all exactly as the user left them
+        module.train(mode == "train")
+        capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
+                            backward)
+    for graph in capture.graphs():
+        annotate_costs(graph, rules)
+    info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,
+                       backward, device)
+    leaves, input_spec = pytree.tree_flatten(fake_inputs)
+    source = Source(module, spec, input_spec,
+                    [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
+                     for x in leaves], hf_config)
+    return AnnotatedGraph(capture, info, memory_report(capture), source)
+
+
+class _Fakes:
+    """Fake tensors like the user's: same shape and strides, on the capture device, floating
+    ones in the requested dtype."""
+
+    def __init__(self, dtype: Optional[torch.dtype], device: str):
+        self.dtype = dtype
+        self.device = device
+        self.mode = fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
+
+    def like(self, t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
+        target = self.dtype if (self.dtype is not None and t.is_floating_point()) else t.dtype
+        with self.mode:
+            fake = torch.empty_strided(t.shape, t.stride(), dtype=target, device=self.device)
+        return fake.requires_grad_(requires_grad and fake.is_floating_point())
+
+
+def _example_inputs(spec, module, inputs, kwargs, input_shapes, batch, seq_len, dtype):
+    """(args, kwargs): the inputs given, meta tensors of ``input_shapes``, or the named
+    model's native input at ``batch``."""
+    if not inputs and input_shapes:
+        return tuple(torch.empty(s, dtype=dtype or torch.float32, device="meta")
+                     for s in input_shapes), kwargs
+    if not inputs:
+        batch = positive_int(batch, "batch")  # a 0-row input "works" and means nothing
+        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)
+        return inputs, {**default_kwargs, **(kwargs or {})}
+    return inputs, kwargs
+
+
+def _recorder(scope, params, buffers, fake_inputs) -> GraphRecorder:
+    """A recorder whose forward graph starts with one placeholder per parameter, buffer and
+    tensor input."""
     recorder = GraphRecorder(scope)
     for fqn, p in params.items():
         recorder.placeholder(p, f"p_{fqn}", InputKind("parameter", fqn))
@@ -95,32 +133,22 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     for i, x in enumerate(pytree.tree_leaves(fake_inputs)):
         if isinstance(x, torch.Tensor):
             recorder.placeholder(x, f"input_{i}", InputKind("input", str(i)))
+    return recorder
 
-    with preserved(module):  # flags, parameters, hooks: all exactly as the user left them
-        module.train(mode == "train")
-        capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fake_mode,
-                            backward)
-    for graph in capture.graphs():
-        annotate_costs(graph, rules)
 
-    shapes = [{"shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
+def _model_info(name, fake_inputs, params, dtype, mode, backward, device) -> ModelInfo:
+    shapes = [{"shape": list(x.shape), "dtype": dtype_name(x.dtype)}
               for x in pytree.tree_leaves(fake_inputs) if isinstance(x, torch.Tensor)]
-    info = ModelInfo(
-        name=name or spec or type(module).__name__,
+    return ModelInfo(
+        name=name,
         batch=shapes[0]["shape"][0] if shapes and shapes[0]["shape"] else None,
         inputs=shapes,
-        dtype=str(dtype or next((p.dtype for p in params.values()), torch.float32)).replace(
-            "torch.", ""),
+        dtype=dtype_name(dtype or next((p.dtype for p in params.values()), torch.float32)),
         mode=mode,
         backward=backward,
         parameters=sum(p.numel() for p in params.values()),
         device=device,
     )
-    leaves, input_spec = pytree.tree_flatten(fake_inputs)
-    source = Source(module, spec, input_spec,
-                    [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
-                     for x in leaves], hf_config)
-    return AnnotatedGraph(capture, info, memory_report(capture), source)
 
 
 def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backward):

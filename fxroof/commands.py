@@ -1,0 +1,218 @@
+"""What each fxroof command does: parse-free functions over the library, one per command.
+Each calls the library and renders; no analysis here. ``run(args)`` dispatches."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tqdm import tqdm
+
+from fxroof import plots, render, roofline
+from fxroof.analysis import analyze
+from fxroof.chips import get_chip, load_chips, parse_chip
+from fxroof.device import check_device
+from fxroof.errors import FxroofError
+from fxroof.files import check_writable
+from fxroof.keys import BACKWARD, FORWARD
+from fxroof.measure import (check_target, datasheet_chip, default_path, measure, save,
+                            versus_datasheet)
+from fxroof.models import build_model, parse_shape, torchvision_names
+from fxroof.models.hf import parse_overrides
+from fxroof.roofline_points import plot_roofline
+from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study
+from fxroof.units import si
+
+_GROUP_TITLES = {"layer_type": "layer type", "module": "module", "op": "ATen op",
+                 "phase": "phase"}
+
+
+def _analyze(args):
+    shapes = [parse_shape(s) for s in args.input_shape] if args.input_shape else None
+    return analyze(args.model, backward=args.backward, mode=args.mode, dtype=args.dtype,
+                   input_shapes=shapes, batch=args.batch, seq_len=args.seq_len,
+                   hf_config=parse_overrides(args.hf_config))
+
+
+def _check_outputs(args, **methods) -> list:
+    """[(path, AnnotatedGraph method)] for the output options given; refuses an existing
+    file, or one path named twice, before any work is done, not after it."""
+    outputs = [(getattr(args, option), method) for option, method in methods.items()
+               if getattr(args, option)]
+    paths = [path for path, _ in outputs]
+    twice = sorted({p for p in paths if paths.count(p) > 1})
+    if twice:
+        raise FxroofError(f"'{twice[0]}' is named by two output options; each output needs "
+                          "its own path.")
+    for path, _ in outputs:
+        check_writable(path, args.force)
+    return outputs
+
+
+def _write_outputs(g, outputs: list, force: bool) -> None:
+    for path, method in outputs:
+        getattr(g, method)(path, overwrite=force)
+        print(f"wrote {path}")
+
+
+def _print_header(g, detail: str) -> None:
+    m = g.model
+    print(f"{m.name}: inputs {', '.join(str(tuple(i['shape'])) for i in m.inputs)}, "
+          f"{m.dtype}, {m.mode} mode, {detail}")
+    print()
+
+
+def _phases(g) -> list[str]:
+    return [FORWARD, BACKWARD] if g.model.backward else [FORWARD]
+
+
+def run_annotate(args) -> int:
+    outputs = _check_outputs(args, json="to_json", csv="to_csv", graphml="to_graphml")
+    g = _analyze(args)
+    m = g.model
+    _print_header(g, f"{m.parameters:,} parameters"
+                  + (", forward + backward" if m.backward else ", forward only"))
+    print(f"Top {args.top or 'all'} nodes by {args.sort}:")
+    print(g.table(top=args.top or None, sort=args.sort, macs=args.macs))
+    for phase in (_phases(g) if args.by != "phase" else [None]):
+        rows = g.breakdown(args.by, phase=phase, depth=args.depth)
+        print()
+        print(f"By {_GROUP_TITLES[args.by]}" + (f" ({phase})" if phase else "") + ":")
+        print(render.breakdown_table(rows, _GROUP_TITLES[args.by], macs=args.macs))
+    print()
+    print(g.summary(macs=args.macs))
+    _write_outputs(g, outputs, args.force)
+    return 0
+
+
+def run_profile(args) -> int:
+    check_device(args.device)  # before tracing: fail fast on a missing GPU
+    chip = _chip(args) if args.chip else None
+    outputs = _check_outputs(args, trace="to_trace", json="to_json", csv="to_csv")
+    g = _analyze(args)
+    with tqdm(total=args.warmup + args.repeats, desc="timing", unit="run",
+              disable=not sys.stderr.isatty()) as bar:
+        report = g.time(device=args.device, repeats=args.repeats, warmup=args.warmup,
+                        progress=lambda done, total: bar.update(done - bar.n))
+    if chip is not None:
+        g.roofline(chip)
+    _print_header(g, f"timed on {report.device}" + (f", roofs of {chip.name}" if chip else ""))
+    print(f"Top {args.top or 'all'} nodes by time:")
+    print(g.table(top=args.top or None, sort="time_s"))
+    for phase in _phases(g):
+        print()
+        print(f"By layer type ({phase}):")
+        print(render.breakdown_table(g.breakdown("layer_type", phase=phase, sort="time_s"),
+                                     "layer type"))
+    print()
+    print(g.summary())
+    print(render.timing_lines(report.as_dict()))
+    if chip is not None:
+        rows = roofline.where_to_look(g.records(), chip, top=10)
+        print()
+        print(f"Where to look on {chip.name} (time above the roof, largest first):")
+        print(render.where_table(rows))
+    _write_outputs(g, outputs, args.force)
+    return 0
+
+
+def _chip(args):
+    return get_chip(args.chip, load_chips(args.chips_file))
+
+
+def run_predict(args) -> int:
+    chips = load_chips(args.chips_file)
+    selected = [get_chip(c, chips) for c in args.chip] if args.chip else list(chips.values())
+    g = _analyze(args)
+    _print_header(g, f"peak memory {si(g.memory.peak_bytes, 'B')}")
+    rows = []
+    for chip in selected:
+        try:
+            p = roofline.predict(g.records(), chip)
+        except FxroofError as e:
+            if args.chip:
+                raise
+            print(f"skipped {chip.id}: {e}")
+            continue
+        rows.append({"chip": chip, "prediction": p,
+                     "fits": chip.capacity is None or g.memory.peak_bytes <= chip.capacity})
+    rows.sort(key=lambda r: r["prediction"]["overall"]["predicted_s"])
+    print(render.prediction_table(rows))
+    print("Predicted time per node = max(FLOPs / peak, bytes / bandwidth), summed; "
+          "model intensity = total FLOPs / total bytes.")
+    return 0
+
+
+def run_chips_list(args) -> int:
+    chips = [c for c in load_chips(args.chips_file).values()
+             if args.cls is None or c.cls == args.cls]
+    if args.json:
+        print(json.dumps([c.as_record() for c in chips], indent=1))
+    else:
+        print(render.chips_table(chips))
+    return 0
+
+
+def run_chips_measure(args) -> int:
+    target = args.out or default_path("this-gpu" if "cuda" in args.device else "this-cpu")
+    check_target(target, args.force)  # refuse before measuring, not after
+    entry = measure(args.device, quick=not args.full,
+                    progress=lambda message: print(f"measuring {message}", file=sys.stderr))
+    path = save(entry, target, force=args.force)
+    chip = parse_chip(entry, path)
+    print(render.chips_table([chip]))
+    known = datasheet_chip(chip.name, load_chips())
+    if known is not None:
+        print(f"\nmeasured vs datasheet ({known.name}; the matrix peaks of GEMMs PyTorch "
+              "dispatches, so fp32 without TF32 is compared with the fp32 figure):")
+        print(render.versus_table(versus_datasheet(chip, known)))
+    print(f"saved {path}: use --chip {chip.id}")
+    return 0
+
+
+def run_chips_plot(args) -> int:
+    for path in plots.plot_chips_by_class(list(load_chips(args.chips_file).values()), args.out,
+                                          args.dtype, overwrite=args.force):
+        print(f"wrote {path}")
+    return 0
+
+
+def run_roofline(args) -> int:
+    chips = load_chips(args.chips_file)
+    plot_roofline(args.models, [get_chip(c, chips) for c in args.chip], args.out, by=args.by,
+                  batches=args.batch, backward=args.backward, dtype=args.dtype,
+                  overwrite=args.force)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def run_study_command(args) -> int:
+    if not args.report_only and args.models:
+        for model in args.models:  # an unknown name fails now, not after an hour of sweep
+            build_model(model)
+    config = StudyConfig(models=args.models or list(DEFAULT_MODELS), batches=args.batch or [],
+                         devices=args.device, train_batches=args.train_batch or [],
+                         warmup=args.warmup, repeats=args.repeats)
+    paths = run_study(config, args.out, force=args.force, report_only=args.report_only)
+    print(f"wrote {paths['html']} and {paths['md']}")
+    return 0
+
+
+def run_models(args) -> int:
+    print("\n".join(torchvision_names()))
+    print("\nAlso: hf:<model_type> builds a Hugging Face transformers model from its config "
+          "(e.g. hf:gpt2, hf:bert, hf:llama; pip install 'fxroof[hf]'), timm:<name> a timm "
+          "model (pip install 'fxroof[timm]'), and package.module:callable your own.",
+          file=sys.stderr)
+    return 0
+
+
+COMMANDS = {"annotate": run_annotate, "profile": run_profile, "predict": run_predict,
+            "chips list": run_chips_list, "chips measure": run_chips_measure,
+            "chips plot": run_chips_plot, "roofline": run_roofline,
+            "study": run_study_command, "models": run_models}
+
+
+def run(args: argparse.Namespace) -> int:
+    name = args.command + (f" {args.action}" if getattr(args, "action", None) else "")
+    return COMMANDS[name](args)

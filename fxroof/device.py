@@ -1,0 +1,92 @@
+"""Devices and dtypes as torch sees them, and the one way fxroof times a piece of eager code.
+
+``repeat(step, warmup, repeats)`` is the warm-up-then-repeat loop every measurement uses
+(latency, the eager step, chip roofs); ``Stopwatch`` times a region on a device, synchronising
+CUDA at both ends so the time is the device's, not the launch's. Statistics come from
+``timers.summarize``: one median, one quartile definition everywhere.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional, TypeVar
+
+import torch
+
+from fxroof.errors import FxroofError, UsageError
+from fxroof.units import DTYPE_ALIASES, FLOAT_DTYPES
+
+T = TypeVar("T")
+
+
+def check_device(device) -> torch.device:
+    """The torch.device to run on; a clear error for a device fxroof cannot use here."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise UsageError(f"Unknown device '{device}': use 'cpu' or 'cuda' (or 'cuda:N').") \
+            from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"fxroof runs on 'cpu' or 'cuda', not '{device}'.")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise FxroofError(
+            f"--device {device} was asked for but CUDA is not available here "
+            "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch build). "
+            "Time on the CPU with --device cpu, or run on a machine with a GPU.")
+    return dev
+
+
+def parse_dtype(dtype) -> Optional[torch.dtype]:
+    """None, a floating torch.dtype, or one of its names ('bf16', 'float16', ...)."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, torch.dtype):
+        name = str(dtype).removeprefix("torch.")
+    else:
+        name = DTYPE_ALIASES.get(str(dtype).lower())
+    if name not in FLOAT_DTYPES:
+        raise UsageError(f"Unsupported dtype '{dtype}'. fxroof runs models in a floating-point "
+                         f"dtype: {', '.join(FLOAT_DTYPES)}.")
+    return getattr(torch, name)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Stopwatch:
+    """Seconds between ``start()`` and each ``lap()``, the device drained at both ends."""
+
+    def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter):
+        self.device = device
+        self._clock = clock
+        self._last = 0.0
+
+    def start(self) -> None:
+        synchronize(self.device)
+        self._last = self._clock()
+
+    def lap(self) -> float:
+        synchronize(self.device)
+        now = self._clock()
+        elapsed, self._last = now - self._last, now
+        return elapsed
+
+    def time(self, fn: Callable[[], object]) -> float:
+        self.start()
+        fn()
+        return self.lap()
+
+
+def repeat(step: Callable[[], T], warmup: int, repeats: int,
+           progress: Optional[Callable[[int, int], None]] = None) -> list[T]:
+    """Run ``step`` ``warmup`` times untimed (allocation, kernel selection, caches), then
+    ``repeats`` times; returns the results of the repeats."""
+    results = []
+    for i in range(warmup + repeats):
+        result = step()
+        if i >= warmup:
+            results.append(result)
+        if progress:
+            progress(i + 1, warmup + repeats)
+    return results

@@ -1,0 +1,74 @@
+"""Writing the user's files: never over an existing file unless told to, never half a file.
+
+Every output is written to a temporary file in the target's folder and renamed into place
+(``os.replace`` is atomic on POSIX and Windows), so an interrupted run leaves the old file or
+the whole new one, and two processes never see each other's partial output.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from typing import Iterator
+
+from fxroof.errors import FxroofError
+
+
+def check_writable(path: str, overwrite: bool) -> None:
+    """Never overwrite a user's file without being told to; fail before any work is lost."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise FxroofError(f"Cannot write '{path}': it is a folder. Name a file inside it, "
+                          f"e.g. '{os.path.join(path, 'out' + _suffix(path))}'.")
+    if not os.path.isdir(folder):
+        raise FxroofError(f"Cannot write '{path}': the folder '{folder}' does not exist. Create "
+                          "it first or choose another path.")
+    if not os.access(folder, os.W_OK):
+        raise FxroofError(f"Cannot write '{path}': the folder '{folder}' is not writable. "
+                          "Choose another path.")
+    if os.path.exists(path) and not overwrite:
+        raise FxroofError(f"'{path}' already exists and fxroof does not overwrite files unless "
+                          "asked: pass --force (overwrite=True in Python) or choose another path.")
+
+
+def _suffix(path: str) -> str:
+    return os.path.splitext(path.rstrip(os.sep))[1] or ".json"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """Yield a temporary path beside ``path`` for a writer that takes a path (matplotlib,
+    networkx); on success rename it to ``path``, on failure remove it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
+                                   dir=folder)
+    os.close(fd)
+    try:
+        yield partial
+        os.chmod(partial, 0o666 & ~_umask())  # mkstemp makes it private; give the usual mode
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+
+
+@contextlib.contextmanager
+def atomic(path: str, mode: str = "w", **open_args) -> Iterator:
+    """Open a file object that becomes ``path`` only once it is completely written."""
+    with atomic_path(path) as partial, open(partial, mode, **open_args) as f:
+        yield f
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_json(path: str, data, overwrite: bool = False, indent=1) -> None:
+    """Check, then write ``data`` as JSON atomically."""
+    check_writable(path, overwrite)
+    with atomic(path) as f:
+        json.dump(data, f, indent=indent)

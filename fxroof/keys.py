@@ -1,0 +1,15 @@
+"""The names of what each pass writes, in one place: phases and ``node.meta`` keys.
+
+capture writes ORIGIN, SHAPES (every call node) and INPUT (placeholders); the cost pass writes
+COST; the timing pass TIME; the roofline pass ROOF. Later passes read what earlier ones wrote,
+the way torch.fx's ShapeProp writes ``meta["tensor_meta"]`` for the passes after it.
+"""
+FORWARD, BACKWARD = "forward", "backward"
+PHASES = (FORWARD, BACKWARD)
+
+ORIGIN = "fxroof.origin"  # capture: Origin(phase, module, layer_type, forward_node)
+SHAPES = "fxroof.shapes"  # capture: TensorMeta of the outputs at the time of the call
+INPUT = "fxroof.input"    # capture, placeholders: InputKind(kind, label)
+COST = "fxroof.cost"      # cost pass: op_costs.Estimate (FLOP, bytes, rule, op class)
+TIME = "fxroof.time"      # timing pass: timers.Summary (seconds)
+ROOF = "fxroof.roof"      # roofline pass: roofline.NodeRoof on the chip placed on

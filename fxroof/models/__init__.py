@@ -1,0 +1,85 @@
+"""Turning what the user names into an nn.Module and example inputs.
+
+A spec is a torchvision classification model name (``resnet50``), ``hf:<model_type>``,
+``timm:<name>``, or ``package.module:callable`` returning an nn.Module. Models are built on the
+meta device when their constructor allows it (no weight memory, no init time: a 70B-shaped
+model builds in seconds); constructors that need real data (RegNet computes its widths with
+tensors) are built on the CPU.
+
+A new model source is one module here with a ``build(name, device, config)`` function and a
+line in ``SOURCES``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+
+from fxroof.defaults import DEFAULT_IMAGE_SIZE, DEFAULT_MODEL, DEFAULT_SEQ_LEN
+from fxroof.errors import UsageError
+from fxroof.models import hf, timm_zoo, user, vision
+from fxroof.models.base import construct, ensure_module
+
+__all__ = ["DEFAULT_MODEL", "build_model", "construct", "default_input_shape",
+           "default_inputs", "ensure_module", "parse_shape", "torchvision_names"]
+
+# prefix -> build(name after the prefix, device, config overrides)
+SOURCES: dict[str, Callable[[str, str, Optional[dict]], nn.Module]] = {
+    "hf:": hf.build,
+    "timm:": lambda name, device, config: timm_zoo.build(name, device),
+}
+torchvision_names = vision.names
+
+
+def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = None) -> nn.Module:
+    """Build the model a spec names. ``device="meta"`` skips weight allocation where possible."""
+    if not isinstance(spec, str) or not spec:
+        raise UsageError(f"A model spec is a non-empty name, not {spec!r}.")
+    prefix = next((p for p in SOURCES if spec.startswith(p)), None)
+    if hf_config and prefix != "hf:":
+        raise UsageError(f"--hf-config (hf_config) sets fields of a Hugging Face config, but "
+                         f"'{spec}' is not an hf: model; drop it, or name an hf: model.")
+    if prefix is not None:
+        return SOURCES[prefix](spec[len(prefix):], device, hf_config)
+    if ":" in spec:
+        return user.build(spec)
+    return vision.build(spec, device)
+
+
+def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[int]):
+    """(args, kwargs) of meta tensors for a named model: images at the native resolution, or
+    a transformers model's token ids / pixel values."""
+    if spec.startswith("hf:"):
+        return (), hf.example_inputs(model, batch, seq_len or DEFAULT_SEQ_LEN)
+    if seq_len is not None:
+        name = spec or type(model).__name__
+        raise UsageError(f"--seq-len (seq_len) sets the tokens of an hf: text model; '{name}' "
+                         "takes images. Drop it, or give the inputs' shapes (--input-shape).")
+    return (torch.empty(default_input_shape(spec, model, batch), device="meta"),), {}
+
+
+def default_input_shape(spec: str, model: nn.Module, batch: int) -> tuple[int, ...]:
+    """(batch, 3, S, S) at the model's native resolution: the input size its pretrained
+    config names (timm models carry one), its ``image_size`` attribute (ViT requires exactly
+    that), its torchvision weights' crop size, else 224."""
+    configured = (getattr(model, "pretrained_cfg", None) or {}).get("input_size")
+    if configured:
+        return (batch, *configured)
+    size = getattr(model, "image_size", None)
+    if size is None and spec and ":" not in spec:
+        size = vision.crop_size(spec)
+    size = int(size or DEFAULT_IMAGE_SIZE)
+    return (batch, 3, size, size)
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    try:  # "8,3,224,224" or "8x3x224x224"
+        shape = tuple(int(p) for p in text.replace("x", ",").split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(d <= 0 for d in shape):
+        raise UsageError(
+            f"Cannot read the input shape '{text}': give positive integers separated by commas, "
+            "batch first, e.g. --input-shape 8,3,224,224.")
+    return shape
