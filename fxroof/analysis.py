@@ -20,13 +20,13 @@ from fxroof.cost_pass import annotate_costs
 from fxroof.device import parse_dtype
 from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
-from fxroof.guard import preserved, refuse_uninitialized
+from fxroof.guard import preserved, refuse_uninitialized, silenced
 from fxroof.keys import BACKWARD
 from fxroof.memory import memory_report
 from fxroof.models import build_model, default_inputs, ensure_module
 from fxroof.scope import ModuleScope
 from fxroof.units import dtype_name
-from fxroof.validate import positive_int
+from fxroof import validate
 
 _UNTRACEABLE = (fake_tensor.DataDependentOutputException,
                 fake_tensor.DynamicOutputShapeException,
@@ -55,7 +55,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         ``custom_mapping``); a rule is called like op_costs' rules and returns a
         ``op_costs.Cost``.
     """
-    _check_rules(rules)
+    _check_arguments(device, kwargs, seq_len, rules)
     spec = model if isinstance(model, str) else None
     module = build_model(spec, hf_config=hf_config) if spec else ensure_module(model)
     dtype = parse_dtype(dtype)
@@ -78,7 +78,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
 
     scope = ModuleScope(module)
     recorder = _recorder(scope, params, buffers, fake_inputs)
-    with preserved(module):  # flags, parameters, hooks: all exactly as the user left them
+    with preserved(module), silenced():  # the user's module stays exactly as it was
         module.train(mode == "train")
         capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
                             backward)
@@ -106,20 +106,30 @@ class _Fakes:
         target = self.dtype if (self.dtype is not None and t.is_floating_point()) else t.dtype
         with self.mode:
             fake = torch.empty_strided(t.shape, t.stride(), dtype=target, device=self.device)
-        return fake.requires_grad_(requires_grad and fake.is_floating_point())
+        differentiable = fake.is_floating_point() or fake.is_complex()
+        return fake.requires_grad_(requires_grad and differentiable)
 
 
 def _example_inputs(spec, module, inputs, kwargs, input_shapes, batch, seq_len, dtype):
     """(args, kwargs): the inputs given, meta tensors of ``input_shapes``, or the named
     model's native input at ``batch``."""
-    if not inputs and input_shapes:
-        return tuple(torch.empty(s, dtype=dtype or torch.float32, device="meta")
-                     for s in input_shapes), kwargs
-    if not inputs:
-        batch = positive_int(batch, "batch")  # a 0-row input "works" and means nothing
+    if not inputs and input_shapes is not None:
+        dtype = dtype or torch.float32
+        shapes = [validate.shape(s, itemsize=dtype.itemsize) for s in _sequence(input_shapes)]
+        return tuple(torch.empty(s, dtype=dtype, device="meta") for s in shapes), kwargs
+    if not inputs and not kwargs:
+        batch = validate.positive_int(batch, "batch")  # a 0-row input "works" and means nothing
         inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)
         return inputs, {**default_kwargs, **(kwargs or {})}
     return inputs, kwargs
+
+
+def _sequence(input_shapes) -> list:
+    if isinstance(input_shapes, (str, bytes)) or not hasattr(input_shapes, "__iter__") \
+            or not input_shapes:
+        raise UsageError(f"input_shapes must be a list of shapes, one per input, e.g. "
+                         f"[(8, 3, 224, 224)], not {input_shapes!r:.60}.")
+    return list(input_shapes)
 
 
 def _recorder(scope, params, buffers, fake_inputs) -> GraphRecorder:
@@ -188,6 +198,16 @@ def _tensors_of(module, inputs, kwargs) -> list:
     leaves = pytree.tree_leaves((tuple(inputs), kwargs or {}))
     return ([x for x in leaves if isinstance(x, torch.Tensor)]
             + list(module.parameters()) + list(module.buffers()))
+
+
+def _check_arguments(device, kwargs, seq_len, rules) -> None:
+    validate.device(device)
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise UsageError(f"kwargs must be a dict of keyword inputs, not "
+                         f"{type(kwargs).__name__}.")
+    if seq_len is not None:
+        validate.positive_int(seq_len, "seq_len")
+    _check_rules(rules)
 
 
 def _check_rules(rules) -> None:

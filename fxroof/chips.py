@@ -8,6 +8,8 @@ peak per dtype that runs the wrong way).
 """
 from __future__ import annotations
 
+import logging
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ import yaml
 
 from fxroof.errors import FxroofError
 from fxroof.suggest import did_you_mean
+from fxroof.units import op_unit
 
 
 def _shipped() -> str:
@@ -28,6 +31,7 @@ def _shipped() -> str:
                                                                "chips.yaml")
 
 
+log = logging.getLogger(__name__)
 SHIPPED = _shipped()
 CLASSES = ("cpu", "gpu", "asic", "soc", "fpga")
 DTYPES = ("fp64", "fp64_matrix", "fp32", "fp32_matrix", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -38,6 +42,8 @@ BANDWIDTH_RANGE = {"cpu": (5e9, 2e12), "gpu": (5e10, 2e13), "asic": (1e10, 5e13)
 # chips whose working memory is on-chip SRAM (Groq, Cerebras) say so with
 # `bandwidth: {memory: on-chip SRAM}`; their bandwidth is judged against this range instead
 SRAM_BANDWIDTH_RANGE = (1e12, 1e17)
+PEAK_RANGE = (1e8, 1e18)        # FLOP/s: a microcontroller to beyond a wafer-scale engine
+CAPACITY_RANGE = (1e6, 1e14)    # bytes: 1 MB to 100 TB
 
 
 @dataclass
@@ -63,6 +69,10 @@ class Chip:
                 "op_overhead_s": self.op_overhead_s}
 
 
+MAX_FILE_BYTES = 4 * 2 ** 20  # a chips file is text: hundreds of chips fit in far less
+MAX_EXPANDED_NODES = 10 ** 6  # YAML values after aliases expand: a "billion laughs" is refused
+
+
 def _bad(path, chip, field_name, problem) -> FxroofError:
     return FxroofError(f"{path}: chip '{chip}': field '{field_name}' {problem}. Fix the entry "
                        "(see the header of chips.yaml for the format and units).")
@@ -74,9 +84,20 @@ def _number(value, path, chip, name) -> float:
             value = float(value)
         except ValueError:
             pass
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise _bad(path, chip, name, f"must be a positive number, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise _bad(path, chip, name, f"must be a positive finite number, not {value!r:.40}")
     return float(value)
+
+
+def _mapping(entry: dict, key: str, path: str, chip_id: str, required: bool = False) -> dict:
+    value = entry.get(key)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise _bad(path, chip_id, key, f"must be a mapping (dtype: ...), not "
+                                       f"{type(value).__name__}")
+    return value
 
 
 def _overhead(entry: dict, path: str, chip_id: str) -> Optional[float]:
@@ -87,17 +108,9 @@ def _overhead(entry: dict, path: str, chip_id: str) -> Optional[float]:
     return _number(value, path, chip_id, "op_overhead")
 
 
-def parse_chip(entry: dict, path: str) -> Chip:
-    chip_id = entry.get("id") if isinstance(entry, dict) else None
-    if not isinstance(chip_id, str):
-        raise FxroofError(f"{path}: every chip needs a string 'id'; found {entry!r:.80}.")
-    for required in ("name", "class", "peaks", "bandwidth"):
-        if required not in entry:
-            raise _bad(path, chip_id, required, "is missing")
-    if entry["class"] not in CLASSES:
-        raise _bad(path, chip_id, "class", f"must be one of {', '.join(CLASSES)}")
+def _peaks(entry: dict, path: str, chip_id: str) -> tuple[dict, dict]:
     peaks, units = {}, {}
-    for dtype, spec in (entry["peaks"] or {}).items():
+    for dtype, spec in _mapping(entry, "peaks", path, chip_id, required=True).items():
         if dtype not in DTYPES:
             raise _bad(path, chip_id, f"peaks.{dtype}", f"is not a dtype fxroof knows "
                        f"({', '.join(DTYPES)})")
@@ -106,31 +119,88 @@ def parse_chip(entry: dict, path: str) -> Chip:
                        "needs {value: FLOP/s, unit: vector|matrix, derivation: ...}")
         peaks[dtype] = _number(spec.get("value"), path, chip_id, f"peaks.{dtype}.value")
         units[dtype] = spec["unit"]
+    return peaks, units
+
+
+def parse_chip(entry: dict, path: str) -> Chip:
+    chip_id = entry.get("id") if isinstance(entry, dict) else None
+    if not isinstance(chip_id, str):
+        raise FxroofError(f"{path}: every chip needs a string 'id'; found {entry!r:.80}.")
+    for required in ("name", "class", "peaks", "bandwidth"):
+        if required not in entry:
+            raise _bad(path, chip_id, required, "is missing")
+    if entry["class"] not in CLASSES:
+        raise _bad(path, chip_id, "class", f"must be one of {', '.join(CLASSES)}, not "
+                                           f"{entry['class']!r:.40}")
+    peaks, units = _peaks(entry, path, chip_id)
     bandwidth = entry["bandwidth"]
     memory = bandwidth.get("memory") if isinstance(bandwidth, dict) else None
     bandwidth = bandwidth.get("value") if isinstance(bandwidth, dict) else bandwidth
-    return Chip(chip_id, entry["name"], entry["class"], entry.get("vendor", ""), peaks, units,
-                _number(bandwidth, path, chip_id, "bandwidth"),
+    return Chip(chip_id, str(entry["name"]), entry["class"], str(entry.get("vendor", "")),
+                peaks, units, _number(bandwidth, path, chip_id, "bandwidth"),
                 _number(entry["capacity"], path, chip_id, "capacity")
-                if "capacity" in entry else None, entry.get("tdp"),
+                if entry.get("capacity") is not None else None, entry.get("tdp"),
                 {k: _number(v, path, chip_id, f"sparse.{k}")
-                 for k, v in (entry.get("sparse") or {}).items()},
+                 for k, v in _mapping(entry, "sparse", path, chip_id).items()},
                 list(entry.get("sources") or []), memory, _overhead(entry, path, chip_id))
 
 
-def read_file(path: str) -> list[Chip]:
+def _load_yaml(path: str):
+    """The YAML document in ``path``: safe loader, bounded size and alias count."""
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        if os.path.getsize(path) > MAX_FILE_BYTES:
+            raise FxroofError(f"'{path}' is {os.path.getsize(path):,} bytes: too large for a "
+                              f"chips file (at most {MAX_FILE_BYTES:,}). Is it the right file?")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except OSError as e:
         raise FxroofError(f"Cannot read the chip file '{path}': {e.strerror}.") from None
+    except UnicodeDecodeError:
+        raise FxroofError(f"'{path}' is not a text file (not UTF-8): a chips file is YAML "
+                          "text.") from None
+    try:
+        expanded = _expanded_size(yaml.compose(text, Loader=yaml.SafeLoader))
+        if expanded > MAX_EXPANDED_NODES:
+            raise FxroofError(f"'{path}' expands to {expanded:.3g} YAML values once its aliases "
+                              f"are resolved (at most {MAX_EXPANDED_NODES:,}): write the values "
+                              "out instead of nesting aliases.")
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise FxroofError(f"{path}{where} is not valid YAML: {getattr(e, 'problem', e)}.") from None
+        raise FxroofError(f"{path}{where} is not valid YAML: {getattr(e, 'problem', e)}.") \
+            from None
+
+
+def _expanded_size(root) -> int:
+    """How many values the document holds once every alias is expanded, counted on the
+    composed node graph (where an alias is a shared node), without expanding anything."""
+    sizes: dict = {}
+
+    def size(node) -> int:
+        if id(node) not in sizes:
+            sizes[id(node)] = 0  # a recursive alias counts once
+            children = node.value if isinstance(node, yaml.SequenceNode) else \
+                [v for pair in node.value for v in pair] \
+                if isinstance(node, yaml.MappingNode) else []
+            sizes[id(node)] = 1 + sum(size(child) for child in children)
+        return sizes[id(node)]
+
+    return size(root) if root is not None else 0
+
+
+def read_file(path: str, warn: bool = False) -> list[Chip]:
+    """The chips in a YAML file, validated; with ``warn``, each lint problem is logged as a
+    warning (user files: the shipped database is linted by the test suite)."""
+    data = _load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("chips"), list):
         raise FxroofError(f"{path}: expected a mapping with a 'chips:' list.")
-    return [parse_chip(entry, path) for entry in data["chips"]]
+    chips = [parse_chip(entry, path) for entry in data["chips"]]
+    if warn:
+        for chip in chips:
+            for problem in lint(chip):
+                log.warning("%s: %s", path, problem)
+    return chips
 
 
 def user_chips_dir() -> str:
@@ -154,7 +224,7 @@ def load_chips(extra: Optional[list[str]] = None) -> dict[str, Chip]:
     same id replaces an earlier one."""
     chips = {c.id: c for c in read_file(SHIPPED)}
     for path in user_chip_files() + list(extra or []):
-        chips.update({c.id: c for c in read_file(path)})
+        chips.update({c.id: c for c in read_file(path, warn=True)})
     return chips
 
 
@@ -182,6 +252,14 @@ def lint(chip: Chip) -> list[str]:
     for dtype, dense in chip.peaks.items():
         if dtype in chip.sparse and abs(dense - chip.sparse[dtype]) <= 0.01 * dense:
             problems.append(f"{chip.id}: peak {dtype} equals its sparse figure: quote it dense")
+    for dtype, peak in chip.peaks.items():
+        if not PEAK_RANGE[0] <= peak <= PEAK_RANGE[1]:
+            problems.append(f"{chip.id}: peak {dtype} {peak:.3g} {op_unit(dtype)}/s is outside "
+                            f"{PEAK_RANGE[0]:.0e}..{PEAK_RANGE[1]:.0e}: a unit slip (TFLOP/s "
+                            "written as FLOP/s?)")
+    if chip.capacity is not None and not CAPACITY_RANGE[0] <= chip.capacity <= CAPACITY_RANGE[1]:
+        problems.append(f"{chip.id}: capacity {chip.capacity:.3g} bytes is outside "
+                        f"{CAPACITY_RANGE[0]:.0e}..{CAPACITY_RANGE[1]:.0e} (GB written as bytes?)")
     for slow, fast in _ORDER:
         if slow in chip.peaks and fast in chip.peaks and chip.peaks[fast] < chip.peaks[slow] \
                 and chip.units.get(fast) == chip.units.get(slow):

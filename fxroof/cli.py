@@ -8,6 +8,7 @@ convention), 130 interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from typing import Optional
@@ -223,7 +224,33 @@ def _quiet_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (a test's capture, a redirect)."""
+
+    fxroof_cli = True
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def _warnings_to_stderr() -> None:
+    """fxroof's own warnings (a chips file's lints, a damaged cache file) as
+    `fxroof: warning: ...` lines; other libraries' loggers are left as they are."""
+    logger = logging.getLogger("fxroof")
+    if not any(isinstance(h, _Stderr) for h in logger.handlers):
+        handler = _Stderr()
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter("fxroof: warning: %(message)s"))
+        logger.addHandler(handler)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
+    _warnings_to_stderr()
     try:
         try:
             args = build_parser().parse_args(argv)

@@ -49,6 +49,16 @@ def parse_dtype(dtype) -> Optional[torch.dtype]:
     return getattr(torch, name)
 
 
+def random_like(shape, dtype: torch.dtype, device) -> torch.Tensor:
+    """A real tensor to run with: normal floats, ones for masks, zeros for indices (valid
+    token ids and positions)."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, dtype=dtype, device=device)
+    if dtype == torch.bool:
+        return torch.ones(shape, dtype=dtype, device=device)
+    return torch.zeros(shape, dtype=dtype, device=device)
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

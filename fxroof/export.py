@@ -27,15 +27,58 @@ from __future__ import annotations
 import csv
 import json
 import operator
+import os
 
 import networkx as nx
 
 from fxroof.cost_pass import is_costed
+from fxroof.errors import FxroofError
 from fxroof.files import atomic, atomic_path, check_writable
 from fxroof.keys import INPUT, ORIGIN
 from fxroof.version import __version__
 
 SCHEMA_VERSION = 1
+
+
+NODE_KEYS = ("name", "phase", "op", "op_class", "dtype", "layer_type", "flops", "bytes")
+MAX_READ_BYTES = 2 ** 30  # 1 GiB: a schema-1 file of a 70B model is far below this
+
+
+def read_json(path: str) -> dict:
+    """An annotation written by ``write_json``, validated against schema version 1: every
+    problem names the file, the field and what was expected."""
+    def bad(problem: str) -> FxroofError:
+        return FxroofError(f"'{path}' is not an fxroof annotation (schema_version "
+                           f"{SCHEMA_VERSION}): {problem}. Pass a JSON written by `fxroof "
+                           "annotate --json` (or g.to_json), or a model name.")
+
+    if not os.path.isfile(path):
+        raise FxroofError(f"No such file '{path}': pass a JSON written by `fxroof annotate "
+                          "--json` or a model name.")
+    if os.path.getsize(path) > MAX_READ_BYTES:
+        raise bad(f"it is {os.path.getsize(path):,} bytes, more than any annotation")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except UnicodeDecodeError:
+        raise bad("it is not text (UTF-8)") from None
+    except json.JSONDecodeError as e:
+        raise bad(f"it is not valid JSON (line {e.lineno}: {e.msg}; truncated?)") from None
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        raise bad("its 'schema_version' is "
+                  + (repr(data.get("schema_version")) if isinstance(data, dict) else "missing"))
+    model, nodes = data.get("model"), data.get("nodes")
+    if not isinstance(model, dict) or not {"name", "batch", "dtype"} <= set(model):
+        raise bad("'model' must hold name, batch and dtype")
+    if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
+        raise bad("'nodes' must be a list of node records")
+    for i, node in enumerate(nodes):
+        missing = [k for k in NODE_KEYS if k not in node]
+        if missing or not all(isinstance(node[k], (int, float)) and not isinstance(node[k], bool)
+                              for k in ("flops", "bytes")):
+            raise bad(f"node {i} lacks {', '.join(missing)}" if missing else
+                      f"node {i}'s flops and bytes must be numbers")
+    return data
 
 
 def to_dict(graph) -> dict:

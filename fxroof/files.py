@@ -9,10 +9,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from typing import Iterator
 
 from fxroof.errors import FxroofError
+
+
+def file_safe(name: str, limit: int = 120) -> str:
+    """A name usable as one path component: a model spec such as 'hf:/path/config.json' or
+    'pkg.mod:fn' with every character outside letters, digits, '.', '-' and '_' replaced."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[-limit:] or "_"
 
 
 def check_writable(path: str, overwrite: bool) -> None:

@@ -19,10 +19,12 @@ import torch.fx as fx
 from fxroof import export, render, roofline, rollups, timing, trace
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
-from fxroof.keys import BACKWARD, COST, FORWARD, ORIGIN, ROOF, SHAPES, TIME
+from fxroof.errors import FxroofError, UsageError
+from fxroof.keys import BACKWARD, COST, FORWARD, ORIGIN, PHASES, ROOF, SHAPES, TIME
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model
 from fxroof.units import dtype_name
+from fxroof.validate import nonnegative_int
 from op_costs import DEFAULT_RULE, TensorMeta
 
 
@@ -84,6 +86,11 @@ def node_record(node: fx.Node) -> dict:
     return record
 
 
+def _check_phase(phase: Optional[str]) -> None:
+    if phase not in (None, *PHASES):
+        raise UsageError(f"phase must be None, 'forward' or 'backward', not {phase!r}.")
+
+
 @dataclass
 class AnnotatedGraph:
     capture: Capture
@@ -118,6 +125,7 @@ class AnnotatedGraph:
         return fx.GraphModule(torch.nn.Module(), graph)
 
     def nodes(self, phase: Optional[str] = None) -> list[fx.Node]:
+        _check_phase(phase)
         return [n for g in self.capture.graphs() for n in g.nodes
                 if is_costed(n) and (phase is None or n.meta[ORIGIN].phase == phase)]
 
@@ -129,6 +137,7 @@ class AnnotatedGraph:
         if self._records[0] != state:
             self._records = (state, [node_record(n) for n in self.nodes()])
         every = self._records[1]
+        _check_phase(phase)
         return list(every) if phase is None else [r for r in every if r["phase"] == phase]
 
     def totals(self) -> dict:
@@ -159,16 +168,26 @@ class AnnotatedGraph:
     def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=None):
         """Run the step on real tensors and time every node; see fxroof.timing."""
         if self.source is None:
-            raise ValueError("this graph was not made by fxroof.analyze: nothing to run")
+            raise UsageError("This graph was not made by fxroof.analyze (it came from the "
+                             "torch.compile backend or a file): there is no model to run.")
         module = self.source.module
         if any(t.is_meta for t in list(module.parameters()) + list(module.buffers())):
+            if self.source.spec is None:
+                raise FxroofError(
+                    "The model's weights are on the meta device (shapes without data), so it "
+                    "cannot run: timing needs real tensors. Build the model on the CPU (or "
+                    "load its weights) and analyse that, or pass a model name, which fxroof "
+                    "builds with random weights for timing.")
             module = build_model(self.source.spec, device="cpu",  # real weights, random init
                                  hf_config=self.source.hf_config)
         return timing.time_graphs(self, module, device, warmup, repeats, progress)
 
     def table(self, top: Optional[int] = 20, sort: str = "flops", phase: Optional[str] = None,
               macs: bool = False) -> str:
-        records = sorted(self.records(phase), key=lambda r: -(r.get(sort) or 0))
+        records = self.records(phase)
+        rollups.check_sort(sort, records[0] if records else rollups.SORTABLE)
+        top = None if top is None else nonnegative_int(top, "top")
+        records = sorted(records, key=lambda r: -(r.get(sort) or 0))
         return render.node_table(records[:top] if top else records, macs=macs)
 
     def summary(self, macs: bool = False) -> str:

@@ -11,6 +11,7 @@ what a small one does) and puts them back, whatever happened in between.
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import torch
 from torch import nn
@@ -78,3 +79,22 @@ def preserved(module: nn.Module):
         with torch.no_grad():
             for snapshot in snapshots:
                 snapshot.restore()
+
+
+# Loggers that print a traceback for a failure fxroof expects and reports in one paragraph
+# (a meta kernel refusing an input shape, say): silenced while the step is captured.
+NOISY_LOGGERS = ("torch._subclasses.fake_tensor",)
+
+
+@contextlib.contextmanager
+def silenced(*names: str):
+    """Disable these loggers for the duration, then restore each as it was."""
+    loggers = [logging.getLogger(name) for name in names or NOISY_LOGGERS]
+    before = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, was in zip(loggers, before, strict=True):
+            logger.disabled = was

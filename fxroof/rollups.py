@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Iterable, Optional
 
+from fxroof.errors import UsageError
+from fxroof.suggest import did_you_mean
+
 SUMMED = ("flops", "macs", "bytes_read", "bytes_written", "bytes")
 GROUPINGS = ("layer_type", "module", "op", "phase")
 
@@ -25,7 +28,21 @@ def key_function(by: str, depth: Optional[int] = None) -> Callable[[dict], str]:
         return lambda r: module_at_depth(r["module"], depth)
     if by in GROUPINGS:
         return lambda r: r[by]
-    raise ValueError(f"cannot group by '{by}': choose one of {', '.join(GROUPINGS)}")
+    raise UsageError(f"Cannot group by '{by}'.{did_you_mean(by, GROUPINGS)} Choose one of "
+                     f"{', '.join(GROUPINGS)}.")
+
+
+SORTABLE = ("flops", "macs", "bytes", "bytes_read", "bytes_written", "intensity", "time_s",
+            "nodes", "predicted_s", "gap_s", "time_share", "flops_share", "bytes_share")
+
+
+def check_sort(sort: str, available: Iterable[str]) -> str:
+    """``sort`` if it names a numeric field of the rows, else a clear error."""
+    known = [k for k in SORTABLE if k in set(available)]
+    if sort not in known:
+        raise UsageError(f"Cannot sort by '{sort}'.{did_you_mean(sort, known)} Sort by one of "
+                         f"{', '.join(known)}.")
+    return sort
 
 
 def total(records: Iterable[dict]) -> dict:
@@ -49,6 +66,10 @@ def total(records: Iterable[dict]) -> dict:
 def breakdown(records: list[dict], by: str = "layer_type", depth: Optional[int] = None,
               sort: str = "flops") -> list[dict]:
     key = key_function(by, depth)
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise UsageError(f"depth must be a positive integer (module path levels), not {depth!r}.")
+    check_sort(sort, ("nodes", *SUMMED, "intensity", "time_s", "flops_share", "bytes_share",
+                      "time_share"))
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in records:
         groups[key(r)].append(r)

@@ -5,10 +5,7 @@ source carries timings (achieved), else the attainable FLOP/s on each chosen chi
 """
 from __future__ import annotations
 
-import json
-import os
-
-from fxroof import plots, rollups
+from fxroof import export, plots, rollups
 from fxroof.analysis import analyze
 from fxroof.chips import get_chip, load_chips
 from fxroof.errors import FxroofError
@@ -30,13 +27,7 @@ def load_sources(specs: list, batches: list[int], backward: bool, dtype) -> list
             raise FxroofError(f"Cannot place {type(spec).__name__} on a roofline: give an "
                               "AnnotatedGraph (fxroof.analyze), a saved .json or a model name.")
         if spec.endswith(".json"):
-            if not os.path.exists(spec):
-                raise FxroofError(f"No such file '{spec}': pass a JSON written by "
-                                  "`fxroof annotate --json` or a model name.")
-            with open(spec) as f:
-                data = json.load(f)
-            if data.get("schema_version") != 1 or "nodes" not in data:
-                raise FxroofError(f"'{spec}' is not an fxroof annotation (schema_version 1).")
+            data = export.read_json(spec)
             sources.append({"name": data["model"]["name"], "batch": data["model"]["batch"],
                             "records": data["nodes"], "dtype": data["model"]["dtype"]})
             continue

@@ -24,7 +24,7 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from fxroof.cost_pass import is_costed
-from fxroof.device import Stopwatch, check_device, repeat
+from fxroof.device import Stopwatch, check_device, random_like, repeat
 from fxroof.errors import FxroofError
 from fxroof.guard import preserved
 from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES, TIME
@@ -82,11 +82,7 @@ def _node_failed(n: fx.Node, e: Exception) -> str:
 
 
 def _random_like(meta, device) -> torch.Tensor:
-    if meta.dtype.is_floating_point or meta.dtype.is_complex:
-        return torch.randn(meta.shape, dtype=meta.dtype, device=device)
-    if meta.dtype == torch.bool:
-        return torch.ones(meta.shape, dtype=meta.dtype, device=device)
-    return torch.zeros(meta.shape, dtype=meta.dtype, device=device)  # valid indices
+    return random_like(meta.shape, meta.dtype, device)
 
 
 def model_state(graph: fx.Graph, module: torch.nn.Module, device) -> dict:

@@ -59,3 +59,31 @@ def dtype_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"'{text}' is not a dtype fxroof runs models in: use {', '.join(FLOAT_DTYPES)}")
     return name
+
+
+MAX_STORAGE_BYTES = 2 ** 62  # what a tensor's storage size (int64 bytes) can hold, with room
+
+
+def shape(value, what: str = "an input shape", itemsize: int = 4) -> tuple[int, ...]:
+    """A tensor shape of positive integers whose storage size fits in int64."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise UsageError(f"{what} must be a sequence of positive integers, not {value!r:.60}.")
+    dims = tuple(value)
+    if not dims or any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1
+                       for d in dims):
+        raise UsageError(f"{what} must be positive integers, batch first (e.g. (8, 3, 224, "
+                         f"224)), not {dims!r:.60}.")
+    size = itemsize
+    for d in dims:
+        size *= int(d)
+    if size > MAX_STORAGE_BYTES:
+        raise UsageError(f"{what} {dims} holds {size // itemsize:.3g} elements: more than any "
+                         "tensor's storage can address. Check the shape for a typo.")
+    return tuple(int(d) for d in dims)
+
+
+def device(value) -> str:
+    """A device name for capture: 'cpu', 'cuda' or 'cuda:N'."""
+    if not isinstance(value, str) or not _DEVICE.match(value):
+        raise UsageError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {value!r:.40}.")
+    return value

@@ -3,7 +3,7 @@ import pytest
 
 import fxroof
 
-TINY = {"num_hidden_layers": 2, "num_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+TINY = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
         "num_attention_heads": 4}
 
 

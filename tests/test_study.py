@@ -126,10 +126,11 @@ def test_a_different_study_is_not_overwritten(study, tmp_path):
 def test_one_failure_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     real = sweep_module.run_latency
 
-    def fail_for_mobilenet(module, shape, *args):
-        if shape[0] == 2 and type(module).__name__ == "MobileNetV3":
+    def fail_for_mobilenet(module, inputs, *args):
+        (image,), _ = inputs
+        if image.shape[0] == 2 and type(module).__name__ == "MobileNetV3":
             raise RuntimeError("CUDA out of memory. Tried to allocate 9.00 GiB")
-        return real(module, shape, *args)
+        return real(module, inputs, *args)
 
     monkeypatch.setattr(sweep_module, "run_latency", fail_for_mobilenet)
     config = small_config(batches=[1, 2], train_batches=[1], repeats=1)

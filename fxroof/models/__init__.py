@@ -16,8 +16,8 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from fxroof.defaults import DEFAULT_IMAGE_SIZE, DEFAULT_MODEL, DEFAULT_SEQ_LEN
-from fxroof.errors import UsageError
+from fxroof.defaults import DEFAULT_IMAGE_SIZE, DEFAULT_MODEL
+from fxroof.errors import FxroofError, UsageError
 from fxroof.models import hf, timm_zoo, user, vision
 from fxroof.models.base import construct, ensure_module
 
@@ -44,6 +44,12 @@ def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = Non
         return SOURCES[prefix](spec[len(prefix):], device, hf_config)
     if ":" in spec:
         return user.build(spec)
+    if spec not in vision.names():
+        for prefix, source in (("hf:", hf), ("timm:", timm_zoo)):
+            if source.knows(spec):
+                raise FxroofError(f"Unknown model '{spec}': torchvision has no model of that "
+                                  f"name. Did you mean {prefix}{spec}? (`fxroof models` lists "
+                                  "the name forms fxroof takes.)")
     return vision.build(spec, device)
 
 
@@ -51,7 +57,7 @@ def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[in
     """(args, kwargs) of meta tensors for a named model: images at the native resolution, or
     a transformers model's token ids / pixel values."""
     if spec.startswith("hf:"):
-        return (), hf.example_inputs(model, batch, seq_len or DEFAULT_SEQ_LEN)
+        return (), hf.example_inputs(model, batch, seq_len)
     if seq_len is not None:
         name = spec or type(model).__name__
         raise UsageError(f"--seq-len (seq_len) sets the tokens of an hf: text model; '{name}' "

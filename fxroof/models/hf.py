@@ -13,6 +13,7 @@ from typing import Optional
 
 import torch
 
+from fxroof.defaults import DEFAULT_SEQ_LEN
 from fxroof.errors import FxroofError, UsageError
 from fxroof.suggest import did_you_mean
 
@@ -24,6 +25,25 @@ def _transformers():
         raise FxroofError("hf: models need the transformers package, an optional extra: "
                           "pip install 'fxroof[hf]' (or pip install transformers).") from None
     return transformers
+
+
+def _sequence_length(config, seq_len: Optional[int]) -> int:
+    limit = getattr(config, "max_position_embeddings", None)  # n_positions via attribute_map
+    if seq_len is None:
+        return min(DEFAULT_SEQ_LEN, limit) if isinstance(limit, int) else DEFAULT_SEQ_LEN
+    if isinstance(limit, int) and seq_len > limit:
+        raise UsageError(f"--seq-len {seq_len} is longer than this model's {limit} positions "
+                         "(max_position_embeddings): choose at most that many tokens.")
+    return seq_len
+
+
+def knows(model_type: str) -> bool:
+    """Whether the installed transformers (if any) has this model type."""
+    try:
+        import transformers
+    except ImportError:
+        return False
+    return model_type in transformers.CONFIG_MAPPING
 
 
 def parse_overrides(items: Optional[list[str]]) -> dict:
@@ -41,39 +61,81 @@ def parse_overrides(items: Optional[list[str]]) -> dict:
 
 
 def build(target: str, device: str = "meta", overrides: Optional[dict] = None) -> torch.nn.Module:
-    """The model of ``target`` (a model type, or a local config.json) built from its config."""
+    """The model of ``target`` (a model type, or a local config.json) built from its config,
+    with ``overrides`` checked against the config class's own fields."""
     transformers = _transformers()
-    overrides = dict(overrides or {})
-    try:
-        if target.endswith(".json"):
-            if not os.path.exists(target):
-                raise FxroofError(f"No such config file '{target}'.")
-            with open(target) as f:
-                settings = json.load(f)
-            model_type = settings.pop("model_type", None)
-            if not model_type:
-                raise FxroofError(f"'{target}' has no 'model_type': it is not a transformers "
-                                  "config.json.")
-            config = transformers.AutoConfig.for_model(model_type, **{**settings, **overrides})
-        else:
-            config = transformers.AutoConfig.for_model(target, **overrides)
-    except ValueError:
+    model_type, settings = _read_config(target) if target.endswith(".json") else (target, {})
+    if model_type not in transformers.CONFIG_MAPPING:
         known = list(transformers.CONFIG_MAPPING.keys())
-        hint = did_you_mean(target, known, n=5)
-        raise FxroofError(f"transformers does not know the model type '{target}'.{hint} Use a "
-                          f"model type such as gpt2, bert, llama, t5 or vit ({len(known)} are "
-                          "known to the installed transformers).") from None
-    with torch.device(device):  # meta: shapes only; "cpu": random weights for the timing pass
-        try:
-            return transformers.AutoModelForCausalLM.from_config(config)
-        except ValueError:  # not a decoder: the bare model (encoders, encoder-decoders, ViT)
+        raise FxroofError(f"transformers does not know the model type '{model_type}'."
+                          f"{did_you_mean(model_type, known, n=5)} Use a model type such as "
+                          f"gpt2, bert, llama, t5 or vit ({len(known)} are known to the "
+                          "installed transformers).")
+    overrides = _checked(dict(overrides or {}), transformers.CONFIG_MAPPING[model_type](),
+                         model_type)
+    try:
+        config = transformers.AutoConfig.for_model(model_type, **{**settings, **overrides})
+        with torch.device(device):  # meta: shapes only; "cpu": random weights for timing
+            if type(config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING:
+                return transformers.AutoModelForCausalLM.from_config(config)
+            # not a decoder: the bare model (encoders, encoder-decoders, ViT)
             return transformers.AutoModel.from_config(config)
+    except Exception as e:  # transformers' own validation of the values
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise FxroofError(f"transformers could not build a {model_type} model from this "
+                          f"config: {type(e).__name__}: {detail.rstrip('.'):.300}. Check the --hf-config "
+                          "values (or the config file) against each other.") from None
 
 
-def example_inputs(model, batch: int, seq_len: int) -> dict:
+def _read_config(path: str) -> tuple[str, dict]:
+    """(model_type, the other settings) of a transformers config.json."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except FileNotFoundError:
+        raise FxroofError(f"No such config file '{path}'.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FxroofError(f"Cannot read '{path}' as a transformers config.json: "
+                          f"{type(e).__name__}: {e}. Is the file complete?") from None
+    if not isinstance(settings, dict) or not settings.get("model_type"):
+        raise FxroofError(f"'{path}' has no 'model_type': it is not a transformers "
+                          "config.json.")
+    settings = dict(settings)
+    return str(settings.pop("model_type")), settings
+
+
+def _checked(overrides: dict, defaults, model_type: str) -> dict:
+    """Each override names a field of the config class and has that field's type (an int
+    where the field is an int, ...); returns them converted (an int where a float is due)."""
+    fields = set(defaults.to_dict()) | set(getattr(defaults, "attribute_map", {}))
+    checked = {}
+    for key, value in overrides.items():
+        if key not in fields:
+            raise UsageError(f"--hf-config: {model_type}'s config has no field '{key}'."
+                             f"{did_you_mean(key, fields)} (It would be ignored.)")
+        default = getattr(defaults, key, None)
+        checked[key] = _typed(key, value, default, model_type)
+    return checked
+
+
+def _typed(key: str, value, default, model_type: str):
+    if default is None or isinstance(value, type(default)) and \
+            isinstance(value, bool) == isinstance(default, bool):
+        return value
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    raise UsageError(f"--hf-config {key}={value!r}: {model_type}'s '{key}' is of type "
+                     f"{type(default).__name__} (default {default!r}), not "
+                     f"{type(value).__name__}.")
+
+
+def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
     """Keyword inputs for one step: token ids and an attention mask (plus decoder ids for
-    encoder-decoders), or pixel values for vision models. Meta tensors: shapes only."""
+    encoder-decoders), or pixel values for vision models. Meta tensors: shapes only.
+    ``seq_len``: tokens per sequence (default: DEFAULT_SEQ_LEN, or the model's maximum
+    positions when it has fewer)."""
     config = model.config
+    seq_len = _sequence_length(config, seq_len)
     if getattr(model, "main_input_name", "input_ids") == "pixel_values":
         size = getattr(config, "image_size", 224)  # ResNetConfig has none: ImageNet's 224
         height, width = size if isinstance(size, (list, tuple)) else (size, size)

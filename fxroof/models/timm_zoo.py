@@ -22,6 +22,15 @@ def _timm():
     return timm
 
 
+def knows(name: str) -> bool:
+    """Whether the installed timm (if any) can build this model."""
+    try:
+        import timm
+    except ImportError:
+        return False
+    return name in timm.list_models()
+
+
 def build(name: str, device: str = "meta") -> nn.Module:
     timm = _timm()
     if name not in timm.list_models():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fxroof.chips import load_chips
 from fxroof.device import check_device
 from fxroof.errors import FxroofError
-from fxroof.study.cache import Cache, claim, read_manifest
+from fxroof.study.cache import Cache, claim, locked, read_manifest
 from fxroof.study.report import write_report
 from fxroof.study.sweep import DEFAULT_MODELS, StudyConfig, Sweep, measure_roofs
 from fxroof.study.tables import collect
@@ -24,18 +24,28 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
     anything (the folder's own settings are used)."""
     cache = Cache(out)
     if report_only:
-        config = StudyConfig(**read_manifest(out))
-        chips = measure_roofs(config, cache, force=False, progress=progress,
-                              allow_measure=False)
+        config = _saved_config(out)
     else:
         for device in config.devices:
             check_device(device)  # before any work: CUDA asked for but absent
         config = config.resolved()
         claim(out, config.as_dict(), force)
-        chips = measure_roofs(config, cache, force, progress)
-        Sweep(config, cache, force, progress).run()
-    tables = collect(config, cache, chips)
-    if not tables.rows:
-        raise FxroofError(f"No model of the study in '{out}' has results yet, so there is no "
-                          "report to draw: run the study (without --report-only) first.")
-    return write_report(tables, out, list(load_chips().values()))
+    with locked(out):
+        chips = measure_roofs(config, cache, force and not report_only, progress,
+                              allow_measure=not report_only)
+        if not report_only:
+            Sweep(config, cache, force, progress).run()
+        tables = collect(config, cache, chips)
+        if not tables.rows:
+            raise FxroofError(f"No model of the study in '{out}' has results yet, so there is "
+                              "no report to draw: run the study (without --report-only) first.")
+        return write_report(tables, out, list(load_chips().values()))
+
+
+def _saved_config(out: str) -> StudyConfig:
+    settings = read_manifest(out)
+    try:
+        return StudyConfig(**settings)
+    except TypeError:
+        raise FxroofError(f"'{out}/study.json' does not hold the settings of a study this "
+                          "fxroof can read: run the study again with --force.") from None

@@ -10,14 +10,18 @@ only whole results behind and the next run picks up at the first missing one.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import logging
 import os
 from typing import Optional
 
 from fxroof.errors import FxroofError
-from fxroof.files import atomic
+from fxroof.files import atomic, file_safe
 
 MANIFEST = "study.json"
+log = logging.getLogger(__name__)
 
 
 class Cache:
@@ -25,16 +29,21 @@ class Cache:
         self.root = root
 
     def path(self, device: str, model: str, batch: int, phase: str) -> str:
-        safe = model.replace(":", "_").replace("/", "_")
-        return os.path.join(self.root, "cache", device.replace(":", "_"), safe, f"b{batch}",
+        return os.path.join(self.root, "cache", file_safe(device), file_safe(model), f"b{batch}",
                             f"{phase}.json")
 
     def get(self, device: str, model: str, batch: int, phase: str) -> Optional[dict]:
+        """The cached result, or None when there is none; a damaged file (a crash of another
+        tool, a full disk) counts as none, with a warning, and is computed again."""
         path = self.path(device, model, batch, phase)
         if not os.path.exists(path):
             return None
-        with open(path) as f:
-            return json.load(f)
+        try:
+            result = _read(path)
+        except FxroofError as e:
+            log.warning("%s: computing that result again", e)
+            return None
+        return result if isinstance(result, dict) else None
 
     def put(self, device: str, model: str, batch: int, phase: str, result: dict) -> None:
         write_json(self.path(device, model, batch, phase), result)
@@ -59,8 +68,16 @@ def claim(root: str, config: dict, force: bool) -> None:
         raise FxroofError(f"'{root}' is a file, not a folder: --out names the folder the study "
                           "writes into. Choose a new folder name.")
     if os.path.exists(manifest):
-        with open(manifest) as f:
-            previous = json.load(f)
+        try:
+            previous = _read(manifest)
+        except FxroofError as e:
+            if not force:
+                raise FxroofError(f"{e}. Pass --force to start the study over, or choose "
+                                  "another --out.") from None
+            previous = None
+        if not isinstance(previous, dict) and not force:
+            raise FxroofError(f"'{manifest}' does not hold a study's settings: pass --force to "
+                              "start the study over, or choose another --out.")
         if previous != config and not force:
             changed = sorted(k for k in set(config) | set(previous)
                              if config.get(k) != previous.get(k))
@@ -82,5 +99,36 @@ def read_manifest(root: str) -> dict:
         raise FxroofError(f"'{root}' holds no study ({MANIFEST} is missing): run `fxroof study "
                           f"--out {root}` first; --report-only only redraws a finished or "
                           "interrupted study.")
-    with open(path) as f:
-        return json.load(f)
+    try:
+        data = _read(path)
+    except FxroofError as e:
+        raise FxroofError(f"{e}. Run the study again with --force to start it over.") from None
+    if not isinstance(data, dict):
+        raise FxroofError(f"'{path}' does not hold a study's settings: pass --force to start "
+                          "the study over.")
+    return data
+
+
+def _read(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FxroofError(f"'{path}' is damaged ({type(e).__name__}: {e})") from None
+
+
+@contextlib.contextmanager
+def locked(root: str):
+    """Hold ``<root>/.lock`` while a study runs: a second study on the same folder is refused
+    at once instead of interleaving its results with this one's."""
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, ".lock"), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise FxroofError(f"Another fxroof study is running in '{root}'. Wait for it to "
+                              "finish, or choose another --out.") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.ticker import EngFormatter, NullFormatter
 
 from fxroof import plots
+from fxroof.files import file_safe
 from fxroof.units import si
 from fxroof.study.tables import StudyTables, spearman
 
@@ -238,8 +239,8 @@ def layer_pies(t: StudyTables, folder: str) -> list[str]:
             _pie(axes[i, 0], mine, "time_s", f"{phase}: measured time", colours)
             _pie(axes[i, 1], mine, "flops", f"{phase}: FLOPs", colours)
             _pie(axes[i, 2], mine, "bytes", f"{phase}: bytes moved", colours)
-        path = os.path.join(folder, f"layers-{model.replace(':', '_')}-b{batch}-"
-                                    f"{device.replace(':', '_')}.png")
+        path = os.path.join(folder, f"layers-{file_safe(model)}-b{batch}-"
+                                    f"{file_safe(device)}.png")
         plots.save(fig, path, overwrite=True)
         written.append(path)
     return written

@@ -18,14 +18,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import torch
+from torch.utils import _pytree as pytree
 from tqdm import tqdm
 
 from fxroof.analysis import analyze
 from fxroof.chips import read_file
-from fxroof.device import Stopwatch, check_device, repeat
+from fxroof.device import Stopwatch, check_device, random_like, repeat
 from fxroof.errors import FxroofError
 from fxroof.measure import measure, save
-from fxroof.models import build_model, default_input_shape
+from fxroof.models import build_model, default_inputs
 from fxroof.study.cache import Cache
 from fxroof.timers import summarize
 
@@ -110,21 +111,29 @@ def run_cost(model: str, batch: int) -> dict:
     }
 
 
-def run_latency(module: torch.nn.Module, shape, device: str, warmup: int, repeats: int) -> dict:
+def _real(inputs, dev):
+    """Real (random) tensors of the example inputs' shapes and dtypes on the device."""
+    return pytree.tree_map_only(torch.Tensor, lambda t: random_like(t.shape, t.dtype, dev),
+                                inputs)
+
+
+def run_latency(module: torch.nn.Module, inputs, device: str, warmup: int, repeats: int) -> dict:
+    """``inputs``: the model's example (args, kwargs), tensors used for shape and dtype."""
     dev = check_device(device)
     module = module.to(dev).eval()
-    x = torch.randn(shape, device=dev)
+    args, kwargs = _real(inputs, dev)
     watch = Stopwatch(dev)
     with torch.inference_mode():
-        samples = repeat(lambda: watch.time(lambda: module(x)), warmup, repeats)
+        samples = repeat(lambda: watch.time(lambda: module(*args, **kwargs)), warmup, repeats)
     summary = summarize(samples)
     return {"median_s": summary.median_s, "q1_s": summary.q1_s, "q3_s": summary.q3_s,
             "samples_s": samples, "warmup": warmup}
 
 
-def run_train(module: torch.nn.Module, model: str, shape, device: str, warmup: int,
+def run_train(module: torch.nn.Module, model: str, inputs, device: str, warmup: int,
               repeats: int) -> dict:
-    g = analyze(module, input_shapes=[shape], backward=True, name=model)
+    args, kwargs = inputs
+    g = analyze(module, *args, kwargs=kwargs, backward=True, name=model)
     timing = g.time(device, repeats=repeats, warmup=warmup)
     return {"timing": timing.as_dict(),
             "layer_types": {p: g.breakdown("layer_type", phase=p, sort="time_s")
@@ -159,16 +168,17 @@ class Sweep:
             if phase == COST:
                 return run_cost(model, batch)
             module = self._real_module(model)
-            shape = default_input_shape(model, module, batch)
+            inputs = default_inputs(model, module, batch, None)
             if phase == LATENCY:
-                return run_latency(module, shape, device, self.config.warmup,
+                return run_latency(module, inputs, device, self.config.warmup,
                                    self.config.repeats)
-            return run_train(module, model, shape, device, self.config.warmup,
+            return run_train(module, model, inputs, device, self.config.warmup,
                              self.config.repeats)
         except FxroofError as e:
             return {"error": str(e)}
-        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:  # OOM, a kernel's refusal
-            return {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"}
+        except Exception as e:  # OOM, a kernel's refusal, a model's own ValueError: recorded
+            detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            return {"error": f"{type(e).__name__}: {detail}"}
         finally:
             if device.startswith("cuda") and torch.cuda.is_available():
                 torch.cuda.empty_cache()

@@ -1,0 +1,340 @@
+"""The fault corpus: bad input a new user gives, each a clear one-paragraph error.
+
+Every command-line case asserts the exit status (1 a failure, 2 a usage error), that no
+traceback reaches the user, that the message names the problem, and that nothing in the
+working folder was created or changed. The API cases assert an FxroofError naming the
+problem. benchmarks/README.md states the corpus size.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import fxroof
+from fxroof.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAILED, USAGE = 1, 2
+GOOD_CHIP = """chips:
+  - id: mine
+    name: Mine
+    class: gpu
+    peaks: {fp32: {value: 1e13, unit: vector}}
+    bandwidth: 1e12
+"""
+ANNOTATION_NODE = {"name": "mm", "phase": "forward", "op": "mm", "op_class": "matrix",
+                   "dtype": "float32", "layer_type": "Linear", "flops": 10, "bytes": 4}
+# the "billion laughs": nine levels of nine aliases, 9^9 values once expanded
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [" + ", ".join([f"*{p}"] * 9) + "]\n"
+    for p, c in zip("abcdefgh", "bcdefghi")) + "chips: []\n"
+
+# file name -> content written into the working folder before each case
+FILES = {
+    "peaks-list.yaml": GOOD_CHIP.replace("{fp32: {value: 1e13, unit: vector}}", "[1e13]"),
+    "nan.yaml": GOOD_CHIP.replace("value: 1e13", "value: .nan"),
+    "inf.yaml": GOOD_CHIP.replace("bandwidth: 1e12", "bandwidth: .inf"),
+    "sparse-list.yaml": GOOD_CHIP + "    sparse: [1, 2]\n",
+    "class.yaml": GOOD_CHIP.replace("class: gpu", "class: dsp"),
+    "binary.yaml": bytes(range(256)) * 4,
+    "bomb.yaml": BOMB,
+    "no-chips.yaml": "hello: world\n",
+    "truncated.json": '{"schema_version": 1, "model": {"name": "x", "ba',
+    "binary.json": bytes(range(256)) * 4,
+    "list.json": "[1, 2, 3]",
+    "other.json": json.dumps({"schema_version": 1, "model": {"name": "x"}, "nodes": []}),
+    "old.json": json.dumps({"schema_version": 7, "nodes": []}),
+    "nodes.json": json.dumps({"schema_version": 1,
+                              "model": {"name": "x", "batch": 1, "dtype": "float32"},
+                              "nodes": [{k: v for k, v in ANNOTATION_NODE.items()
+                                         if k != "flops"}]}),
+    "config-truncated.json": '{"model_type": "gpt2", "n_layer": ',
+    "config-nomodel.json": '{"n_layer": 2}',
+    "exists.json": "mine",
+    "folder/keep.txt": "mine",
+}
+
+CLI = [
+    # the chips files a user gives
+    ("chips list --chips-file peaks-list.yaml", FAILED,
+     ["peaks-list.yaml", "'peaks'", "mapping"]),
+    ("chips list --chips-file nan.yaml", FAILED, ["nan.yaml", "peaks.fp32.value", "finite"]),
+    ("chips list --chips-file inf.yaml", FAILED, ["inf.yaml", "bandwidth", "finite"]),
+    ("chips list --chips-file sparse-list.yaml", FAILED, ["'sparse'", "mapping"]),
+    ("chips list --chips-file class.yaml", FAILED, ["'class'", "dsp"]),
+    ("chips list --chips-file binary.yaml", FAILED, ["binary.yaml", "not a text file"]),
+    ("chips list --chips-file bomb.yaml", FAILED, ["bomb.yaml", "aliases"]),
+    ("chips list --chips-file no-chips.yaml", FAILED, ["'chips:' list"]),
+    ("chips list --chips-file missing.yaml", FAILED, ["missing.yaml", "No such file"]),
+    # annotation JSON given to roofline
+    ("roofline truncated.json --chip t4", FAILED, ["truncated.json", "not valid JSON"]),
+    ("roofline binary.json --chip t4", FAILED, ["binary.json", "not text"]),
+    ("roofline list.json --chip t4", FAILED, ["list.json", "schema_version"]),
+    ("roofline other.json --chip t4", FAILED, ["other.json", "'model'"]),
+    ("roofline old.json --chip t4", FAILED, ["old.json", "7"]),
+    ("roofline nodes.json --chip t4", FAILED, ["node 0 lacks flops"]),
+    # hf: configs
+    ("annotate hf:config-truncated.json", FAILED, ["config-truncated.json", "complete"]),
+    ("annotate hf:config-nomodel.json", FAILED, ["no 'model_type'"]),
+    ("annotate hf:gpt2 --hf-config n_layers=2", USAGE, ["no field 'n_layers'", "n_layer"]),
+    ("annotate hf:gpt2 --hf-config n_layer=two", USAGE, ["n_layer", "int"]),
+    ("annotate hf:gpt2 --hf-config n_embd=65 --hf-config n_layer=1", FAILED,
+     ["divisible", "--hf-config"]),
+    ("annotate hf:gpt2 --hf-config novalue", USAGE, ["key=value"]),
+    ("annotate resnet18 --hf-config n_layer=2", USAGE, ["not an hf: model"]),
+    ("annotate gpt2", FAILED, ["hf:gpt2"]),
+    # files fxroof would write
+    ("annotate --json folder", FAILED, ["'folder'", "is a folder"]),
+    ("annotate --json no/such/dir/x.json", FAILED, ["does not exist"]),
+    ("annotate --json exists.json", FAILED, ["already exists", "--force"]),
+    ("annotate --json same.out --csv same.out", FAILED, ["named by two output options"]),
+    ("roofline resnet18 --chip t4 --out noext", FAILED, ["no extension"]),
+    ("roofline resnet18 --chip t4 --out fig.xyz", FAILED, ["'.xyz'", ".png"]),
+    ("chips plot --out chips.xyz", FAILED, ["'.xyz'"]),
+    # arguments
+    ("annotate hf:gpt2 --seq-len 0", USAGE, ["--seq-len", "positive"]),
+    ("annotate hf:gpt2 --seq-len -5", USAGE, ["--seq-len"]),
+    ("annotate --top -5", USAGE, ["--top"]),
+    ("annotate --depth -1", USAGE, ["--depth"]),
+    ("annotate --batch x", USAGE, ["--batch", "not an integer"]),
+    ("annotate --input-shape 100000000,100000000,100000,100000", USAGE,
+     ["more than any tensor's storage"]),
+    ("annotate --input-shape 1,-3,8,8", USAGE, ["Cannot read the input shape"]),
+    ("profile --repeats 0", USAGE, ["--repeats"]),
+    ("profile --warmup -1", USAGE, ["--warmup"]),
+    ("profile --device tpu", USAGE, ["--device", "tpu"]),
+    ("chips plot --dtype fp33", USAGE, ["--dtype", "invalid choice"]),
+    ("study --repeats 0 --out never", USAGE, ["--repeats"]),
+    ("study --out exists.json", FAILED, ["is a file, not a folder"]),
+    ("study --report-only --out folder", FAILED, ["holds no study"]),
+]
+
+
+def _snapshot(folder) -> dict:
+    found = {}
+    for here, _, files in os.walk(folder):
+        for f in files:
+            path = os.path.join(here, f)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, folder)] = hashlib.sha256(handle.read()).hexdigest()
+    return found
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    for name, content in FILES.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FXROOF_CHIPS_DIR", str(tmp_path / "no-user-chips"))
+    return tmp_path
+
+
+@pytest.mark.parametrize("command,status,fragments", CLI, ids=[c for c, _, _ in CLI])
+def test_cli_bad_input(workdir, capsys, command, status, fragments):
+    before = _snapshot(workdir)
+    code = main(command.split())
+    out, err = capsys.readouterr()
+    assert code == status, err
+    assert "Traceback" not in err + out
+    message = err.strip().splitlines()[-1]
+    assert "error: " in message
+    for fragment in fragments:
+        assert fragment in message, message
+    assert _snapshot(workdir) == before  # nothing created, changed or removed
+
+
+def test_a_read_only_folder_is_refused_before_work(workdir, capsys, monkeypatch):
+    locked = workdir / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    if os.access(locked, os.W_OK):  # root writes anywhere: the permission check still runs
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(locked)
+                            else real(path, mode))
+    try:
+        assert main(["annotate", "--json", str(locked / "x.json")]) == FAILED
+        assert "not writable" in capsys.readouterr().err
+        assert os.listdir(locked) == []
+    finally:
+        locked.chmod(0o700)
+
+
+def test_lints_of_a_user_chips_file_print_as_warnings(workdir, capsys):
+    (workdir / "slip.yaml").write_text(GOOD_CHIP.replace("bandwidth: 1e12", "bandwidth: 3e9"))
+    assert main(["chips", "list", "--chips-file", "slip.yaml"]) == 0
+    err = capsys.readouterr().err
+    assert "fxroof: warning: slip.yaml: mine: bandwidth" in err and "GB vs TB" in err
+
+
+API = [
+    ("negative input size", lambda: fxroof.analyze("resnet18", input_shapes=[(1, -3, 8, 8)]),
+     "positive integers"),
+    ("zero batch", lambda: fxroof.analyze("resnet18", batch=0), "batch must be a positive"),
+    ("negative seq_len", lambda: fxroof.analyze("hf:gpt2", seq_len=-3), "seq_len"),
+    ("unknown device", lambda: fxroof.analyze("resnet18", device="tpu"), "'tpu'"),
+    ("kwargs not a dict", lambda: fxroof.analyze(torch.nn.Linear(2, 2), torch.ones(1, 2),
+                                                 kwargs=[1, 2]), "kwargs must be a dict"),
+    ("mode", lambda: fxroof.analyze("resnet18", mode="training"), "'train' or 'eval'"),
+    ("dtype", lambda: fxroof.analyze("resnet18", dtype="int8"), "Unsupported dtype"),
+    ("seq_len on an image model", lambda: fxroof.analyze("resnet18", seq_len=8), "--seq-len"),
+    ("hf_config on torchvision", lambda: fxroof.analyze("resnet18", hf_config={"a": 1}),
+     "not an hf: model"),
+]
+
+
+@pytest.mark.parametrize("what,call,fragment", API, ids=[a for a, _, _ in API])
+def test_api_bad_input(what, call, fragment):
+    with pytest.raises(fxroof.FxroofError, match=fragment):
+        call()
+
+
+@pytest.fixture(scope="module")
+def small():
+    return fxroof.analyze(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()),
+                          torch.ones(2, 4), backward=True)
+
+
+@pytest.mark.parametrize("call,fragment", [
+    (lambda g: g.breakdown("bogus"), "Cannot group by 'bogus'"),
+    (lambda g: g.breakdown(sort="flopz"), "Did you mean flops"),
+    (lambda g: g.table(sort="bogus"), "Cannot sort by 'bogus'"),
+    (lambda g: g.table(top=-5), "top must be"),
+    (lambda g: g.records("backwards"), "phase must be"),
+    (lambda g: g.breakdown("module", depth=0), "depth must be"),
+    (lambda g: g.roofline("h10O"), "Did you mean h100_sxm"),
+])
+def test_graph_methods_refuse_bad_arguments(small, call, fragment):
+    with pytest.raises(fxroof.FxroofError, match=fragment):
+        call(small)
+
+
+def test_graph_writers_refuse_a_folder_and_an_unknown_figure_format(small, tmp_path):
+    with pytest.raises(fxroof.FxroofError, match="is a folder"):
+        small.to_json(str(tmp_path))
+    with pytest.raises(fxroof.FxroofError, match="'.xyz'"):
+        fxroof.plot_roofline([small], ["t4"], str(tmp_path / "r.xyz"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_timing_a_meta_device_module_is_a_clear_error():
+    with torch.device("meta"):
+        model = torch.nn.Linear(4, 4)
+    g = fxroof.analyze(model, torch.empty(2, 4, device="meta"))
+    with pytest.raises(fxroof.FxroofError, match="meta device"):
+        g.time(repeats=1, warmup=0)
+
+
+def test_complex_parameters_are_differentiated():
+    model = torch.nn.Linear(4, 4, dtype=torch.complex64)
+    g = fxroof.analyze(model, torch.ones(2, 4, dtype=torch.complex64), backward=True)
+    assert g.totals()["backward"]["flops"] > 0
+
+
+def test_an_interrupted_write_leaves_no_file(small, tmp_path, monkeypatch):
+    """Ctrl-C while a JSON is written: neither a partial file nor a temporary one is left."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(json, "dump", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        small.to_json(str(tmp_path / "g.json"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_sigint_during_annotate_exits_130_and_writes_nothing(tmp_path):
+    """A real Ctrl-C (SIGINT) while the CLI runs: status 130, no traceback, no file."""
+    proc = subprocess.Popen([sys.executable, "-m", "fxroof", "annotate", "resnet50",
+                             "--backward", "--json", str(tmp_path / "r.json")], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # inside torch's import or the capture, whichever it has reached
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "fxroof: interrupted" in err
+    assert os.listdir(tmp_path) == []
+
+
+# ---- the study: failures recorded, damaged files, two runs on one folder ------------------
+TINY_GPT2 = {"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 100,
+             "n_positions": 64}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    from fxroof.study import StudyConfig, run_study
+
+    folder = tmp_path_factory.mktemp("study")
+    config_path = folder / "tiny-gpt2.json"
+    config_path.write_text(json.dumps(TINY_GPT2))
+    config = StudyConfig(models=["tests.fixtures.user_models:small_net",
+                                 "tests.fixtures.user_models:RefusesValues",
+                                 f"hf:{config_path}"],
+                         batches=[1], warmup=0, repeats=1)
+    out = str(folder / "out")
+    run_study(config, out, progress=False)
+    return config, out
+
+
+def test_a_model_raising_valueerror_is_recorded_and_the_sweep_goes_on(study):
+    _, out = study
+    failures = json.load(open(os.path.join(out, "data", "failures.json")))
+    failed = {(f["model"], f["phase"]) for f in failures}
+    assert ("tests.fixtures.user_models:RefusesValues", "cost") in failed
+    assert not any(model.startswith(("hf:", "tests.fixtures.user_models:small"))
+                   for model, _ in failed), failures
+
+
+def test_an_hf_model_is_timed_on_token_ids_not_an_image(study):
+    from fxroof.study.cache import Cache
+
+    config, out = study
+    latency = Cache(out).get("cpu", config.models[2], 1, "latency")
+    assert "error" not in latency and latency["median_s"] > 0
+
+
+def test_a_damaged_cache_file_is_computed_again(study, caplog):
+    from fxroof.study import run_study
+    from fxroof.study.cache import Cache
+
+    config, out = study
+    path = Cache(out).path("cpu", config.models[0], 1, "latency")
+    with open(path, "w") as f:
+        f.write('{"median_s": 0.0')  # cut off mid-write by another tool
+    run_study(config, out, progress=False)
+    assert "damaged" in caplog.text
+    assert json.load(open(path))["median_s"] > 0
+
+
+def test_a_damaged_manifest_is_a_clear_error(study, tmp_path):
+    import shutil
+
+    from fxroof.study import run_study
+
+    config, out = study
+    copy = str(tmp_path / "copy")
+    shutil.copytree(out, copy)
+    with open(os.path.join(copy, "study.json"), "w") as f:
+        f.write("{not json")
+    for report_only in (False, True):
+        with pytest.raises(fxroof.FxroofError, match="damaged"):
+            run_study(config, copy, progress=False, report_only=report_only)
+
+
+def test_a_second_study_on_the_same_folder_is_refused(study):
+    from fxroof.study import run_study
+    from fxroof.study.cache import locked
+
+    config, out = study
+    with locked(out):  # as if another process were running the study
+        with pytest.raises(fxroof.FxroofError, match="Another fxroof study is running"):
+            run_study(config, out, progress=False)
