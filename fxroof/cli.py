@@ -117,6 +117,9 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
 def _predict_arguments(p: argparse.ArgumentParser) -> None:
     _model_arguments(p)
     _chip_arguments(p, "only these chips (repeatable)", repeatable=True)
+    p.add_argument("--roof", choices=["calibrated", "ideal"], default="calibrated",
+                   help="time model: the calibrated one (fitted per chip and op class, with a "
+                        "band) or the ideal roofline")
 
 
 def _chips_arguments(p: argparse.ArgumentParser) -> None:

@@ -23,6 +23,12 @@ from fxroof.roofline_points import plot_roofline
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study
 from fxroof.units import si
 
+PREDICT_NOTE = (
+    "time model 'calibrated': per node t0 + max(FLOPs / (peak x compute x tile utilization), "
+    "bytes / (bandwidth x memory)), fitted on public GPU kernel measurements (NeuSight), "
+    "summed; p10..p90 is its band from validation on GPUs it was not fitted on. 'ideal' (and "
+    "the roof column): max(FLOPs / peak, bytes / bandwidth) per node, summed. Model intensity "
+    "= total FLOPs / total bytes.")
 _GROUP_TITLES = {"layer_type": "layer type", "module": "module", "op": "ATen op",
                  "phase": "phase"}
 
@@ -128,7 +134,7 @@ def run_predict(args) -> int:
     rows = []
     for chip in selected:
         try:
-            p = roofline.predict(g.records(), chip)
+            p = roofline.predict(g.records(), chip, args.roof)
         except FxroofError as e:
             if args.chip:
                 raise
@@ -138,8 +144,7 @@ def run_predict(args) -> int:
                      "fits": chip.capacity is None or g.memory.peak_bytes <= chip.capacity})
     rows.sort(key=lambda r: r["prediction"]["overall"]["predicted_s"])
     print(render.prediction_table(rows))
-    print("Predicted time per node = max(FLOPs / peak, bytes / bandwidth), summed; "
-          "model intensity = total FLOPs / total bytes.")
+    print(PREDICT_NOTE)
     return 0
 
 

@@ -82,7 +82,7 @@ def node_record(node: fx.Node) -> dict:
         "achieved_bytes_per_s": moved / timed if timed else None,
     }
     if ROOF in node.meta:
-        record.update(roofline.fields(node.meta[ROOF], timed))
+        record.update(roofline.fields(*node.meta[ROOF], timed))
     return record
 
 
@@ -159,11 +159,13 @@ class AnnotatedGraph:
                 "default_rule_ops": dict(missing)}
 
     # ---- conveniences over the passes and renderers ---------------------------------------
-    def roofline(self, chip) -> dict:
+    def roofline(self, chip, roof: str = "calibrated") -> dict:
         """Place every node on ``chip``'s roofs (a Chip or a chip id): records gain
-        attainable_flops_per_s, predicted_s, bound and, once timed, fraction_of_roof.
-        Returns the predicted time per phase (fxroof.roofline.place)."""
-        return roofline.place(self, chip)
+        attainable_flops_per_s, bound, predicted_s with its band (low_s, high_s), ideal_s
+        and, once timed, fraction_of_roof. ``roof``: "calibrated" (the fitted time model
+        where the chip has one) or "ideal" (the roof itself). Returns the predicted time per
+        phase (fxroof.roofline.place)."""
+        return roofline.place(self, chip, roof)
 
     def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=None):
         """Run the step on real tensors and time every node; see fxroof.timing."""

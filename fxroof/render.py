@@ -106,14 +106,18 @@ def where_table(rows: list[dict]) -> str:
 
 
 def prediction_table(rows: list[dict]) -> str:
-    headers = ["chip", "forward", "backward", "total", "bound", "FLOP/byte", "fits memory"]
+    headers = ["chip", "forward", "backward", "total", "p10..p90", "roof", "time model",
+               "bound", "FLOP/byte", "fits memory"]
     body = []
     for r in rows:
-        p = r["prediction"]
+        p, total = r["prediction"], r["prediction"]["overall"]
         body.append([r["chip"].name, seconds(p.get("forward", {}).get("predicted_s")),
                      seconds(p.get("backward", {}).get("predicted_s")),
-                     seconds(p["overall"]["predicted_s"]), p["overall"]["bound"],
-                     f"{p['overall']['intensity']:.3g}" if p["overall"]["intensity"] else "-",
+                     seconds(total["predicted_s"]),
+                     f"{seconds(total['low_s'])}..{seconds(total['high_s'])}"
+                     if total["model"] == "calibrated" else "-",
+                     seconds(total["ideal_s"]), total["model"], total["bound"],
+                     f"{total['intensity']:.3g}" if total["intensity"] else "-",
                      "yes" if r["fits"] else "no"])
     return tabulate(body, headers=headers, disable_numparse=True)
 

@@ -12,17 +12,28 @@ is on (PyTorch's default) and fp32 matmuls when ``torch.backends.cuda.matmul.all
 (default off). Everything else uses the vector peak for its dtype, or the fp32 vector peak
 when the chip lists none for that dtype, or -- on accelerators that publish only matrix peaks --
 the dtype's matrix peak. Model-level intensity is total FLOPs / total bytes.
+
+Predicted time: the roof is the ceiling, not the expectation. With ``roof="calibrated"`` (the
+default) a node's ``predicted_s`` comes from fxroof.calibration's fitted time model for the
+chip (its own parameters where it was measured, its family's otherwise) with a band
+``low_s``..``high_s`` (p10..p90 of measured / predicted in validation); chips with no
+calibration (CPUs, ASICs, SoCs) and ``roof="ideal"`` use the roof time. ``ideal_s`` is always
+the roof time, and ``fraction_of_roof`` = ideal_s / measured time.
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Optional
 
 import torch
 
+from fxroof import calibration as cal
 from fxroof.chips import Chip, get_chip
-from fxroof.errors import FxroofError
+from fxroof.errors import FxroofError, UsageError
 from fxroof.keys import ROOF
 from fxroof.units import peak_key
+
+ROOFS = ("calibrated", "ideal")
 
 
 def tf32_enabled(op: str) -> bool:
@@ -78,48 +89,107 @@ def ridge_point(chip: Chip, peak_key: str) -> float:
     return chip.peaks[peak_key] / chip.bandwidth
 
 
-def predict(records: list[dict], chip: Chip) -> dict:
-    """Predicted time per phase and in all (s), with the compute-bound share of it."""
+class NodeTime(NamedTuple):
+    ideal_s: float           # the roof time (plus a measured chip's per-op overhead)
+    predicted_s: float       # the time model's expectation
+    low_s: float             # p10 of the band
+    high_s: float            # p90 of the band
+    model: str               # "calibrated" | "ideal"
+
+
+@functools.lru_cache(maxsize=1)
+def calibration() -> cal.Calibration:
+    return cal.load()
+
+
+def check_roof(roof: str) -> str:
+    if roof not in ROOFS:
+        raise UsageError(f"roof must be one of {', '.join(ROOFS)}, not {roof!r}.")
+    return roof
+
+
+def node_time(record: dict, chip: Chip, roof: str = "calibrated",
+              roof_of_node: Optional[NodeRoof] = None) -> NodeTime:
+    """The predicted time of one node on ``chip`` (seconds), with its band."""
+    ideal = (roof_of_node or node_roof(record, chip)).predicted_s
+    op_class = cal.op_class_of(record)
+    params = calibration().params(chip.id, chip.cls, op_class) \
+        if roof == "calibrated" and op_class is not None else None
+    if params is None:
+        return NodeTime(ideal, ideal, ideal, ideal, "ideal")
+    peak, _ = peak_for(chip, record["op_class"], record["dtype"], record["op"])
+    dims = cal.gemm_dims(record) if op_class in ("gemm", "conv") else None
+    used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile) \
+        if dims is not None else 1.0
+    expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,
+                                 used))
+    low, high = params.band
+    return NodeTime(ideal, expected, expected * low, expected * high, "calibrated")
+
+
+def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
+    """Predicted time per phase and in all (s) with its band and the roof time, and the
+    compute-bound share of the roof time."""
+    check_roof(roof)
     result: dict = {}
     for r in records:
-        roof = node_roof(r, chip)
+        bounds = node_roof(r, chip)
+        timed = node_time(r, chip, roof, bounds)
         for phase in (r["phase"], "overall"):
-            p = result.setdefault(phase, {"predicted_s": 0.0, "compute_bound_s": 0.0,
-                                          "flops": 0, "bytes": 0})
-            p["predicted_s"] += roof.predicted_s
-            p["compute_bound_s"] += roof.predicted_s if roof.bound == "compute" else 0.0
+            p = result.setdefault(phase, {"predicted_s": 0.0, "low_s": 0.0, "high_s": 0.0,
+                                          "ideal_s": 0.0, "compute_bound_s": 0.0,
+                                          "flops": 0, "bytes": 0, "model": "ideal"})
+            p["predicted_s"] += timed.predicted_s
+            p["low_s"] += timed.low_s
+            p["high_s"] += timed.high_s
+            p["ideal_s"] += timed.ideal_s
+            p["compute_bound_s"] += timed.ideal_s if bounds.bound == "compute" else 0.0
             p["flops"] += r["flops"]
             p["bytes"] += r["bytes"]
+            if timed.model == "calibrated":
+                p["model"] = "calibrated"
     for p in result.values():
         p["intensity"] = p["flops"] / p["bytes"] if p["bytes"] else None
-        p["bound"] = "compute" if p["compute_bound_s"] >= p["predicted_s"] / 2 else "memory"
+        p["bound"] = "compute" if p["compute_bound_s"] >= p["ideal_s"] / 2 else "memory"
     return result
 
 
-def fields(roof: NodeRoof, timed: Optional[float]) -> dict:
-    """What a node record gains on a chip: attainable FLOP/s, predicted time and bound, and
-    when it was timed, the fraction of its roof it reached (predicted / measured time) and
-    the time above the roof (measured - predicted, seconds)."""
-    return {"attainable_flops_per_s": roof.attainable, "predicted_s": roof.predicted_s,
-            "bound": roof.bound,
-            "fraction_of_roof": roof.predicted_s / timed if timed else None,
-            "gap_s": max(timed - roof.predicted_s, 0.0) if timed is not None else None}
+def fields(roof: NodeRoof, time: NodeTime, timed: Optional[float]) -> dict:
+    """What a node record gains on a chip: attainable FLOP/s and bound (the roof), the
+    predicted time with its band and the roof time, and when it was timed, the fraction of
+    the roof it reached (roof time / measured time) and the time above the roof (measured -
+    roof time, seconds)."""
+    return {"attainable_flops_per_s": roof.attainable, "bound": roof.bound,
+            "ideal_s": time.ideal_s, "predicted_s": time.predicted_s, "low_s": time.low_s,
+            "high_s": time.high_s, "time_model": time.model,
+            "fraction_of_roof": time.ideal_s / timed if timed else None,
+            "gap_s": max(timed - time.ideal_s, 0.0) if timed is not None else None}
 
 
-def roof_fields(record: dict, chip: Chip) -> dict:
-    return fields(node_roof(record, chip), record.get("time_s"))
+class Placement(NamedTuple):
+    """What the roofline pass writes into node.meta[ROOF]."""
+
+    roof: NodeRoof
+    time: NodeTime
 
 
-def place(graph, chip: Chip) -> dict:
-    """The roofline pass: write ``node.meta[ROOF]`` (a NodeRoof on ``chip``) on every costed
+def roof_fields(record: dict, chip: Chip, roof: str = "calibrated") -> dict:
+    bounds = node_roof(record, chip)
+    return fields(bounds, node_time(record, chip, roof, bounds), record.get("time_s"))
+
+
+def place(graph, chip, roof: str = "calibrated") -> dict:
+    """The roofline pass: write ``node.meta[ROOF]`` (a Placement on ``chip``) on every costed
     node of an AnnotatedGraph, whose records then carry the roof fields; returns the
     predicted time per phase. ``chip``: a Chip or a chip id."""
+    check_roof(roof)
     chip = get_chip(chip) if isinstance(chip, str) else chip
     records = graph.records()
     for node, record in zip(graph.nodes(), records, strict=True):
-        node.meta[ROOF] = node_roof(record, chip)
+        bounds = node_roof(record, chip)
+        node.meta[ROOF] = Placement(bounds, node_time(record, chip, roof, bounds))
     graph.chip = chip
-    return predict(records, chip)
+    return predict(records, chip, roof)
 
 
 def where_to_look(records: list[dict], chip: Chip, top: int = 10) -> list[dict]:

@@ -28,7 +28,7 @@ LAYERS = [
     # leaves: what many modules need (no torch below layer 2, so the CLI parses without it)
     {"fxroof.errors", "fxroof.version", "fxroof.defaults"},
     {"fxroof.units", "fxroof.keys", "fxroof.suggest", "fxroof.timers", "fxroof.files",
-     "op_costs"},
+     "fxroof.calibration", "op_costs"},
     {"fxroof.validate", "fxroof.device"},
     # capture and the passes that annotate node.meta
     {"fxroof.scope", "fxroof.guard", "fxroof.rollups", "fxroof.chips"},

@@ -1,0 +1,237 @@
+"""Fit fxroof's calibrated time model on NeuSight's public GPU kernel sweeps, validate it
+leave-one-GPU-out, and write the parameters fxroof ships (fxroof/calibration.yaml).
+
+    python benchmarks/calibrate_gpu_kernels.py [--data ../shared/data/gpu-kernels]
+                                               [--out fxroof/calibration.yaml] [--report r.md]
+
+The data (about 223,000 single-kernel FP32 latencies on 9 GPUs; MIT licence, notice in
+fxroof/LICENSE-NeuSight.txt) is read where it lies and never copied into the project: only
+the fitted parameters are written, each with what it was fitted on and its error band.
+
+For each GPU and op class (gemm: torch.bmm and nn.Linear; conv: 3x3 nn.Conv2d; elementwise;
+norm: nn.LayerNorm; softmax) it fits t0, the compute and memory fractions and the small-tile
+rate of fxroof.calibration's model. Validation:
+* own chip: fit on NeuSight's random-grid "train" rows, predict its transformer-shaped "test"
+  rows, where a GPU has both;
+* leave one GPU out: the family parameters (the median over the other NVIDIA GPUs) predict
+  every row of the GPU left out -- what a chip with no measurements gets.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import math
+import os
+import statistics
+import sys
+
+import numpy as np
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from fxroof import calibration as cal  # noqa: E402
+from fxroof.files import atomic  # noqa: E402
+
+DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "gpu-kernels")
+FILES = {"gemm": "gemm.csv", "conv": "conv2d.csv", "elementwise": "elementwise.csv",
+         "norm": "layernorm.csv", "softmax": "softmax.csv"}
+COMPUTE_CAP = {"conv": 2.25}  # Winograd does up to 2.25x fewer multiplies than direct 3x3
+# The conv sweep has no op short enough to see the launch floor (its fastest is ~60 us), so a
+# convolution takes the GEMM fit's fixed cost on the same GPU instead of inventing its own.
+FLOOR_FROM = {"conv": "gemm"}
+
+
+class Rows:
+    """One (GPU, op class) sweep as arrays."""
+
+    def __init__(self, rows: list[dict], op_class: str):
+        def column(name):
+            return np.array([float(r[name]) for r in rows])
+
+        self.flops, self.bytes, self.seconds = column("flops"), column("bytes"), \
+            column("latency_s")
+        self.split = np.array([r["split"] for r in rows])
+        self.dims = None
+        if op_class == "gemm":
+            self.dims = (column("batch"), column("m"), column("n"), column("k"))
+        elif op_class == "conv":
+            m = column("batch") * column("out_size") ** 2
+            self.dims = (np.ones_like(m), m, column("c_out"), column("c_in") * 9)
+
+    def subset(self, mask) -> "Rows":
+        part = object.__new__(Rows)
+        part.flops, part.bytes, part.seconds = self.flops[mask], self.bytes[mask], \
+            self.seconds[mask]
+        part.split = self.split[mask]
+        part.dims = tuple(d[mask] for d in self.dims) if self.dims is not None else None
+        return part
+
+    def __len__(self) -> int:
+        return len(self.seconds)
+
+
+class Gpu:
+    def __init__(self, spec: dict):
+        self.name = spec["gpu"]
+        self.chip = spec["fxroof_chip"] or None
+        self.units = int(spec["sm_count"])
+        self.nvidia = not self.name.startswith("MI")
+        self.bandwidth = float(spec["mem_bw_gbps"]) * 1e9
+        vector = float(spec["fp32_gflops"]) * 1e9
+        # rocBLAS runs FP32 GEMMs on the matrix cores (MFMA): their roof is the matrix peak
+        matrix = float(spec["fp32_matrix_gflops"] or spec["fp32_gflops"]) * 1e9
+        self.peaks = {"gemm": matrix, "conv": matrix}
+        self.vector_peak = vector
+
+    def peak(self, op_class: str) -> float:
+        return self.peaks.get(op_class, self.vector_peak)
+
+
+def load(data: str) -> tuple[dict, dict]:
+    gpus = {r["gpu"]: Gpu(r) for r in csv.DictReader(open(os.path.join(data, "gpus.csv")))}
+    sweeps = {}
+    for op_class, name in FILES.items():
+        by_gpu: dict = {}
+        for row in csv.DictReader(open(os.path.join(data, name))):
+            by_gpu.setdefault(row["gpu"], []).append(row)
+        for gpu, rows in by_gpu.items():
+            sweeps[gpu, op_class] = Rows(rows, op_class)
+    return gpus, sweeps
+
+
+def fit(rows: Rows, gpu: Gpu, op_class: str, t0=None) -> cal.Params:
+    return cal.fit(rows.flops, rows.bytes, rows.seconds, gpu.peak(op_class), gpu.bandwidth,
+                   rows.dims, gpu.units, COMPUTE_CAP.get(op_class, 1.0), t0)
+
+
+def fit_all(gpus: dict, sweeps: dict, subset=None) -> dict:
+    """{(gpu, class): Params}; classes whose floor comes from another are fitted after it."""
+    fitted: dict = {}
+    for (gpu, op_class), rows in sorted(sweeps.items(), key=lambda kv: kv[0][1] in FLOOR_FROM):
+        rows = rows.subset(subset(rows)) if subset else rows
+        donor = fitted.get((gpu, FLOOR_FROM.get(op_class)))
+        fitted[gpu, op_class] = fit(rows, gpus[gpu], op_class, donor.t0 if donor else None)
+    return fitted
+
+
+def ratios(params: cal.Params, rows: Rows, gpu: Gpu, op_class: str) -> np.ndarray:
+    """measured / predicted for each row."""
+    used = cal.utilization(*rows.dims, gpu.units, params.small_tile) \
+        if rows.dims is not None else 1.0
+    predicted = cal.predict(rows.flops, rows.bytes, gpu.peak(op_class), gpu.bandwidth, params,
+                            used)
+    return rows.seconds / predicted
+
+
+def mape(r: np.ndarray) -> float:
+    """Mean |predicted / measured - 1|, in percent."""
+    return float(np.mean(np.abs(1 / r - 1)) * 100)
+
+
+def family(fitted: list[cal.Params]) -> cal.Params:
+    """The median of each parameter over chips: what a chip without measurements gets."""
+    return cal.Params(*(statistics.median(getattr(p, f) for p in fitted)
+                        for f in ("t0", "compute", "memory", "small_tile")))
+
+
+def band(r: np.ndarray) -> tuple:
+    return (round(float(np.percentile(r, 10)), 3), round(float(np.percentile(r, 90)), 3))
+
+
+def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
+    own = fit_all(gpus, sweeps)
+    report = []
+    for (gpu, op_class), rows in sorted(sweeps.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        g = gpus[gpu]
+        others = [p for (o, c), p in own.items() if c == op_class and o != gpu
+                  and gpus[o].nvidia == g.nvidia]
+        line = {"gpu": gpu, "class": op_class, "rows": len(rows),
+                "own_mape": mape(ratios(own[gpu, op_class], rows, g, op_class)),
+                "logo_mape": mape(ratios(family(others), rows, g, op_class)) if others
+                else None,
+                "logo_ratios": ratios(family(others), rows, g, op_class) if others else None}
+        train, test = rows.split == "train", rows.split == "test"
+        if train.sum() > 50 and test.sum() > 20:
+            donor = own.get((gpu, FLOOR_FROM.get(op_class)))
+            held = fit(rows.subset(train), g, op_class, donor.t0 if donor else None)
+            line["train_to_test_mape"] = mape(ratios(held, rows.subset(test), g, op_class))
+        report.append(line)
+    return own, report
+
+
+def parameters(gpus: dict, sweeps: dict, own: dict, report: list, data: str) -> dict:
+    """The calibration file's content: per fxroof chip its fitted sets, per family the
+    medians, each with its band and source."""
+    today = datetime.date.today().isoformat()
+    source = (f"NeuSight kernel sweeps (ASPLOS 2025, MIT licence), FP32, fitted by "
+              f"benchmarks/calibrate_gpu_kernels.py on {today}")
+    chips: dict = {}
+    for (gpu, op_class), params in own.items():
+        g = gpus[gpu]
+        if g.chip is None:
+            continue
+        r = ratios(params, sweeps[gpu, op_class], g, op_class)
+        entry = chips.setdefault(g.chip, {"units": g.units, "fitted_on": gpu, "classes": {}})
+        entry["classes"][op_class] = _entry(params, band(r), f"{source}: {gpu}, "
+                                            f"{len(r)} kernels, MAPE {mape(r):.1f}%")
+    families = {"gpu": {}}
+    for op_class in FILES:
+        fitted = [p for (gpu, c), p in own.items() if c == op_class and gpus[gpu].nvidia]
+        pooled = np.concatenate([line["logo_ratios"] for line in report
+                                 if line["class"] == op_class and line["logo_ratios"] is not None
+                                 and gpus[line["gpu"]].nvidia])
+        families["gpu"][op_class] = _entry(
+            family(fitted), band(pooled), f"{source}: median over {len(fitted)} NVIDIA GPUs; "
+            f"band from leave-one-GPU-out, MAPE {mape(pooled):.1f}%")
+    return {"schema_version": 1,
+            "model": "time = t0 + max(F / (peak x compute x tile utilization), "
+                     "B / (bandwidth x memory)); see fxroof/calibration.py",
+            "licence": "derived from NeuSight data, MIT licence: fxroof/LICENSE-NeuSight.txt",
+            "chips": chips, "families": families}
+
+
+def _entry(params: cal.Params, band_: tuple, source: str) -> dict:
+    return {"t0": float(f"{params.t0:.4g}"), "compute": round(params.compute, 4),
+            "memory": round(params.memory, 4), "small_tile": round(params.small_tile, 4),
+            "band": list(band_), "source": source}
+
+
+def markdown(report: list) -> str:
+    lines = ["| op class | GPU | kernels | own fit MAPE | train -> test MAPE | "
+             "leave-one-GPU-out MAPE |", "|---|---|---:|---:|---:|---:|"]
+    for r in report:
+        def pct(v):
+            return "-" if v is None else f"{v:.1f}%"
+        lines.append(f"| {r['class']} | {r['gpu']} | {r['rows']:,} | {pct(r['own_mape'])} | "
+                     f"{pct(r.get('train_to_test_mape'))} | {pct(r['logo_mape'])} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=DEFAULT_DATA, help="the gpu-kernels folder")
+    parser.add_argument("--out", default=cal.CALIBRATION_FILE, help="calibration YAML to write")
+    parser.add_argument("--report", help="also write the validation table (markdown) here")
+    args = parser.parse_args(argv)
+    if not os.path.isdir(args.data):
+        print(f"calibrate: no data folder '{args.data}' (pass --data)", file=sys.stderr)
+        return 1
+    gpus, sweeps = load(args.data)
+    own, report = calibrate(gpus, sweeps)
+    with atomic(args.out) as f:
+        f.write("# fxroof's calibrated time model: parameters per chip and op class.\n"
+                "# Written by benchmarks/calibrate_gpu_kernels.py; do not edit by hand.\n")
+        yaml.safe_dump(parameters(gpus, sweeps, own, report, args.data), f, sort_keys=False)
+    table = markdown(report)
+    print(table)
+    if args.report:
+        with atomic(args.report) as f:
+            f.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

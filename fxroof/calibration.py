@@ -1,0 +1,182 @@
+"""The calibrated time model: what a node takes on a chip, not only what its roof allows.
+
+The ideal roofline says max(F / P, B / W) for F FLOPs and B bytes on a chip of peak P FLOP/s
+and bandwidth W bytes/s. Real kernels fall short of it in three ways this model names:
+
+* a fixed cost per op, ``t0`` (seconds): the launch and, in eager PyTorch, the host-side
+  dispatch that the device waits for when kernels are short; on a GPU it also holds the
+  ramp-up of a kernel to its steady rate (half-empty waves at the start and end);
+* a sustained fraction of the peak for compute, ``compute`` (0..1], and of the bandwidth for
+  memory traffic, ``memory`` (0..1], per op class: GEMMs reach a large fraction of the FMA
+  peak, norms and softmax a fraction of the bandwidth;
+* wave quantization for GEMMs and convolutions on GPUs: an output split in T tiles of 128 x
+  128 on a chip of S multiprocessors runs ceil(T / S) waves, so a fraction T / (S ceil(T / S))
+  of the machine does the work in the last one.
+
+    time = t0 + max(F / (P x compute x waves), B / (W x memory))
+
+Parameters per (chip, op class) are fitted on measurements (``fit``) and shipped in
+``calibration.yaml`` beside this module, each set with what it was fitted on and its error;
+``band`` holds the p10 and p90 of measured / predicted on the fit's held-out data, so every
+prediction carries a range. Chips without their own measurements take their class's family
+parameters (the median over the measured chips) with the wider band of a chip never seen.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import yaml
+
+from fxroof.errors import FxroofError
+
+CALIBRATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.yaml")
+CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
+
+_CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convolution",
+             "mkldnn_convolution", "conv_depthwise2d", "_conv_depthwise2d",
+             "slow_conv_transpose2d", "slow_conv_dilated2d")
+_NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
+_SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
+
+
+@dataclass(frozen=True)
+class Params:
+    """One op class on one chip: seconds, fractions of peak and bandwidth, and the band."""
+
+    t0: float                     # s: fixed cost per op (launch, dispatch, ramp)
+    compute: float                # sustained fraction of the peak FLOP/s
+    memory: float                 # sustained fraction of the bandwidth
+    small_tile: float = 1.0       # GEMM/conv: rate of a 64-wide tile relative to a 128 one
+    band: tuple = (1.0, 1.0)      # p10, p90 of measured / predicted where it was validated
+    source: str = ""              # what it was fitted on
+
+
+def op_class_of(record: dict) -> Optional[str]:
+    """The calibration class of a node record, or None for views (no kernel)."""
+    if record["op_class"] == "view":
+        return None
+    op = record["op"]
+    if record["op_class"] == "matrix":
+        return "conv" if op.startswith(_CONV_OPS) else "gemm"
+    if any(name in op for name in _SOFTMAX_OPS):
+        return "softmax"
+    if any(name in op for name in _NORM_OPS):
+        return "norm"
+    return "elementwise"
+
+
+def gemm_dims(record: dict) -> Optional[tuple]:
+    """(batch, m, n, k) of a GEMM-like node: m x n from its output shape -- (..., m, n) for
+    matmuls, (N, C, H, W) as the implicit GEMM (N H W) x C for convolutions -- and the
+    reduction length k from its FLOPs (F = 2 batch m n k); None when the node records no
+    output shape (a convolution backward that computes only the weight gradient)."""
+    shape = record.get("shape")
+    if not shape:
+        return None
+    if op_class_of(record) == "conv" and len(shape) >= 3:
+        batch, m, n = 1, math.prod(shape[:1] + shape[2:]), shape[1]
+    else:
+        m, n = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1])
+        batch = math.prod(shape[:-2]) if len(shape) > 2 else 1
+    k = max(record["flops"] / max(2 * batch * m * n, 1), 1.0)
+    return batch, m, n, k
+
+
+def _tile_utilization(batch, m, n, k, units: int, tile: int):
+    """Useful over issued work when (batch x m x n) is cut in tile x tile output tiles run in
+    waves of ``units`` multiprocessors, splitting k (split-K, in slices of at least 256) when
+    there are fewer tiles than multiprocessors."""
+    tiles = batch * np.ceil(m / tile) * np.ceil(n / tile)
+    split = np.maximum(1.0, np.minimum(np.floor(units / tiles), np.floor(k / 256)))
+    waves = np.ceil(tiles * split / units)
+    return batch * m * n / (waves * units * tile * tile / split)
+
+
+def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0):
+    """The best of 128-, 64- and 32-wide tiles (a library picks smaller tiles for small
+    problems, at ``small_tile`` of the rate per halving); 1 when ``units`` is unknown."""
+    if not units:
+        return np.ones_like(np.asarray(m, dtype=float))
+    b, m, n, k = (np.asarray(a, dtype=float) for a in (batch, m, n, k))
+    return np.maximum.reduce([_tile_utilization(b, m, n, k, units, tile) * small_tile ** i
+                              for i, tile in enumerate((128, 64, 32))])
+
+
+def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0):
+    """Seconds per op (arrays or scalars): t0 + max(F / (P c u), B / (W m))."""
+    compute = np.asarray(flops, dtype=float) / (peak * params.compute * np.asarray(utilized))
+    memory = np.asarray(nbytes, dtype=float) / (bandwidth * params.memory)
+    return params.t0 + np.maximum(compute, memory)
+
+
+def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
+        compute_cap: float = 1.0, t0: Optional[float] = None) -> Params:
+    """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
+    much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
+    utilization. Parameters are fitted in log space (all positive); the fractions are capped
+    at 1 -- ``compute_cap`` for convolutions, where Winograd's transforms do up to 2.25x fewer
+    multiplies than the direct count. ``t0``: hold the fixed cost at this value (a launch
+    floor known from another op class) instead of fitting it."""
+    from scipy.optimize import least_squares  # heavy; only fitting needs it
+
+    flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
+    caps = (math.log(compute_cap), 0.0, 0.0)
+
+    def params(x) -> Params:
+        return Params(t0 if t0 is not None else math.exp(x[0]),
+                      *(math.exp(min(v, c)) for v, c in zip(x[1:], caps)))
+
+    def residuals(x):
+        p = params(x)
+        used = utilization(*dims, units, p.small_tile) if dims is not None else 1.0
+        return np.log(predict(flops, nbytes, peak, bandwidth, p, used) / seconds)
+
+    start = np.log([max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8])
+    return params(least_squares(residuals, start, loss="soft_l1", f_scale=0.1).x)
+
+
+@dataclass
+class Calibration:
+    """Parameters per chip id and op class, and per-class family defaults."""
+
+    chips: dict      # chip id -> {class: Params}
+    families: dict   # "gpu" -> {class: Params}: for chips of the class with no measurements
+    unit_counts: dict = None  # chip id -> multiprocessors (SMs / CUs), where known
+
+    def units(self, chip_id: str) -> Optional[int]:
+        return (self.unit_counts or {}).get(chip_id)
+
+    def params(self, chip_id: str, chip_class: str, op_class: str) -> Optional[Params]:
+        own = self.chips.get(chip_id, {}).get(op_class)
+        return own or self.families.get(chip_class, {}).get(op_class)
+
+    def covers(self, chip_id: str, chip_class: str) -> bool:
+        return chip_id in self.chips or chip_class in self.families
+
+
+def _params(entry: dict, where: str) -> Params:
+    try:
+        return Params(float(entry["t0"]), float(entry["compute"]), float(entry["memory"]),
+                      float(entry.get("small_tile", 1.0)),
+                      tuple(float(b) for b in entry["band"]), str(entry.get("source", "")))
+    except (KeyError, TypeError, ValueError) as e:
+        raise FxroofError(f"{CALIBRATION_FILE}: {where} is malformed ({e}); reinstall fxroof "
+                          "or regenerate it with benchmarks/calibrate_gpu_kernels.py.") from None
+
+
+def load(path: str = CALIBRATION_FILE) -> Calibration:
+    if not os.path.exists(path):
+        return Calibration({}, {})
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    entries = data.get("chips") or {}
+    chips = {chip: {c: _params(p, f"{chip}.{c}") for c, p in entry["classes"].items()}
+             for chip, entry in entries.items()}
+    families = {fam: {c: _params(p, f"{fam}.{c}") for c, p in classes.items()}
+                for fam, classes in (data.get("families") or {}).items()}
+    return Calibration(chips, families, {chip: int(entry["units"])
+                                         for chip, entry in entries.items() if "units" in entry})

@@ -1,0 +1,145 @@
+"""The calibrated time model: its formula against hand-computed cases, the fit against data
+made from known parameters, the shipped parameters against the fitting script, and the
+roofline's use of it (expectation, band, ideal roof apart)."""
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+import fxroof
+from fxroof import calibration as cal
+from fxroof import roofline
+from fxroof.chips import load_chips
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "gpu-kernels")
+
+
+def test_wave_quantization_by_hand():
+    # 4 SMs, 128-wide tiles: a 256 x 256 output is 4 tiles, one full wave
+    assert cal.utilization(1, 256, 256, 64, units=4) == pytest.approx(1.0)
+    # 5 tiles on 4 SMs: two waves for 5 tiles' work -> 5 / 8; 64-wide tiles (20 tiles, 5
+    # waves of 4) fill every wave, at the small-tile rate: the better of the two is taken
+    assert cal.utilization(1, 5 * 128, 128, 64, units=4, small_tile=0.9) == pytest.approx(0.9)
+    assert cal.utilization(1, 5 * 128, 128, 64, units=4, small_tile=0.1) == pytest.approx(5 / 8)
+    # a 1 x 1 output in a 32-wide tile (the smallest) on one SM: 1 / 1024 of it is useful
+    assert cal.utilization(1, 1, 1, 64, units=1) == pytest.approx(1 / 1024)
+    # unknown multiprocessor count: no quantization assumed
+    assert cal.utilization(1, 3, 3, 3, units=None) == pytest.approx(1.0)
+
+
+def test_split_k_fills_the_machine_for_a_long_reduction():
+    # one 128 x 128 tile, k = 4096 on 16 SMs: k splits 16 ways (slices of 256), one full wave
+    assert cal.utilization(1, 128, 128, 4096, units=16) == pytest.approx(1.0)
+    # k = 512 allows 2 slices: 2 of 16 SMs busy (smaller tiles made too slow to compete)
+    assert cal.utilization(1, 128, 128, 512, units=16, small_tile=0.01) == pytest.approx(2 / 16)
+
+
+def test_time_formula_by_hand():
+    p = cal.Params(t0=10e-6, compute=0.5, memory=0.8)
+    # compute-bound: 1e9 FLOP at 0.5 x 1e12 FLOP/s = 2 ms, plus 10 us
+    assert cal.predict(1e9, 1e3, 1e12, 1e11, p) == pytest.approx(2e-3 + 10e-6)
+    # memory-bound: 8e8 B at 0.8 x 1e11 B/s = 10 ms, plus 10 us
+    assert cal.predict(1e3, 8e8, 1e12, 1e11, p) == pytest.approx(10e-3 + 10e-6)
+    # half the machine idle in the last wave doubles the compute term
+    assert cal.predict(1e9, 1e3, 1e12, 1e11, p, utilized=0.5) == pytest.approx(4e-3 + 10e-6)
+
+
+def test_fit_recovers_known_parameters():
+    truth = cal.Params(t0=25e-6, compute=0.7, memory=0.6)
+    rng = np.random.default_rng(0)
+    flops = 10 ** rng.uniform(5, 12, 400)
+    nbytes = 10 ** rng.uniform(4, 10, 400)
+    seconds = 25e-6 + np.maximum(flops / (1e13 * 0.7), nbytes / (1e12 * 0.6))
+    found = cal.fit(flops, nbytes, seconds, 1e13, 1e12)
+    assert found.t0 == pytest.approx(truth.t0, rel=0.02)
+    assert found.compute == pytest.approx(truth.compute, rel=0.02)
+    assert found.memory == pytest.approx(truth.memory, rel=0.02)
+
+
+def test_op_classes_of_records():
+    def r(op, op_class):
+        return {"op": op, "op_class": op_class}
+
+    assert cal.op_class_of(r("convolution_backward", "matrix")) == "conv"
+    assert cal.op_class_of(r("addmm", "matrix")) == "gemm"
+    assert cal.op_class_of(r("native_layer_norm_backward", "vector")) == "norm"
+    assert cal.op_class_of(r("_softmax", "vector")) == "softmax"
+    assert cal.op_class_of(r("add", "vector")) == "elementwise"
+    assert cal.op_class_of(r("view", "view")) is None
+
+
+def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
+    calibration = cal.load()
+    for chip in load_chips().values():
+        if chip.cls == "gpu":
+            assert calibration.covers(chip.id, chip.cls)
+            for op_class in cal.CLASSES:
+                p = calibration.params(chip.id, chip.cls, op_class)
+                assert 0 < p.compute <= 2.25 and 0 < p.memory <= 1 and p.t0 > 0
+                assert p.band[0] <= 1 <= p.band[1] and "NeuSight" in p.source
+    assert set(calibration.chips) == {"t4", "v100_sxm2", "a100_sxm_40gb", "a100_sxm_80gb",
+                                      "h100_sxm"}
+    with open(os.path.join(ROOT, "fxroof", "LICENSE-NeuSight.txt")) as f:
+        assert "MIT" in f.read()
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="the NeuSight kernel data (../shared) is "
+                    "not beside this checkout")
+def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
+    out, report = tmp_path / "c.yaml", tmp_path / "r.md"
+    proc = subprocess.run([sys.executable, "benchmarks/calibrate_gpu_kernels.py", "--data",
+                           DATA, "--out", str(out), "--report", str(report)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    fresh, shipped = yaml.safe_load(out.read_text()), yaml.safe_load(
+        open(cal.CALIBRATION_FILE).read())
+    for chip, entry in shipped["chips"].items():
+        for op_class, p in entry["classes"].items():
+            assert fresh["chips"][chip]["classes"][op_class]["t0"] == pytest.approx(p["t0"])
+            assert fresh["chips"][chip]["classes"][op_class]["compute"] == \
+                pytest.approx(p["compute"])
+    assert report.read_text().count("\n") == 2 + 38  # header + one row per (class, GPU)
+
+
+def test_calibrated_prediction_sits_above_the_roof_with_a_band():
+    g = fxroof.analyze("resnet18", batch=8, backward=True)
+    calibrated = g.roofline("a100_sxm_80gb")
+    ideal = roofline.predict(g.records(), load_chips()["a100_sxm_80gb"], roof="ideal")
+    for phase in ("forward", "backward", "overall"):
+        p = calibrated[phase]
+        assert p["model"] == "calibrated"
+        assert p["ideal_s"] == pytest.approx(ideal[phase]["predicted_s"])
+        assert p["ideal_s"] < p["predicted_s"]
+        assert p["low_s"] <= p["predicted_s"] <= p["high_s"]
+    records = g.records()
+    assert all(r["time_model"] == "calibrated" for r in records if r["op_class"] != "view")
+    assert sum(r["predicted_s"] for r in records) == pytest.approx(
+        calibrated["overall"]["predicted_s"])
+
+
+def test_chips_without_a_calibration_use_the_roof():
+    g = fxroof.analyze("resnet18", batch=1)
+    p = g.roofline("xeon_w9_3495x")["forward"]
+    assert p["model"] == "ideal" and p["predicted_s"] == p["ideal_s"] == p["low_s"]
+    with pytest.raises(fxroof.FxroofError, match="roof must be"):
+        g.roofline("t4", roof="optimistic")
+
+
+def test_a_node_time_by_hand_on_a_calibrated_chip():
+    """One add of 1e8 bytes on the T4: t0 + bytes / (bandwidth x memory fraction)."""
+    chip = load_chips()["t4"]
+    p = cal.load().params("t4", "gpu", "elementwise")
+    record = {"op": "add", "op_class": "vector", "dtype": "float32", "flops": 25_000_000,
+              "bytes": 100_000_000, "phase": "forward", "shape": [25_000_000]}
+    expected = p.t0 + max(25e6 / (chip.peaks["fp32"] * p.compute),
+                          1e8 / (chip.bandwidth * p.memory))
+    t = roofline.node_time(record, chip)
+    assert t.predicted_s == pytest.approx(expected)
+    assert (t.low_s, t.high_s) == pytest.approx((expected * p.band[0], expected * p.band[1]))
+    assert t.ideal_s == pytest.approx(1e8 / chip.bandwidth)
+    assert math.isclose(roofline.node_time(record, chip, "ideal").predicted_s, t.ideal_s)
