@@ -53,6 +53,8 @@ class Params:
     small_tile: float = 1.0       # GEMM/conv: rate of a 64-wide tile relative to a 128 one
     band: tuple = (1.0, 1.0)      # p10, p90 of measured / predicted where it was validated
     source: str = ""              # what it was fitted on
+    cache_bytes: float = 0.0      # bytes an op moves at cache speed before memory speed
+    cache_memory: float = 1.0     # the cache's rate, as a multiple of the memory bandwidth
 
 
 def op_class_of(record: dict) -> Optional[str]:
@@ -107,36 +109,46 @@ def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0):
 
 
 def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0):
-    """Seconds per op (arrays or scalars): t0 + max(F / (P c u), B / (W m))."""
+    """Seconds per op (arrays or scalars): t0 + max(F / (P c u), memory time), the memory
+    time being B / (W m) -- or, with a cache, its first ``cache_bytes`` at the cache's rate
+    and the rest at W m (on a CPU an op whose operands fit in the last-level cache runs
+    several times faster than one that streams from DRAM)."""
     compute = np.asarray(flops, dtype=float) / (peak * params.compute * np.asarray(utilized))
-    memory = np.asarray(nbytes, dtype=float) / (bandwidth * params.memory)
+    nbytes = np.asarray(nbytes, dtype=float)
+    cached = np.minimum(nbytes, params.cache_bytes)
+    memory = (cached / (bandwidth * params.cache_memory)
+              + (nbytes - cached) / (bandwidth * params.memory))
     return params.t0 + np.maximum(compute, memory)
 
 
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
-        compute_cap: float = 1.0, t0: Optional[float] = None) -> Params:
+        compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False) -> Params:
     """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization. Parameters are fitted in log space (all positive); the fractions are capped
     at 1 -- ``compute_cap`` for convolutions, where Winograd's transforms do up to 2.25x fewer
     multiplies than the direct count. ``t0``: hold the fixed cost at this value (a launch
-    floor known from another op class) instead of fitting it."""
+    floor known from another op class) instead of fitting it. ``cache``: also fit the cache
+    size and rate (CPU probes span cache-resident and DRAM-streaming sizes)."""
     from scipy.optimize import least_squares  # heavy; only fitting needs it
 
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
     caps = (math.log(compute_cap), 0.0, 0.0)
 
     def params(x) -> Params:
-        return Params(t0 if t0 is not None else math.exp(x[0]),
-                      *(math.exp(min(v, c)) for v, c in zip(x[1:], caps)))
+        fractions = [math.exp(min(v, c)) for v, c in zip(x[1:4], caps)]
+        return Params(t0 if t0 is not None else math.exp(x[0]), *fractions,
+                      cache_bytes=math.exp(x[4]) if cache else 0.0,
+                      cache_memory=math.exp(x[5]) if cache else 1.0)
 
     def residuals(x):
         p = params(x)
         used = utilization(*dims, units, p.small_tile) if dims is not None else 1.0
         return np.log(predict(flops, nbytes, peak, bandwidth, p, used) / seconds)
 
-    start = np.log([max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8])
-    return params(least_squares(residuals, start, loss="soft_l1", f_scale=0.1).x)
+    start = [max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8]
+    start += [1e7, 3.0] if cache else []  # 10 MB at 3x the memory rate: a CPU's L3
+    return params(least_squares(residuals, np.log(start), loss="soft_l1", f_scale=0.1).x)
 
 
 @dataclass
@@ -158,14 +170,23 @@ class Calibration:
         return chip_id in self.chips or chip_class in self.families
 
 
-def _params(entry: dict, where: str) -> Params:
+def parse_params(entry: dict, where: str) -> Params:
     try:
-        return Params(float(entry["t0"]), float(entry["compute"]), float(entry["memory"]),
-                      float(entry.get("small_tile", 1.0)),
-                      tuple(float(b) for b in entry["band"]), str(entry.get("source", "")))
+        params = Params(float(entry["t0"]), float(entry["compute"]), float(entry["memory"]),
+                        float(entry.get("small_tile", 1.0)),
+                        tuple(float(b) for b in entry["band"]), str(entry.get("source", "")),
+                        float(entry.get("cache_bytes", 0.0)),
+                        float(entry.get("cache_memory", 1.0)))
     except (KeyError, TypeError, ValueError) as e:
-        raise FxroofError(f"{CALIBRATION_FILE}: {where} is malformed ({e}); reinstall fxroof "
-                          "or regenerate it with benchmarks/calibrate_gpu_kernels.py.") from None
+        raise FxroofError(f"{where}: a calibration entry needs t0, compute, memory and band "
+                          f"({type(e).__name__}: {e}). Measure it again (`fxroof chips "
+                          "measure --force`) or remove the entry.") from None
+    values = (params.t0, params.compute, params.memory, params.cache_bytes, params.cache_memory)
+    if not (params.t0 >= 0 and 0 < params.compute <= 10 and 0 < params.memory <= 10
+            and params.cache_bytes >= 0 and 0 < params.cache_memory <= 1000
+            and all(math.isfinite(v) for v in values)):
+        raise FxroofError(f"{where}: calibration values out of range ({params}).")
+    return params
 
 
 def load(path: str = CALIBRATION_FILE) -> Calibration:
@@ -174,9 +195,9 @@ def load(path: str = CALIBRATION_FILE) -> Calibration:
     with open(path, encoding="utf-8") as f:
         data = yaml.safe_load(f) or {}
     entries = data.get("chips") or {}
-    chips = {chip: {c: _params(p, f"{chip}.{c}") for c, p in entry["classes"].items()}
-             for chip, entry in entries.items()}
-    families = {fam: {c: _params(p, f"{fam}.{c}") for c, p in classes.items()}
+    chips = {chip: {c: parse_params(p, f"{path}: {chip}.{c}")
+                    for c, p in entry["classes"].items()} for chip, entry in entries.items()}
+    families = {fam: {c: parse_params(p, f"{path}: {fam}.{c}") for c, p in classes.items()}
                 for fam, classes in (data.get("families") or {}).items()}
     return Calibration(chips, families, {chip: int(entry["units"])
                                          for chip, entry in entries.items() if "units" in entry})

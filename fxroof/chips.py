@@ -17,6 +17,7 @@ from typing import Optional
 
 import yaml
 
+from fxroof.calibration import CLASSES as CALIBRATED_CLASSES, parse_params
 from fxroof.errors import FxroofError
 from fxroof.suggest import did_you_mean
 from fxroof.units import op_unit
@@ -61,6 +62,7 @@ class Chip:
     sources: list = field(default_factory=list)
     memory: Optional[str] = None      # e.g. "HBM3", "on-chip SRAM"
     op_overhead_s: Optional[float] = None  # measured chips: seconds of dispatch per eager op
+    calibration: dict = field(default_factory=dict)  # op class -> calibration.Params (measured)
 
     def as_record(self) -> dict:
         return {"id": self.id, "name": self.name, "class": self.cls, "vendor": self.vendor,
@@ -142,7 +144,20 @@ def parse_chip(entry: dict, path: str) -> Chip:
                 if entry.get("capacity") is not None else None, entry.get("tdp"),
                 {k: _number(v, path, chip_id, f"sparse.{k}")
                  for k, v in _mapping(entry, "sparse", path, chip_id).items()},
-                list(entry.get("sources") or []), memory, _overhead(entry, path, chip_id))
+                list(entry.get("sources") or []), memory, _overhead(entry, path, chip_id),
+                _calibration(entry, path, chip_id))
+
+
+def _calibration(entry: dict, path: str, chip_id: str) -> dict:
+    """A measured chip's time model per op class (fxroof.calibration), validated."""
+    found = {}
+    for op_class, params in _mapping(entry, "calibration", path, chip_id).items():
+        if op_class not in CALIBRATED_CLASSES:
+            raise _bad(path, chip_id, f"calibration.{op_class}", "is not an op class of the "
+                       f"time model ({', '.join(CALIBRATED_CLASSES)})")
+        found[op_class] = parse_params(params, f"{path}: chip '{chip_id}': "
+                                               f"calibration.{op_class}")
+    return found
 
 
 def _load_yaml(path: str):

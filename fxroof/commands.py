@@ -15,10 +15,10 @@ from fxroof.device import check_device
 from fxroof.errors import FxroofError
 from fxroof.files import check_writable
 from fxroof.keys import BACKWARD, FORWARD
-from fxroof.measure import (check_target, datasheet_chip, default_path, measure, save,
-                            versus_datasheet)
+from fxroof.measure import check_target, datasheet_chip, default_path, save, versus_datasheet
 from fxroof.models import build_model, parse_shape, torchvision_names
 from fxroof.models.hf import parse_overrides
+from fxroof.probes import measure_calibrated
 from fxroof.roofline_points import plot_roofline
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study
 from fxroof.units import si
@@ -161,8 +161,9 @@ def run_chips_list(args) -> int:
 def run_chips_measure(args) -> int:
     target = args.out or default_path("this-gpu" if "cuda" in args.device else "this-cpu")
     check_target(target, args.force)  # refuse before measuring, not after
-    entry = measure(args.device, quick=not args.full,
-                    progress=lambda message: print(f"measuring {message}", file=sys.stderr))
+    entry = measure_calibrated(args.device, quick=not args.full,
+                               progress=lambda message: print(f"measuring {message}",
+                                                              file=sys.stderr))
     path = save(entry, target, force=args.force)
     chip = parse_chip(entry, path)
     print(render.chips_table([chip]))

@@ -113,7 +113,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     """The predicted time of one node on ``chip`` (seconds), with its band."""
     ideal = (roof_of_node or node_roof(record, chip)).predicted_s
     op_class = cal.op_class_of(record)
-    params = calibration().params(chip.id, chip.cls, op_class) \
+    params = (chip.calibration.get(op_class) or calibration().params(chip.id, chip.cls, op_class)) \
         if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")

@@ -40,7 +40,7 @@ LAYERS = [
     # the canonical artefact: plain data and views, with one-line conveniences over the above
     {"fxroof.graph"},
     {"fxroof.analysis", "fxroof.compile_backend"},
-    {"fxroof.roofline_points"},
+    {"fxroof.roofline_points", "fxroof.probes"},
     # the top: the package's public face, the study and the command line
     {"fxroof", "fxroof.study"},
     {"fxroof.commands"},
@@ -82,7 +82,7 @@ def _resolve(name: str) -> str:
 
 def _layer_of(module: str) -> int:
     """Layer index of a module; a subpackage's modules share their package's layer."""
-    for depth in (module, *(module.rsplit(".", k)[0] for k in range(1, module.count(".") + 1))):
+    for depth in (module, *(module.rsplit(".", k)[0] for k in range(1, module.count(".")))):
         for i, layer in enumerate(LAYERS):
             if depth in layer:
                 return i

@@ -47,6 +47,9 @@ FILES = {
     "binary.yaml": bytes(range(256)) * 4,
     "bomb.yaml": BOMB,
     "no-chips.yaml": "hello: world\n",
+    "calibration.yaml": GOOD_CHIP + "    calibration: {gemm: {t0: 1e-5}}\n",
+    "calibration-class.yaml": GOOD_CHIP + "    calibration: {fft: {t0: 1e-5, compute: 0.5, "
+                              "memory: 0.5, band: [0.9, 1.1]}}\n",
     "truncated.json": '{"schema_version": 1, "model": {"name": "x", "ba',
     "binary.json": bytes(range(256)) * 4,
     "list.json": "[1, 2, 3]",
@@ -74,6 +77,9 @@ CLI = [
     ("chips list --chips-file bomb.yaml", FAILED, ["bomb.yaml", "aliases"]),
     ("chips list --chips-file no-chips.yaml", FAILED, ["'chips:' list"]),
     ("chips list --chips-file missing.yaml", FAILED, ["missing.yaml", "No such file"]),
+    ("chips list --chips-file calibration.yaml", FAILED, ["calibration.gemm", "needs t0"]),
+    ("chips list --chips-file calibration-class.yaml", FAILED, ["calibration.fft",
+                                                                "not an op class"]),
     # annotation JSON given to roofline
     ("roofline truncated.json --chip t4", FAILED, ["truncated.json", "not valid JSON"]),
     ("roofline binary.json --chip t4", FAILED, ["binary.json", "not text"]),

@@ -25,6 +25,11 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert chip.cls == "cpu" and chip.peaks["fp32"] > 1e9
     assert lint(chip) == []
     assert "fxroof chips measure" in chip.sources[0] and "(measured)" in chip.name
+    # the calibrated time model of this device, one parameter set per op class, is used
+    assert set(chip.calibration) == {"gemm", "conv", "elementwise", "norm", "softmax"}
+    assert all(p.band[0] <= 1 <= p.band[1] and p.t0 > 0 for p in chip.calibration.values())
+    g = fxroof.analyze("tests.fixtures.user_models:small_net", input_shapes=[(2, 3, 16, 16)])
+    assert g.roofline(chip)["forward"]["model"] == "calibrated"
     # a second run refuses to overwrite, before measuring
     assert main(["chips", "measure"]) == 1
     assert "--force" in capsys.readouterr().err

@@ -64,6 +64,23 @@ def gap_findings(t: StudyTables) -> list[str]:
     return out
 
 
+def accuracy_findings(t: StudyTables) -> list[str]:
+    """How far fxroof's predicted latency is from the measured one: the study checks itself."""
+    out = []
+    for device, chip in t.chips.items():
+        timed = [r for r in t.rows if r["device"] == device and r["prediction_error"] is not None]
+        if not timed:
+            continue
+        worst = max(timed, key=lambda r: abs(r["prediction_error"]))
+        errors = sorted(abs(r["prediction_error"]) for r in timed)
+        out.append(
+            f"fxroof's predicted latency on {chip.name} ({timed[0]['time_model']} time model) "
+            f"is off by a median {100 * errors[len(errors) // 2]:.0f}% over {len(timed)} "
+            f"(model, batch) points; worst {worst['model']} at batch {worst['batch']}, "
+            f"{100 * worst['prediction_error']:+.0f}%.")
+    return out
+
+
 def batch_findings(t: StudyTables) -> list[str]:
     out = []
     for device in t.chips:
@@ -125,5 +142,6 @@ def failure_findings(t: StudyTables) -> list[str]:
 
 
 def findings(t: StudyTables) -> list[str]:
-    return (bound_findings(t) + predictor_findings(t) + gap_findings(t) + batch_findings(t)
+    return (bound_findings(t) + predictor_findings(t) + accuracy_findings(t) + gap_findings(t)
+            + batch_findings(t)
             + training_findings(t) + failure_findings(t))

@@ -51,11 +51,12 @@ def _fmt(value, unit=""):
 
 def _model_table(t: StudyTables, device: str):
     headers = ["model", "batch", "FLOPs", "params", "weights", "activations", "peak mem",
-               "moved", "FLOP/B", "latency", "predicted", "% of roof", "bound"]
+               "moved", "FLOP/B", "latency", "predicted", "error", "% of roof", "bound"]
     rows = [[r["model"], r["batch"], _fmt(r["flops"], "FLOP"), _fmt(r["parameters"]),
              _fmt(r["weight_bytes"], "B"), _fmt(r["activation_bytes"], "B"),
              _fmt(r["peak_bytes"], "B"), _fmt(r["bytes"], "B"), f"{r['intensity']:.1f}",
              _fmt(r["latency_s"], "s"), _fmt(r["predicted_s"], "s"),
+             "-" if r["prediction_error"] is None else f"{100 * r['prediction_error']:+.0f}%",
              "-" if r["pct_of_attainable"] is None else f"{r['pct_of_attainable']:.0f}%",
              r["bound"]] for r in t.rows if r["device"] == device]
     return headers, rows

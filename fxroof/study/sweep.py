@@ -25,8 +25,9 @@ from fxroof.analysis import analyze
 from fxroof.chips import read_file
 from fxroof.device import Stopwatch, check_device, random_like, repeat
 from fxroof.errors import FxroofError
-from fxroof.measure import measure, save
+from fxroof.measure import save
 from fxroof.models import build_model, default_inputs
+from fxroof.probes import measure_calibrated
 from fxroof.study.cache import Cache
 from fxroof.timers import summarize
 
@@ -208,6 +209,6 @@ def measure_roofs(config: StudyConfig, cache: Cache, force: bool, progress: bool
         if force or not os.path.exists(path):
             say = (lambda message: print(f"measuring {device}: {message}", flush=True)) \
                 if progress else None
-            save(measure(device, quick=True, progress=say), path, force=True)
+            save(measure_calibrated(device, quick=True, progress=say), path, force=True)
         chips[device] = read_file(path)[0]
     return chips

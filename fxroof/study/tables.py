@@ -48,16 +48,19 @@ def _model_row(device, model, batch, cost, latency, chip) -> dict:
            "peak_bytes": memory["peak_bytes"],
            "train_peak_bytes": cost["train"].get("memory", {}).get("peak_bytes"),
            "bytes": totals["bytes"], "intensity": totals["intensity"],
-           "predicted_s": forward["predicted_s"], "bound": forward["bound"],
-           "attainable_flops_per_s": totals["flops"] / forward["predicted_s"],
+           "predicted_s": forward["predicted_s"], "predicted_low_s": forward["low_s"],
+           "predicted_high_s": forward["high_s"], "time_model": forward["model"],
+           "ideal_s": forward["ideal_s"], "bound": forward["bound"],
+           "attainable_flops_per_s": totals["flops"] / forward["ideal_s"],
            "latency_s": None, "throughput_per_s": None, "achieved_flops_per_s": None,
-           "pct_of_attainable": None}
+           "pct_of_attainable": None, "prediction_error": None}
     if latency is not None:
         seconds = latency["median_s"]
         row.update(latency_s=seconds, latency_q1_s=latency["q1_s"], latency_q3_s=latency["q3_s"],
                    throughput_per_s=batch / seconds,
                    achieved_flops_per_s=totals["flops"] / seconds,
-                   pct_of_attainable=100 * forward["predicted_s"] / seconds)
+                   pct_of_attainable=100 * forward["ideal_s"] / seconds,
+                   prediction_error=forward["predicted_s"] / seconds - 1)
     return row
 
 

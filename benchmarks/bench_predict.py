@@ -1,0 +1,112 @@
+"""Predicted vs measured step time on this machine: the ideal roofline against the calibrated
+time model, over a study's models and batch sizes.
+
+    python benchmarks/bench_predict.py --out /tmp/study [--models ...] [--batch 1 8 32 64]
+                                       [--train-batch 1] [--report-only] [--json r.json]
+
+Runs (or resumes, or with --report-only reads) an `fxroof study` on the CPU -- which measures
+this machine's roofs and calibrates its time model first -- then, for every (model, batch),
+compares the measured eager latency (inference) and the measured eager training step
+(forward + backward) with fxroof's prediction on the measured chip, ideal and calibrated:
+median and worst |predicted / measured - 1|, and Spearman rho between predicted and measured
+per batch size. Issue 16's goal on this CPU: median <= 15%, worst <= 40%, rho >= 0.98.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+from scipy.stats import spearmanr
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from fxroof.files import atomic  # noqa: E402
+from fxroof.roofline import predict  # noqa: E402
+from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study  # noqa: E402
+from fxroof.study.cache import Cache  # noqa: E402
+from fxroof.study.sweep import COST, LATENCY, TRAIN, measure_roofs  # noqa: E402
+
+
+def points(config: StudyConfig, out: str) -> list[dict]:
+    """One point per (phase, model, batch) with a measurement: measured and predicted s."""
+    cache = Cache(out)
+    chip = measure_roofs(config, cache, force=False, progress=False, allow_measure=False)["cpu"]
+    found = []
+    for model in config.models:
+        for batch in config.batches_for("cpu"):
+            cost = cache.get("cpu", model, batch, COST)
+            if not cost or "error" in cost:
+                continue
+            latency = cache.get("cpu", model, batch, LATENCY)
+            if latency and "error" not in latency:
+                found.append(_point("inference", model, batch, latency["median_s"],
+                                    cost["inference"]["records"], chip))
+            train = cache.get("cpu", model, batch, TRAIN)
+            if train and "error" not in train and "records" in cost["train"]:
+                eager = train["timing"]["eager_s"]
+                found.append(_point("training", model, batch,
+                                    eager["forward"] + eager["backward"],
+                                    cost["train"]["records"], chip))
+    return found
+
+
+def _point(phase, model, batch, measured, records, chip) -> dict:
+    return {"phase": phase, "model": model, "batch": batch, "measured_s": measured,
+            "ideal_s": predict(records, chip, "ideal")["overall"]["predicted_s"],
+            "calibrated_s": predict(records, chip)["overall"]["predicted_s"]}
+
+
+def summary(found: list[dict]) -> dict:
+    result = {}
+    for phase in ("inference", "training"):
+        mine = [p for p in found if p["phase"] == phase]
+        if not mine:
+            continue
+        for model in ("ideal", "calibrated"):
+            errors = [abs(p[f"{model}_s"] / p["measured_s"] - 1) for p in mine]
+            rho = {}
+            for batch in sorted({p["batch"] for p in mine}):
+                at = [p for p in mine if p["batch"] == batch]
+                if len(at) >= 4:
+                    rho[batch] = round(float(spearmanr([p[f"{model}_s"] for p in at],
+                                                       [p["measured_s"] for p in at])[0]), 3)
+            result[f"{phase} {model}"] = {
+                "points": len(mine), "median_error": round(statistics.median(errors), 3),
+                "worst_error": round(max(errors), 3),
+                "worst": max(mine, key=lambda p: abs(p[f"{model}_s"] / p["measured_s"] - 1))
+                ["model"], "spearman_rho_per_batch": rho}
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="study folder (new, or one to resume)")
+    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
+    parser.add_argument("--train-batch", type=int, nargs="+", default=[1])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--json", help="also write the points and the summary here")
+    args = parser.parse_args(argv)
+    config = StudyConfig(models=args.models, batches=args.batch, train_batches=args.train_batch,
+                         repeats=args.repeats, warmup=1).resolved()
+    start = time.perf_counter()
+    if not args.report_only:
+        run_study(config, args.out)
+    found = points(config, args.out)
+    result = {"benchmark": "predict", "device": "cpu", "wall_s":
+              round(time.perf_counter() - start, 1), **summary(found)}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        with atomic(args.json) as f:
+            json.dump({"summary": result, "points": found}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
