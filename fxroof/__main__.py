@@ -1,5 +1,3 @@
-import sys
+from fxroof.cli import entry
 
-from fxroof.cli import main
-
-sys.exit(main())
+entry()

@@ -276,5 +276,19 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_FAILED
 
 
+def entry() -> None:
+    """The console script (and ``python -m fxroof``): ``main``, then exit with its status.
+    After Ctrl-C the process ends at once with 130: once a KeyboardInterrupt has gone
+    through torch's import, the interpreter's own shutdown may end the process by SIGINT
+    instead of with the status main returned (seen under load), and there is nothing left
+    to clean up -- every output is written atomically."""
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -56,6 +56,11 @@ def test_report_has_every_section_figure_and_data(study):
     assert sorted((r["model"], r["batch"]) for r in rows) == sorted(
         (m, b) for m in MODELS for b in ("1", "2"))
     assert all(float(r["latency_s"]) > 0 and float(r["predicted_s"]) > 0 for r in rows)
+    # the study checks its own predictions: error per row, and a finding that sums it up
+    for r in rows:
+        assert float(r["prediction_error"]) == pytest.approx(
+            float(r["predicted_s"]) / float(r["latency_s"]) - 1)
+    assert "calibrated time model) is off by a median" in markdown
     with open(os.path.join(root, "data", "spearman.json")) as f:
         assert set(json.load(f)) == {"all", "batch 1", "batch 2"}
 

@@ -2,6 +2,7 @@
 the numbers it states; a finding whose data is missing is left out, never filled with text."""
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 
 from fxroof.units import si
@@ -46,10 +47,15 @@ def predictor_findings(t: StudyTables) -> list[str]:
     return out
 
 
+def _rows_with(t: StudyTables, device: str, key: str) -> list[dict]:
+    """The device's (model, batch) rows that carry ``key`` (were timed)."""
+    return [r for r in t.rows if r["device"] == device and r[key] is not None]
+
+
 def gap_findings(t: StudyTables) -> list[str]:
     out = []
     for device, chip in t.chips.items():
-        timed = [r for r in t.rows if r["device"] == device and r["pct_of_attainable"]]
+        timed = [r for r in _rows_with(t, device, "pct_of_attainable") if r["pct_of_attainable"]]
         if len(timed) < 2:
             continue
         timed.sort(key=lambda r: r["pct_of_attainable"])
@@ -68,16 +74,14 @@ def accuracy_findings(t: StudyTables) -> list[str]:
     """How far fxroof's predicted latency is from the measured one: the study checks itself."""
     out = []
     for device, chip in t.chips.items():
-        timed = [r for r in t.rows if r["device"] == device and r["prediction_error"] is not None]
-        if not timed:
-            continue
-        worst = max(timed, key=lambda r: abs(r["prediction_error"]))
-        errors = sorted(abs(r["prediction_error"]) for r in timed)
-        out.append(
-            f"fxroof's predicted latency on {chip.name} ({timed[0]['time_model']} time model) "
-            f"is off by a median {100 * errors[len(errors) // 2]:.0f}% over {len(timed)} "
-            f"(model, batch) points; worst {worst['model']} at batch {worst['batch']}, "
-            f"{100 * worst['prediction_error']:+.0f}%.")
+        timed = _rows_with(t, device, "prediction_error")
+        if timed:
+            worst = max(timed, key=lambda r: abs(r["prediction_error"]))
+            median = statistics.median(abs(r["prediction_error"]) for r in timed)
+            out.append(f"fxroof's predicted latency on {chip.name} ({timed[0]['time_model']} "
+                       f"time model) is off by a median {100 * median:.0f}% over {len(timed)} "
+                       f"(model, batch) points; worst {worst['model']} at batch "
+                       f"{worst['batch']}, {100 * worst['prediction_error']:+.0f}%.")
     return out
 
 
