@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import math
 import os
 import statistics
 import sys
@@ -33,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from fxroof import calibration as cal  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "gpu-kernels")
@@ -148,7 +148,9 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
         g = gpus[gpu]
         others = [p for (o, c), p in own.items() if c == op_class and o != gpu
                   and gpus[o].nvidia == g.nvidia]
+        ideal = np.maximum(rows.flops / g.peak(op_class), rows.bytes / g.bandwidth)
         line = {"gpu": gpu, "class": op_class, "rows": len(rows),
+                "ideal_mape": mape(rows.seconds / ideal),
                 "own_mape": mape(ratios(own[gpu, op_class], rows, g, op_class)),
                 "logo_mape": mape(ratios(family(others), rows, g, op_class)) if others
                 else None,
@@ -162,7 +164,7 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
     return own, report
 
 
-def parameters(gpus: dict, sweeps: dict, own: dict, report: list, data: str) -> dict:
+def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
     """The calibration file's content: per fxroof chip its fitted sets, per family the
     medians, each with its band and source."""
     today = datetime.date.today().isoformat()
@@ -200,12 +202,13 @@ def _entry(params: cal.Params, band_: tuple, source: str) -> dict:
 
 
 def markdown(report: list) -> str:
-    lines = ["| op class | GPU | kernels | own fit MAPE | train -> test MAPE | "
-             "leave-one-GPU-out MAPE |", "|---|---|---:|---:|---:|---:|"]
+    lines = ["| op class | GPU | kernels | ideal roof MAPE | own fit MAPE | "
+             "train -> test MAPE | leave-one-GPU-out MAPE |", "|---|---|---:|---:|---:|---:|---:|"]
     for r in report:
         def pct(v):
             return "-" if v is None else f"{v:.1f}%"
-        lines.append(f"| {r['class']} | {r['gpu']} | {r['rows']:,} | {pct(r['own_mape'])} | "
+        lines.append(f"| {r['class']} | {r['gpu']} | {r['rows']:,} | {pct(r['ideal_mape'])} | "
+                     f"{pct(r['own_mape'])} | "
                      f"{pct(r.get('train_to_test_mape'))} | {pct(r['logo_mape'])} |")
     return "\n".join(lines)
 
@@ -224,7 +227,7 @@ def main(argv=None) -> int:
     with atomic(args.out) as f:
         f.write("# fxroof's calibrated time model: parameters per chip and op class.\n"
                 "# Written by benchmarks/calibrate_gpu_kernels.py; do not edit by hand.\n")
-        yaml.safe_dump(parameters(gpus, sweeps, own, report, args.data), f, sort_keys=False)
+        yaml.safe_dump(parameters(gpus, sweeps, own, report), f, sort_keys=False)
     table = markdown(report)
     print(table)
     if args.report:
@@ -234,4 +237,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except FxroofError as e:
+        sys.exit(f"{os.path.basename(__file__)}: error: {e}")

@@ -9,17 +9,21 @@ and bandwidth W bytes/s. Real kernels fall short of it in three ways this model 
 * a sustained fraction of the peak for compute, ``compute`` (0..1], and of the bandwidth for
   memory traffic, ``memory`` (0..1], per op class: GEMMs reach a large fraction of the FMA
   peak, norms and softmax a fraction of the bandwidth;
-* wave quantization for GEMMs and convolutions on GPUs: an output split in T tiles of 128 x
-  128 on a chip of S multiprocessors runs ceil(T / S) waves, so a fraction T / (S ceil(T / S))
-  of the machine does the work in the last one.
+* tile utilization for GEMMs and convolutions on GPUs (``utilization``): the output is cut
+  in 128-, 64- or 32-wide tiles run in waves over the S multiprocessors (ceil(T / S) waves for
+  T tiles, so the last one may run part-empty), a long reduction is split (split-K) when there
+  are fewer tiles than multiprocessors, and smaller tiles run at ``small_tile`` of the rate;
+* on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth.
 
-    time = t0 + max(F / (P x compute x waves), B / (W x memory))
+    time = t0 + max(F / (P x compute x utilization), memory time)
 
 Parameters per (chip, op class) are fitted on measurements (``fit``) and shipped in
 ``calibration.yaml`` beside this module, each set with what it was fitted on and its error;
-``band`` holds the p10 and p90 of measured / predicted on the fit's held-out data, so every
-prediction carries a range. Chips without their own measurements take their class's family
-parameters (the median over the measured chips) with the wider band of a chip never seen.
+``band`` holds the p10 and p90 of measured / predicted where the set was validated (its own
+kernels for a fitted chip, the GPUs left out for a family), so every prediction carries a
+range. GPUs without their own measurements take the family parameters (the median over the
+measured NVIDIA GPUs) with the wider band of a chip never seen; a device measured with
+``fxroof chips measure`` carries its own set in its chip entry (fxroof.probes).
 """
 from __future__ import annotations
 

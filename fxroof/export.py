@@ -13,8 +13,9 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
     nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype, flops,
               macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s,
               achieved_flops_per_s, achieved_bytes_per_s,
-              + after g.roofline(chip): attainable_flops_per_s, predicted_s, bound,
-              fraction_of_roof, gap_s}]
+              + after g.roofline(chip): attainable_flops_per_s, bound, ideal_s (the roof
+              time), predicted_s, low_s, high_s (the time model's expectation and band),
+              time_model ("calibrated" | "ideal"), fraction_of_roof, gap_s}]
     chip:    (after g.roofline(chip)) the chip record the roof fields refer to
     timing:  (after the timing pass) {device, warmup, repeats, overhead_s, interpreted_s,
               eager_s, ratio}: per phase, seconds

@@ -184,6 +184,11 @@ def default_path(chip_id: str) -> str:
 
 
 def check_target(path: str, force: bool) -> None:
+    """Refuse, before measuring, a chip file path that is a folder, or one that exists
+    (unless ``force``). A missing folder is created when the chip is saved."""
+    if os.path.isdir(path):
+        raise FxroofError(f"'{path}' is a folder: --out names the chip file to write, e.g. "
+                          f"'{os.path.join(path, 'this-cpu.yaml')}'.")
     if os.path.exists(path) and not force:
         raise FxroofError(f"'{path}' already holds a chip and fxroof does not overwrite it "
                           "unless asked: pass --force, or --out another path.")

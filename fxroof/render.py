@@ -1,8 +1,6 @@
 """Text renderers over plain rows: units and tables. The analysis never formats numbers."""
 from __future__ import annotations
 
-from typing import Optional
-
 from tabulate import tabulate
 
 from fxroof.units import op_unit, seconds, si
@@ -99,7 +97,7 @@ def timing_lines(timing: dict) -> str:
 def where_table(rows: list[dict]) -> str:
     headers = ["node", "layer type", "module", "phase", "time", "roof time", "of roof", "bound"]
     body = [[r["name"], r["layer_type"], r["module"] or "(root)", r["phase"],
-             seconds(r["time_s"]), seconds(r["predicted_s"]),
+             seconds(r["time_s"]), seconds(r["ideal_s"]),
              f"{100 * r['fraction_of_roof']:.0f}%" if r["fraction_of_roof"] is not None else "-",
              r["bound"]] for r in rows]
     return tabulate(body, headers=headers, disable_numparse=True)

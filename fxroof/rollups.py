@@ -33,7 +33,7 @@ def key_function(by: str, depth: Optional[int] = None) -> Callable[[dict], str]:
 
 
 SORTABLE = ("flops", "macs", "bytes", "bytes_read", "bytes_written", "intensity", "time_s",
-            "nodes", "predicted_s", "gap_s", "time_share", "flops_share", "bytes_share")
+            "nodes", "predicted_s", "ideal_s", "gap_s", "time_share", "flops_share", "bytes_share")
 
 
 def check_sort(sort: str, available: Iterable[str]) -> str:

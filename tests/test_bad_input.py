@@ -105,6 +105,7 @@ CLI = [
     ("roofline resnet18 --chip t4 --out noext", FAILED, ["no extension"]),
     ("roofline resnet18 --chip t4 --out fig.xyz", FAILED, ["'.xyz'", ".png"]),
     ("chips plot --out chips.xyz", FAILED, ["'.xyz'"]),
+    ("chips measure --out folder", FAILED, ["'folder' is a folder"]),
     # arguments
     ("annotate hf:gpt2 --seq-len 0", USAGE, ["--seq-len", "positive"]),
     ("annotate hf:gpt2 --seq-len -5", USAGE, ["--seq-len"]),

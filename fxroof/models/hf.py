@@ -8,7 +8,6 @@ transformers is an optional extra: ``pip install fxroof[hf]``.
 from __future__ import annotations
 
 import json
-import os
 from typing import Optional
 
 import torch
@@ -83,8 +82,8 @@ def build(target: str, device: str = "meta", overrides: Optional[dict] = None) -
     except Exception as e:  # transformers' own validation of the values
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise FxroofError(f"transformers could not build a {model_type} model from this "
-                          f"config: {type(e).__name__}: {detail.rstrip('.'):.300}. Check the --hf-config "
-                          "values (or the config file) against each other.") from None
+                          f"config: {type(e).__name__}: {detail.rstrip('.'):.300}. Check the "
+                          "--hf-config values (or the config file) against each other.") from None
 
 
 def _read_config(path: str) -> tuple[str, dict]:
