@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 from typing import Optional
 
 import matplotlib
+import matplotlib.lines
 import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, NullFormatter
+from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from fxroof.chips import Chip
 from fxroof.errors import FxroofError
@@ -66,6 +68,17 @@ def colormap(name: str, n: Optional[int] = None):
     return cmap.resampled(n) if n else cmap
 
 
+SERIES_MARKERS = "osD^vP*Xph"
+SERIES_LINES = ("-", "--", ":", "-.")
+
+
+def series_style(i: int) -> dict:
+    """Line colour, marker and dash of the i-th series: ten colours, and with each new ten a
+    new dash, and a marker per series, so no two of 40 series look alike."""
+    return {"color": colormap("tab10")(i % 10), "marker": SERIES_MARKERS[i % 10],
+            "ls": SERIES_LINES[(i // 10) % len(SERIES_LINES)], "markersize": 5}
+
+
 def check_figure(path: str, overwrite: bool) -> None:
     """Refuse, before any work, a figure path fxroof would not or could not write."""
     figure_format(path)
@@ -75,9 +88,29 @@ def check_figure(path: str, overwrite: bool) -> None:
 def save(fig, path: str, overwrite: bool) -> None:
     """Write the figure atomically, in the format its extension names."""
     check_figure(path, overwrite)
+    for ax in fig.axes:
+        label_log_axes(ax)
     fig.tight_layout()
     with atomic_path(path) as partial:
         fig.savefig(partial, bbox_inches="tight", format=figure_format(path))
+
+
+def label_log_axes(ax) -> None:
+    """Every log axis carries numbers: where its range holds fewer than three powers of ten,
+    ticks at 1, 2 and 5 per decade (1, 2, 3, 5 below one decade) are labelled, in the axis's
+    own format (an EngFormatter keeps its unit) or as plain numbers."""
+    for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        if axis.get_scale() != "log" or min(limits) <= 0:
+            continue
+        low, high = sorted(limits)
+        decades = np.floor(np.log10(high)) - np.ceil(np.log10(low)) + 1
+        if decades >= 3:
+            continue
+        span = np.log10(high / low)
+        axis.set_major_locator(LogLocator(subs=(1, 2, 5) if span > 1 else (1, 2, 3, 5)))
+        if not isinstance(axis.get_major_formatter(), EngFormatter):
+            axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.set_minor_formatter(NullFormatter())
 
 
 def figure_format(path: str) -> str:
@@ -94,28 +127,77 @@ def figure_format(path: str) -> str:
     return ext
 
 
+# One look per chip class (marker), colours cycling within a class: with 12 GPUs and 8 ASICs
+# on one figure, colour alone repeats and a reader cannot tell two roofs apart.
+CLASS_MARKERS = {"gpu": "o", "asic": "s", "soc": "^", "cpu": "D", "fpga": "P"}
+CLASS_TITLES = {"gpu": "GPUs", "asic": "ASICs", "soc": "SoCs", "cpu": "CPUs", "fpga": "FPGAs"}
+
+
+def _uses_tf32_for_convolutions(chip: Chip, dtype: str) -> bool:
+    return dtype == "fp32" and chip.cls == "gpu" and "tf32" in chip.peaks \
+        and torch.backends.cudnn.allow_tf32
+
+
 def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
-    """One roof per chip: min(peak, bandwidth x intensity). For fp32 on a GPU whose
-    convolutions PyTorch runs in TF32 (cuDNN's default), the TF32 tensor-core roof that fxroof's
-    predictions use for convolutions is drawn too, dashed. Returns chip id -> colour."""
-    colours = {}
-    cmap = colormap("tab20")
+    """One roof per chip: min(peak, bandwidth x intensity), the chip's class shown by its
+    marker (where more than ten roofs share the axes) and the chip by its colour (ten per
+    class, then the same ten with hollow markers). For fp32 on a GPU whose convolutions PyTorch runs in TF32 (cuDNN's default),
+    the TF32 tensor-core roof that fxroof's predictions use for convolutions is drawn too,
+    dashed and thinner. Returns chip id -> colour."""
+    colours, seen = {}, {}
+    cmap = colormap("tab10")
     drawn = [c for c in chips if _roof_key(c, dtype) is not None]
-    for i, chip in enumerate(drawn):
+    marked = len(drawn) > 10  # a few roofs need no markers, and points are not mistaken
+    for chip in drawn:
         key = _roof_key(chip, dtype)
+        index = seen[chip.cls] = seen.get(chip.cls, -1) + 1
+        colour = cmap(index % 10)
         roof = np.minimum(chip.peaks[key], chip.bandwidth * INTENSITY)
-        # 20 colours, then the same colours dash-dotted: no two roofs look alike (plain
-        # dashes are kept for the TF32 roofs below)
-        (line,) = ax.plot(INTENSITY, roof, color=cmap(i % 20), lw=1.6,
-                          ls="-" if i < 20 else "-.",
+        (line,) = ax.plot(INTENSITY, roof, color=colour, lw=1.6,
+                          marker=CLASS_MARKERS.get(chip.cls, "o") if marked else None,
+                          markevery=(index * 11 % 80, 80),
+                          markersize=4.5, markerfacecolor=colour if index < 10 else "white",
                           label=f"{chip.name} [{key}, {si(chip.bandwidth, 'B/s')}]")
-        colours[chip.id] = line.get_color()
-        if dtype == "fp32" and chip.cls == "gpu" and "tf32" in chip.peaks \
-                and torch.backends.cudnn.allow_tf32:
-            ax.plot(INTENSITY, np.minimum(chip.peaks["tf32"], chip.bandwidth * INTENSITY),
-                    color=line.get_color(), lw=1.2, ls="--",
-                    label=f"{chip.name} [tf32 tensor cores: fp32 convolutions]")
+        line.fxroof_class = chip.cls  # read by the grouped legend
+        colours[chip.id] = colour
+        if _uses_tf32_for_convolutions(chip, dtype):
+            (tf32,) = ax.plot(INTENSITY, np.minimum(chip.peaks["tf32"],
+                                                    chip.bandwidth * INTENSITY),
+                              color=colour, lw=1.0, ls="--",
+                              label="dashed: TF32 tensor-core roof (fp32 convolutions)")
+            tf32.fxroof_class = "tf32"
     return colours
+
+
+def missing_note(chips: list[Chip], dtype: str) -> str:
+    """Which chips a figure leaves out because they publish no peak in its dtype, or ''."""
+    left_out = [c.name for c in chips if _roof_key(c, dtype) is None]
+    if not left_out:
+        return ""
+    return (f"Not drawn, no published {dtype} peak: " + ", ".join(left_out)
+            + f" (see chips-{'bf16' if dtype == 'fp32' else 'fp32'} or `fxroof chips list`).")
+
+
+def grouped_legend(ax, ncol: int = 2, title: Optional[str] = None, **kwargs):
+    """The axes' legend below the plot (it never narrows the axes), roofs grouped under a
+    heading per chip class, one entry for all the dashed TF32 roofs, points last."""
+    handles, labels = ax.get_legend_handles_labels()
+    blank = matplotlib.lines.Line2D([], [], linestyle="none")
+    classes = {getattr(h, "fxroof_class", None) for h in handles} & set(CLASS_MARKERS)
+    ordered, names = [], []
+    for cls in (*CLASS_MARKERS, "tf32", None):
+        members = [(h, lab) for h, lab in zip(handles, labels, strict=True)
+                   if getattr(h, "fxroof_class", None) == cls]
+        if cls == "tf32":
+            members = members[:1]
+        elif cls is not None and members and len(classes) > 1:
+            ordered.append(blank)
+            names.append(f"$\\bf{{{CLASS_TITLES[cls]}}}$")
+        for handle, label in members:
+            ordered.append(handle)
+            names.append(label)
+    return ax.legend(ordered, names, loc="upper center", bbox_to_anchor=(0.5, -0.11),
+                     ncol=ncol, fontsize=7.5, frameon=False, title=title, **kwargs)
 
 
 def plot_chips(chips: list[Chip], path: str, dtype: str = "fp32", overwrite: bool = False,
@@ -126,9 +208,15 @@ def plot_chips(chips: list[Chip], path: str, dtype: str = "fp32", overwrite: boo
     op = op_unit(dtype)
     fig, ax = new_axes(title or f"Rooflines, dense {dtype} peaks (matrix engine where the chip "
                                  "has one)", xlabel=f"operational intensity ({op}/byte)",
-                       ylabel=f"attainable performance ({op}/s)")
+                       ylabel=f"attainable performance ({op}/s)", size=(11, 7.5))
     draw_roofs(ax, plotted, dtype)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    note = missing_note(chips, dtype)
+    if note:
+        ax.set_title("")
+        ax.set_title(textwrap.fill(note, 160), fontsize=7.5, loc="left", pad=4, alpha=0.8)
+        fig.suptitle(title or f"Rooflines, dense {dtype} peaks (matrix engine where the chip "
+                              "has one)", fontsize=11)
+    grouped_legend(ax, ncol=2 if len(plotted) > 6 else 1)
     save(fig, path, overwrite)
     return path
 
@@ -151,7 +239,9 @@ def plot_chips_by_class(chips: list[Chip], path: str, dtype: str = "fp32",
 
 
 def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "fp32",
-                overwrite: bool = False, title: str = "", sizes: Optional[list] = None) -> str:
+                overwrite: bool = False, title: str = "", sizes: Optional[list] = None,
+                note: str = "intensity = FLOPs / bytes moved (unfused eager traffic model)"
+                ) -> str:
     """Points {label, intensity, flops_per_s, group} on the chips' roofs, coloured by group
     (e.g. batch size); optional bubble sizes (area proportional to a time share)."""
     fig, ax = new_axes(title, ylabel="performance (FLOP/s): roofs attainable, points as titled")
@@ -164,24 +254,57 @@ def plot_points(points: list[dict], chips: list[Chip], path: str, dtype: str = "
         rank = {g: len(groups) - 1 - i for i, g in enumerate(groups)}
         sizes = [36 * (1 + 0.7 * rank[p["group"]]) for p in points]
     for gi, group in enumerate(groups):
-        members = [i for i, p in enumerate(points) if p["group"] == group]
+        # largest first, so a small bubble is drawn over a large one, never under it
+        members = sorted((i for i, p in enumerate(points) if p["group"] == group),
+                         key=lambda i: -sizes[i])
         ax.scatter([points[i]["intensity"] for i in members],
                    [points[i]["flops_per_s"] for i in members], s=[sizes[i] for i in members],
-                   color=cmap(gi), alpha=0.75, edgecolor="black", lw=0.5, label=str(group),
+                   color=cmap(gi), alpha=0.7, edgecolor="black", lw=0.6, label=str(group),
                    zorder=3)
     _zoom_to(ax, points, chips, dtype)
     ax.yaxis.set_major_formatter(EngFormatter(sep=" "))  # 100 G, not 10^11 or 1 x 10^11
     ax.yaxis.set_minor_formatter(NullFormatter())
-    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
-                       title="roofs and points")
+    legend = grouped_legend(ax, ncol=2, title=note)
+    legend.get_title().set_fontsize(7.5)
     for handle in legend.legend_handles:  # bubble sizes are data, not legend entries
         if hasattr(handle, "set_sizes"):
             handle.set_sizes([36])
-    place_labels(ax, points, radii=[(s ** 0.5) / 2 for s in sizes])
-    ax.text(0.01, 0.01, "model intensity = total FLOPs / total bytes moved (unfused eager "
-            "traffic model)", transform=ax.transAxes, fontsize=7, alpha=0.7)
+    place_labels(ax, merge_coincident(ax, points), radii=[(s ** 0.5) / 2 for s in sizes])
     save(fig, path, overwrite)
     return path
+
+
+def merge_coincident(ax, points: list[dict], pixels: float = 3.0) -> list[dict]:
+    """One label for points drawn at the same spot ("resnet50 b64, b256 (t4)"), the others
+    labelled ''; two labels for one spot need a leader line each, and the lines cross."""
+    ax.figure.canvas.draw()
+    centres = [ax.transData.transform((p["intensity"], p["flops_per_s"])) for p in points]
+    merged = [dict(p) for p in points]
+    for i, p in enumerate(merged):
+        if not p["label"]:
+            continue
+        twins = [j for j in range(i + 1, len(points)) if merged[j]["label"]
+                 and np.hypot(*(centres[j] - centres[i])) <= pixels]
+        if twins:
+            p["label"] = join_labels([p["label"]] + [merged[j]["label"] for j in twins])
+            for j in twins:
+                merged[j]["label"] = ""
+    return merged
+
+
+def join_labels(labels: list[str]) -> str:
+    """"a b64 (t4)" and "a b256 (t4)" -> "a b64, b256 (t4)": the words all labels share at
+    the start and the end, once, and what differs between them, comma-separated."""
+    words = [label.split() for label in labels]
+    head = 0
+    while all(len(w) > head + 1 and w[head] == words[0][head] for w in words):
+        head += 1
+    tail = 0
+    while all(len(w) > head + tail + 1 and w[-1 - tail] == words[0][-1 - tail] for w in words):
+        tail += 1
+    middles = [" ".join(w[head:len(w) - tail]) for w in words]
+    return " ".join(words[0][:head] + [", ".join(dict.fromkeys(middles))]
+                    + words[0][len(words[0]) - tail:])
 
 
 def _zoom_to(ax, points: list[dict], chips: list[Chip], dtype: str) -> None:
@@ -227,6 +350,8 @@ def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_p
     order = sorted(range(len(points)), key=lambda i: (points[i][x], points[i][y]))
     for i in order:
         (px, py), label = centres[i], points[i]["label"]
+        if not label:  # merged into a coincident point's label
+            continue
         width = char_w * len(label)
         gap = clear[i] + 2
         for step in range(40):

@@ -13,13 +13,15 @@ from fxroof.study import StudyConfig, run_study
 from fxroof.study import sweep as sweep_module
 from fxroof.study.cache import Cache
 from fxroof.study.sweep import COST, LATENCY, TRAIN, Sweep, tasks
+from fxroof.study import figures
 from fxroof.study.tables import collect, correlation_columns, rho, spearman
 
 
 def csv_rows(path) -> list[dict]:
     return list(csv.DictReader(Path(path).read_text().splitlines()))
 
-MODELS = ["squeezenet1_0", "mobilenet_v3_small"]
+MODELS = ["squeezenet1_0", "mobilenet_v3_small", "shufflenet_v2_x0_5"]  # 6 points: a rank
+# correlation over all batches (fewer than 5 points are not correlated, MIN_SPEARMAN_POINTS)
 
 
 def small_config(**changes) -> StudyConfig:
@@ -138,7 +140,7 @@ def test_one_failure_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
         return real(module, inputs, *args)
 
     monkeypatch.setattr(sweep_module, "run_latency", fail_for_mobilenet)
-    config = small_config(batches=[1, 2], train_batches=[1], repeats=1)
+    config = small_config(models=MODELS[:2], batches=[1, 2], train_batches=[1], repeats=1)
     paths = run_study(config, str(tmp_path / "s"), progress=False)
     markdown = Path(paths["md"]).read_text()
     assert "## Failures" in markdown and "out of memory" in markdown
@@ -157,7 +159,7 @@ def test_tasks_are_model_major_and_train_only_at_train_batches():
     assert StudyConfig().batches_for("cuda:0") == [1, 64, 256]
 
 
-def test_spearman_matches_scipy_on_the_study_tables(study):
+def test_spearman_matches_scipy_on_the_study_tables(study, monkeypatch, tmp_path):
     root, _ = study
     config = small_config()
     cache = Cache(root)
@@ -170,8 +172,18 @@ def test_spearman_matches_scipy_on_the_study_tables(study):
     expected = spearmanr([columns["latency (cpu)"][k] for k in keys],
                          [columns["parameters"][k] for k in keys]).statistic
     assert rho(result, "latency (cpu)", "parameters") == pytest.approx(expected)
-    assert result["n"] == 4
-    assert spearman(tables, batch=1)["n"] == 2 and spearman(tables, batch=1)["rho"] is None
+    assert result["n"] == 6
+    # 3 points per batch: too few to rank (MIN_SPEARMAN_POINTS), no matrix, and the figure
+    # says which panels it left out
+    assert spearman(tables, batch=1)["n"] == 3 and spearman(tables, batch=1)["rho"] is None
+    saved = {}
+    monkeypatch.setattr(figures.plots, "save", lambda fig, path, overwrite: saved.update(
+        fig=fig))
+    figures.correlation_matrices(tables, str(tmp_path))
+    notes = [t.get_text() for t in saved["fig"].texts]
+    assert len(notes) == 1 and "batch 1 (n = 3), batch 2 (n = 3)" in notes[0]
+    assert [ax.get_title() for ax in saved["fig"].axes if ax.axison] == [
+        "all batch sizes (n = 6)"]
 
 
 def test_a_training_step_that_fails_keeps_the_inference_results(tmp_path):

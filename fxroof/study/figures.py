@@ -11,7 +11,7 @@ from matplotlib.ticker import EngFormatter, NullFormatter
 from fxroof import plots
 from fxroof.files import file_safe
 from fxroof.units import si
-from fxroof.study.tables import StudyTables, spearman
+from fxroof.study.tables import MIN_SPEARMAN_POINTS, StudyTables, spearman
 
 COST_PANELS = [("flops", "FLOPs (FLOP)"), ("parameters", "parameters (count)"),
                ("weight_bytes", "weights (bytes)"), ("activation_bytes", "activations (bytes)"),
@@ -132,14 +132,13 @@ def throughput(t: StudyTables, folder: str) -> str:
     fig, axes = plots.new_axes("Throughput vs batch size (inference)", xlabel="batch size",
                                ylabel="throughput (images/s)", nrows=1, ncols=len(devices),
                                size=(10 * len(devices), 6.5))
-    cmap = plots.colormap("tab20")
     for ax, device in zip(np.atleast_1d(axes).flat, devices, strict=True):
         for i, model in enumerate(t.config.models):
             rows = sorted((r for r in t.rows if r["device"] == device and r["model"] == model
                            and r["throughput_per_s"]), key=lambda r: r["batch"])
             if rows:
                 ax.plot([r["batch"] for r in rows], [r["throughput_per_s"] for r in rows],
-                        marker="o", color=cmap(i % 20), label=model)
+                        label=model, **plots.series_style(i))
         ax.set_title(f"Throughput vs batch size (inference) on {device}")
         ax.set_xticks(t.batches(device), [str(b) for b in t.batches(device)])
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -152,6 +151,8 @@ def throughput(t: StudyTables, folder: str) -> str:
 def correlation_matrices(t: StudyTables, folder: str) -> str:
     panels = [("all batch sizes", spearman(t))] + [(f"batch {b}", spearman(t, b))
                                                    for b in t.batches()]
+    skipped = [f"{title} (n = {result['n']})" for title, result in panels
+               if result["rho"] is None]
     panels = [(title, result) for title, result in panels if result["rho"] is not None]
     ncols = min(max(len(panels), 1), 3)
     nrows = -(-max(len(panels), 1) // ncols)
@@ -170,6 +171,11 @@ def correlation_matrices(t: StudyTables, folder: str) -> str:
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if abs(value) > 0.6 else "black")
         ax.set_title(f"{title} (n = {result['n']})")
+    if skipped or not panels:
+        fig.text(0.5, 0.01 if panels else 0.5, "Not drawn, fewer than "
+                 f"{MIN_SPEARMAN_POINTS} (model, batch) points: " + ", ".join(skipped)
+                 + " (a rank correlation over so few points cannot tell order from chance)",
+                 ha="center", fontsize=8, wrap=True)
     path = os.path.join(folder, "spearman.png")
     plots.save(fig, path, overwrite=True)
     return path

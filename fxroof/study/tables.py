@@ -133,6 +133,11 @@ def correlation_columns(tables: StudyTables) -> dict:
     return {name: columns[name] for name in order}
 
 
+# A rank correlation over 4 points means little: even a perfect ordering has a two-sided p of
+# 2/4! = 0.083. From 5 points a perfect ordering reaches p = 2/5! = 0.017.
+MIN_SPEARMAN_POINTS = 5
+
+
 def spearman(tables: StudyTables, batch: Optional[int] = None) -> dict:
     """{"variables": [...], "rho": matrix, "n": points} over the (model, batch) points every
     variable has (one batch size, or all of them)."""
@@ -142,7 +147,7 @@ def spearman(tables: StudyTables, batch: Optional[int] = None) -> dict:
     keys = set.intersection(*(set(c) for c in columns.values())) if columns else set()
     keys = sorted(k for k in keys if batch is None or k[1] == batch)
     names = list(columns)
-    if len(keys) < 3:
+    if len(keys) < MIN_SPEARMAN_POINTS:
         return {"variables": names, "rho": None, "n": len(keys)}
     data = [[columns[name][k] for name in names] for k in keys]
     rho = spearmanr(data).statistic
