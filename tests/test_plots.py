@@ -85,11 +85,28 @@ def test_point_labels_stay_inside_the_axes_once_the_figure_is_laid_out(monkeypat
     ax = fig.axes[0]
     box = ax.get_window_extent()
     labels = [t for t in ax.texts if "(t4)" in t.get_text() or "(this-cpu)" in t.get_text()]
-    assert len(labels) == len(points)
+    # batch 64 and 256 of each model sit on one spot (vit_b_16's 145 and 148 FLOP/byte are
+    # a pixel apart): one label each, "model b64, b256 (chip)"
+    assert len(labels) == len(points) - 6
+    assert sorted(t.get_text() for t in labels if "b64" in t.get_text()) == sorted(
+        f"{model} b64, b256 ({chip})" for model in ("mobilenet_v3_large", "resnet50", "vit_b_16")
+        for chip in ("t4", "this-cpu"))
     for text in labels:
         extent = text.get_window_extent()
         assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1, text.get_text()
     plt.close(fig)
+
+
+@pytest.mark.parametrize("labels,joined", [
+    (["resnet50 b64 (t4)", "resnet50 b256 (t4)"], "resnet50 b64, b256 (t4)"),
+    (["a b1", "a b2", "a b2"], "a b1, b2"),
+    (["conv", "relu"], "conv, relu"),
+    (["x (t4)", "x (h100)"], "x (t4), (h100)"),
+])
+def test_join_labels_keeps_shared_words_once(labels, joined):
+    from fxroof.plots import join_labels
+
+    assert join_labels(labels) == joined
 
 
 def test_plot_roofline_api_takes_graphs_json_and_names(tmp_path, monkeypatch):
@@ -138,3 +155,48 @@ def test_plot_roofline_api_takes_graphs_json_and_names(tmp_path, monkeypatch):
 def test_analyze_refuses_a_batch_that_is_not_a_positive_integer(batch):
     with pytest.raises(fxroof.FxroofError, match="positive integer"):
         fxroof.analyze("resnet18", batch=batch)
+
+
+def _visible_tick_labels(ax, axis):
+    ax.figure.canvas.draw()
+    low, high = sorted(axis.get_view_interval())
+    return [t.get_text() for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs())
+            if low <= loc <= high and t.get_text()]
+
+
+def test_a_log_axis_spanning_less_than_a_decade_carries_numbers():
+    """The study's latency axes once showed one number (100 ms) over 20-300 ms."""
+    from matplotlib.ticker import EngFormatter
+
+    from fxroof import plots
+
+    fig, ax = plots.new_axes("t", xlabel="FLOPs", ylabel="latency (s)")
+    ax.scatter([1e8, 3e10], [0.02, 0.3])
+    ax.yaxis.set_major_formatter(EngFormatter(unit="s", sep=" "))
+    plots.label_log_axes(ax)
+    labels = _visible_tick_labels(ax, ax.yaxis)
+    assert len(labels) >= 3 and all(label.endswith("s") for label in labels), labels
+    assert "100 ms" in labels and "50 ms" in labels
+    # an axis spanning more decades keeps its decade ticks (x: 1e8..3e10 plus margins)
+    assert len(_visible_tick_labels(ax, ax.xaxis)) <= 4
+
+
+def test_chips_plot_names_the_chips_it_cannot_draw(monkeypatch):
+    """At fp32 the ASICs (TPUs publish bf16/int8 only) were missing without a word."""
+    from fxroof import plots
+    from fxroof.chips import load_chips
+
+    kept = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path, overwrite: kept.update(fig=fig))
+    chips = list(load_chips().values())
+    plots.plot_chips(chips, "unused.png", "fp32")
+    ax = kept["fig"].axes[0]
+    note = ax.get_title(loc="left")
+    assert note.startswith("Not drawn, no published fp32 peak") and "TPU v4" in note
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    # grouped by class, one heading each, and the TF32 roofs share one entry
+    assert [t for t in texts if t.startswith("$\\bf")] == [
+        "$\\bf{GPUs}$", "$\\bf{SoCs}$", "$\\bf{CPUs}$", "$\\bf{FPGAs}$"]
+    assert sum("TF32" in t for t in texts) == 1
+    drawn = [c for c in chips if any(k.startswith("fp32") for k in c.peaks)]
+    assert sum("[fp32" in t for t in texts) == len(drawn)
