@@ -123,10 +123,19 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _chips_arguments(p: argparse.ArgumentParser) -> None:
-    actions = p.add_subparsers(dest="action", metavar="<action>", required=True)
+    # no action: `fxroof chips` prints this command's help (its actions), not argparse's
+    # one-line "required" error
+    actions = p.add_subparsers(dest="action", metavar="<action>")
+    p.set_defaults(help_text=p.format_help)
     q = _parser(actions, "list", "table (or --json) of the chips")
     q.add_argument("--class", dest="cls", choices=CLASSES, help="only chips of this class")
     q.add_argument("--json", action="store_true", help="machine-readable records")
+    q.add_argument("--wide", action="store_true",
+                   help="every peak as the chip lists it, and the chip names (wider than 100 "
+                        "columns)")
+    _chips_file_argument(q)
+    q = _parser(actions, "show", "everything about one chip: peaks, engines, memory, sources")
+    q.add_argument("id", help="chip id (`fxroof chips list`)")
     _chips_file_argument(q)
     q = _parser(actions, "plot", "all chips on one log-log roofline, plus one per class")
     q.add_argument("--out", default="chips.png",
@@ -177,7 +186,8 @@ def _study_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _models_arguments(p: argparse.ArgumentParser) -> None:
-    pass  # `fxroof models` takes no options
+    p.add_argument("--source", choices=["torchvision", "hf", "timm"],
+                   help="list every name of one source, one per line")
 
 
 # name, one-line help, description, the function adding its arguments
@@ -191,8 +201,8 @@ COMMANDS = [
     ("predict", "predicted step time of a model on every chip",
      "Roofline-predicted time (forward, backward, total), bound and memory fit of one step "
      "on each chip, fastest first.", _predict_arguments),
-    ("chips", "the chip database: list, plot, measure",
-     "List the chips fxroof knows, draw their rooflines, or measure this machine's.",
+    ("chips", "the chip database: list, show, plot, measure",
+     "List the chips fxroof knows, show one, draw their rooflines, or measure this machine's.",
      _chips_arguments),
     ("roofline", "models, layer types or nodes as points on rooflines",
      "Place models (x batch sizes) or one model's layer types on the rooflines of the chosen "
@@ -203,9 +213,10 @@ COMMANDS = [
      "Run the performance study over a model set, batch sizes and devices, caching every "
      "result (an interrupted run resumes), and write report.md / report.html with every "
      "figure and its data under --out.", _study_arguments),
-    ("models", "list the model names fxroof knows",
-     "List the torchvision classification models fxroof can build by name, and how to name "
-     "Hugging Face (hf:) and timm (timm:) models.", _models_arguments),
+    ("models", "the model names fxroof knows: torchvision, hf:, timm:, your own",
+     "List the sources fxroof builds models from -- torchvision classification models by "
+     "name, Hugging Face transformers as hf:<model_type>, timm as timm:<name>, your own as "
+     "package.module:callable -- with their names.", _models_arguments),
 ]
 
 
@@ -259,6 +270,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             args = build_parser().parse_args(argv)
         except SystemExit as e:  # argparse has printed usage and the error, or --help
             return e.code if isinstance(e.code, int) else EXIT_USAGE
+        if getattr(args, "action", True) is None:  # a command that needs an action got none
+            print(args.help_text(), file=sys.stderr)
+            print(f"fxroof {args.command}: error: choose an action (list, show, plot or "
+                  "measure).", file=sys.stderr)
+            return EXIT_USAGE
         from fxroof import commands  # deferred: torch loads here, inside the Ctrl-C guard
 
         return commands.run(args)

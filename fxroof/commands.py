@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 
 from tqdm import tqdm
 
@@ -16,7 +17,7 @@ from fxroof.errors import FxroofError
 from fxroof.files import check_writable
 from fxroof.keys import BACKWARD, FORWARD
 from fxroof.measure import check_target, datasheet_chip, default_path, save, versus_datasheet
-from fxroof.models import build_model, parse_shape, torchvision_names
+from fxroof.models import MODEL_SOURCES, build_model, model_names, parse_shape
 from fxroof.models.hf import parse_overrides
 from fxroof.probes import measure_calibrated
 from fxroof.roofline_points import plot_roofline
@@ -102,7 +103,9 @@ def run_profile(args) -> int:
                         progress=lambda done, total: bar.update(done - bar.n))
     if chip is not None:
         g.roofline(chip)
-    _print_header(g, f"timed on {report.device}" + (f", roofs of {chip.name}" if chip else ""))
+    _print_header(g, f"timed on {report.device}" + (
+        "" if chip is None else f", roofs of {chip.name}" + (
+            "" if measured_here(chip, report.device) else " (a what-if: another machine)")))
     print(f"Top {args.top or 'all'} nodes by time:")
     print(g.table(top=args.top or None, sort="time_s"))
     for phase in _phases(g):
@@ -116,10 +119,29 @@ def run_profile(args) -> int:
     if chip is not None:
         rows = roofline.where_to_look(g.records(), chip, top=10)
         print()
+        if not measured_here(chip, report.device):
+            print(what_if_note(chip, report.device, args.model))
         print(f"Where to look on {chip.name} (time above the roof, largest first):")
         print(render.where_table(rows))
     _write_outputs(g, outputs, args.force)
     return 0
+
+
+def measured_here(chip, device: str) -> bool:
+    """Whether the chip's roofs were measured on a device of the kind that was timed (the
+    chip `fxroof chips measure` saved): only then is "% of roof" this machine's own gap."""
+    kind = "gpu" if str(device).startswith("cuda") else "cpu"
+    return chip.cls == kind and chip.op_overhead_s is not None
+
+
+def what_if_note(chip, device: str, model: str) -> str:
+    return textwrap.fill(
+        f"What-if: these times were measured on {device}, and {chip.name}'s roofs are "
+        "another machine's ceiling, so '% of roof' is how this machine's times compare with "
+        f"that chip's roofs, not how well {chip.name} would run the model. For this "
+        "machine's own roofs run `fxroof chips measure` and pass --chip this-"
+        f"{'gpu' if str(device).startswith('cuda') else 'cpu'}; for a prediction on "
+        f"{chip.name}: `fxroof predict {model} --chip {chip.id}`.", 96)
 
 
 def _chip(args):
@@ -154,7 +176,12 @@ def run_chips_list(args) -> int:
     if args.json:
         print(json.dumps([c.as_record() for c in chips], indent=1))
     else:
-        print(render.chips_table(chips))
+        print(render.chips_table(chips, wide=args.wide))
+    return 0
+
+
+def run_chips_show(args) -> int:
+    print(render.chip_details(get_chip(args.id, load_chips(args.chips_file))))
     return 0
 
 
@@ -204,17 +231,39 @@ def run_study_command(args) -> int:
     return 0
 
 
+# well-known names shown first for the large sources (the alphabet starts with rarities)
+MODEL_EXAMPLES = {"hf": ["gpt2", "bert", "llama", "mistral", "qwen2", "t5", "vit", "whisper"],
+                  "timm": ["resnet50", "convnext_tiny", "vit_base_patch16_224",
+                           "efficientnet_b0", "maxvit_tiny_tf_224", "regnety_040"]}
+
+
 def run_models(args) -> int:
-    print("\n".join(torchvision_names()))
-    print("\nAlso: hf:<model_type> builds a Hugging Face transformers model from its config "
-          "(e.g. hf:gpt2, hf:bert, hf:llama; pip install 'fxroof[hf]'), timm:<name> a timm "
-          "model (pip install 'fxroof[timm]'), and package.module:callable your own.",
-          file=sys.stderr)
+    if args.source:
+        names = model_names(args.source)
+        if not names:
+            raise FxroofError(f"No {args.source} models: {MODEL_SOURCES[args.source][1]}")
+        prefix = "" if args.source == "torchvision" else f"{args.source}:"
+        print("\n".join(prefix + name for name in names))
+        return 0
+    for source, (form, where) in MODEL_SOURCES.items():
+        names = model_names(source)
+        print(f"{form}: {len(names)} models, {where}" if names else f"{form}: {where}: not "
+              "installed")
+        if names:
+            shown = names if source == "torchvision" else [
+                n for n in MODEL_EXAMPLES[source] if n in names] + ["..."]
+            print(textwrap.fill("  ".join(shown), 92, initial_indent="  ",
+                                subsequent_indent="  "))
+            if source != "torchvision":
+                print(f"  (all of them: fxroof models --source {source})")
+    print("package.module:callable: your own function or class returning an nn.Module, with "
+          "--input-shape")
     return 0
 
 
 COMMANDS = {"annotate": run_annotate, "profile": run_profile, "predict": run_predict,
-            "chips list": run_chips_list, "chips measure": run_chips_measure,
+            "chips list": run_chips_list, "chips show": run_chips_show,
+            "chips measure": run_chips_measure,
             "chips plot": run_chips_plot, "roofline": run_roofline,
             "study": run_study_command, "models": run_models}
 

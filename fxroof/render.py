@@ -38,7 +38,7 @@ def breakdown_table(rows: list[dict], title: str, macs: bool = False) -> str:
         headers += ["time", "% time"]
     body = []
     for r in rows:
-        line = [r["key"], r["nodes"], si(r[field], unit), f"{100 * r['flops_share']:.1f}",
+        line = [r["key"], r["nodes"], si(r[field], unit), f"{100 * r[field + '_share']:.1f}",
                 si(r["bytes"], "B"), f"{100 * r['bytes_share']:.1f}",
                 f"{r['intensity']:.3g}" if r["intensity"] is not None else "-"]
         if has_time:
@@ -120,12 +120,62 @@ def prediction_table(rows: list[dict]) -> str:
     return tabulate(body, headers=headers, disable_numparse=True)
 
 
-def chips_table(chips) -> str:
-    dtypes = sorted({d for c in chips for d in c.peaks})
-    headers = ["id", "name", "class"] + [f"{d} ({op_unit(d)}/s)" for d in dtypes] + ["bandwidth"]
-    body = [[c.id, c.name, c.cls] + [si(c.peaks.get(d), "") if d in c.peaks else "-"
-                                     for d in dtypes] + [si(c.bandwidth, "B/s")] for c in chips]
-    return tabulate(body, headers=headers, disable_numparse=True)
+COMPACT_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # fp64 in --wide
+
+
+def _best_peak(chip, dtype: str):
+    """The chip's best dense peak for a dtype: its matrix engine's where it has one."""
+    values = [chip.peaks[k] for k in (dtype, f"{dtype}_matrix") if k in chip.peaks]
+    return max(values) if values else None
+
+
+def chips_table(chips, wide: bool = False) -> str:
+    """One row per chip. Compact (fits 100 columns): id, class, the best dense peak per
+    dtype, bandwidth and memory; ``wide``: the name and every peak key as the chip lists it."""
+    if wide:
+        dtypes = sorted({d for c in chips for d in c.peaks})
+        headers = ["id", "name", "class"] + [f"{d} ({op_unit(d)}/s)" for d in dtypes] + [
+            "bandwidth", "memory"]
+        body = [[c.id, c.name, c.cls] + [si(c.peaks[d], "") if d in c.peaks else "-"
+                                         for d in dtypes]
+                + [si(c.bandwidth, "B/s"), si(c.capacity, "B") if c.capacity else "-"]
+                for c in chips]
+        return tabulate(body, headers=headers, disable_numparse=True)
+    dtypes = [d for d in COMPACT_DTYPES if any(_best_peak(c, d) for c in chips)]
+    headers = ["id", "class"] + list(dtypes) + ["B/s", "memory"]
+    body = [[c.id, c.cls] + [si(_best_peak(c, d), "") if _best_peak(c, d) else "-"
+                             for d in dtypes]
+            + [si(c.bandwidth, ""), si(c.capacity, "B") if c.capacity else "-"] for c in chips]
+    return (tabulate(body, headers=headers, disable_numparse=True)
+            + "\nPeaks: dense FLOP/s (int8: OP/s), the matrix engine's where the chip has one."
+              "\nB/s: memory bandwidth. --wide: the names, fp64 and every peak as listed.\n"
+              "`fxroof chips show ID`: one chip, with its sources.")
+
+
+def chip_details(chip) -> str:
+    """Everything fxroof knows about one chip, one fact per line, sources last."""
+    lines = [f"{chip.id}: {chip.name}", f"  class: {chip.cls}"
+             + (f", vendor {chip.vendor}" if chip.vendor else "")]
+    if chip.capacity or chip.memory:
+        lines.append("  memory: " + ", ".join(filter(None, [
+            si(chip.capacity, "B") if chip.capacity else "", chip.memory or ""])))
+    lines.append(f"  bandwidth: {si(chip.bandwidth, 'B/s')}")
+    if chip.tdp:
+        lines.append(f"  TDP: {chip.tdp:g} W")
+    lines.append("  dense peaks:")
+    for key, value in chip.peaks.items():
+        lines.append(f"    {key}: {si(value, op_unit(key) + '/s')} ({chip.units.get(key, '')} "
+                     f"engine; ridge at {value / chip.bandwidth:.3g} {op_unit(key)}/byte)")
+    if chip.sparse:
+        lines.append("  sparse (never used as roofs): " + ", ".join(
+            f"{k} {si(v, op_unit(k) + '/s')}" for k, v in chip.sparse.items()))
+    if chip.op_overhead_s:
+        lines.append(f"  per-op overhead (measured): {seconds(chip.op_overhead_s)}")
+    if chip.calibration:
+        lines.append("  time model: calibrated for " + ", ".join(chip.calibration))
+    lines.append("  sources:")
+    lines += [f"    - {source}" for source in chip.sources]
+    return "\n".join(lines)
 
 
 def versus_table(rows: list[dict]) -> str:

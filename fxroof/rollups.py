@@ -1,7 +1,8 @@
 """Rollups: plain rows over node records. Totals are exact integer sums of the nodes.
 
-Every row: key, nodes, flops, macs, bytes_read, bytes_written, bytes, flops_share, bytes_share
-(shares of the grand total of the records given, in [0, 1]), and time_s when nodes carry it.
+Every row: key, nodes, flops, macs, bytes_read, bytes_written, bytes, flops_share,
+macs_share, bytes_share (shares of the grand total of the records given, in [0, 1]), and
+time_s when nodes carry it.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def key_function(by: str, depth: Optional[int] = None) -> Callable[[dict], str]:
 
 
 SORTABLE = ("flops", "macs", "bytes", "bytes_read", "bytes_written", "intensity", "time_s",
-            "nodes", "predicted_s", "ideal_s", "gap_s", "time_share", "flops_share", "bytes_share")
+            "nodes", "predicted_s", "ideal_s", "gap_s", "time_share", "flops_share",
+            "macs_share", "bytes_share")
 
 
 def check_sort(sort: str, available: Iterable[str]) -> str:
@@ -68,7 +70,7 @@ def breakdown(records: list[dict], by: str = "layer_type", depth: Optional[int] 
     key = key_function(by, depth)
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
         raise UsageError(f"depth must be a positive integer (module path levels), not {depth!r}.")
-    check_sort(sort, ("nodes", *SUMMED, "intensity", "time_s", "flops_share", "bytes_share",
+    check_sort(sort, ("nodes", *SUMMED, "intensity", "time_s", "flops_share", "macs_share", "bytes_share",
                       "time_share"))
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in records:
@@ -78,6 +80,7 @@ def breakdown(records: list[dict], by: str = "layer_type", depth: Optional[int] 
     for name, members in groups.items():
         row = {"key": name, **total(members)}
         row["flops_share"] = row["flops"] / grand["flops"] if grand["flops"] else 0.0
+        row["macs_share"] = row["macs"] / grand["macs"] if grand["macs"] else 0.0
         row["bytes_share"] = row["bytes"] / grand["bytes"] if grand["bytes"] else 0.0
         if "time_s" in row and grand.get("time_s"):
             row["time_share"] = row["time_s"] / grand["time_s"]

@@ -43,6 +43,12 @@ def test_annotate_backward_with_exports(capsys, tmp_path):
 def test_macs_switch(capsys):
     code, out, _ = run(capsys, "annotate", "resnet18", "--macs", "--top", "1")
     assert code == 0 and "GMAC" in out and "1.81 GMAC" in out
+    # the share column is the MAC share: layers without MACs (BatchNorm, ReLU) have 0.0, not
+    # their FLOP share (BatchNorm2d's was 0.3)
+    table = out.split("By layer type (forward):")[1].strip().split("\n\n")[0].splitlines()[2:]
+    shares = {line.split()[0]: float(line.split()[4]) for line in table}
+    assert shares["BatchNorm2d"] == shares["ReLU"] == 0.0
+    assert shares["Conv2d"] == 100.0  # 1.81 GMAC of 1.81 GMAC + 0.5 MMAC in the Linear
 
 
 def test_refuses_to_overwrite_before_doing_work(capsys, tmp_path):
@@ -77,7 +83,7 @@ BAD = [
     (["annotate", "--top", "-5"], USAGE, ["argument --top", "below 0"]),
     (["annotate", "--depth", "0"], USAGE, ["argument --depth"]),
     (["profile", "--device", "tpu"], USAGE, ["argument --device", "'tpu' is not a device"]),
-    (["chips"], USAGE, ["required", "<action>"]),
+    (["chips"], USAGE, ["choose an action", "list, show, plot or measure"]),
     (["chips", "list", "--class", "dsp"], USAGE, ["argument --class", "invalid choice"]),
     ([], USAGE, ["required", "<command>"]),
     (["study", "--models", "resnet5O", "--out", "never-created"], FAILED,
@@ -123,9 +129,10 @@ def test_version_and_help_answer_without_torch():
 
 
 def test_a_closed_pipe_is_not_a_traceback():
-    """`fxroof models | head -1`: the reader goes away; no BrokenPipeError traceback."""
-    proc = subprocess.run(f"{sys.executable} -m fxroof models | head -1", shell=True, cwd=ROOT,
-                          capture_output=True, text=True)
+    """`fxroof models --source torchvision | head -1`: the reader goes away; no
+    BrokenPipeError traceback."""
+    proc = subprocess.run(f"{sys.executable} -m fxroof models --source torchvision | head -1",
+                          shell=True, cwd=ROOT, capture_output=True, text=True)
     assert proc.stdout.strip() == "alexnet"
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
 
@@ -147,3 +154,45 @@ def test_help_reads_like_a_tool():
                           capture_output=True, text=True)
     assert proc.returncode == 0
     assert "--backward" in proc.stdout and "default: resnet18" in proc.stdout
+
+
+def test_chips_list_fits_100_columns_and_wide_and_show_give_the_rest(capsys):
+    code, out, _ = run(capsys, "chips", "list")
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 100
+    assert "NVIDIA T4" not in out and "t4 " in out  # names are in --wide and show
+    code, wide, _ = run(capsys, "chips", "list", "--wide")
+    assert code == 0 and "NVIDIA T4" in wide and "fp64_matrix" in wide
+    code, shown, _ = run(capsys, "chips", "show", "t4")
+    assert code == 0
+    # T4: 8.14 TFLOP/s fp32 over 320 GB/s: ridge 8.14e12 / 320e9 = 25.4 FLOP/byte
+    assert "fp32: 8.14 TFLOP/s (vector engine; ridge at 25.4 FLOP/byte)" in shown
+    assert "sources:" in shown and "https://" in shown
+    code, _, err = run(capsys, "chips", "show", "h100")
+    assert code == 1 and "Did you mean h100_sxm" in err
+
+
+def test_chips_without_an_action_prints_its_actions(capsys):
+    code, out, err = run(capsys, "chips")
+    assert code == 2 and out == ""
+    assert "usage: fxroof chips" in err and all(a in err for a in ("list", "show", "plot",
+                                                                   "measure"))
+
+
+def test_models_lists_every_source(capsys):
+    code, out, _ = run(capsys, "models")
+    assert code == 0
+    assert "NAME: 80 models" in out and "resnet50" in out
+    assert "hf:<model_type>:" in out and "gpt2" in out
+    assert "timm:<name>:" in out and "convnext_tiny" in out
+    assert "package.module:callable" in out
+    code, out, _ = run(capsys, "models", "--source", "timm")
+    assert code == 0 and "timm:convnext_tiny" in out.splitlines()
+
+
+@pytest.mark.parametrize("typo,suggested", [("gpt", "hf:gpt2"),
+                                            ("convnext_tny", "convnext_tiny"),
+                                            ("vit_base_patch16_22", "timm:vit_base_patch16_224")])
+def test_an_unknown_name_suggests_close_names_from_every_source(capsys, typo, suggested):
+    code, _, err = run(capsys, "annotate", typo)
+    assert code == 1 and "Did you mean" in err
+    assert suggested in err.split("Did you mean")[1].split("?")[0]

@@ -87,3 +87,42 @@ def test_versus_datasheet_compares_the_roofs_both_list():
     assert set(rows) == {"fp32 peak (FLOP/s)", "bf16 peak (FLOP/s)", "bandwidth (B/s)"}
     assert rows["bf16 peak (FLOP/s)"]["fraction"] == pytest.approx(280 / 312)
     assert rows["bandwidth (B/s)"]["fraction"] == pytest.approx(1.6e12 / 2039e9)
+
+
+def test_profile_against_another_machines_roof_says_it_is_a_what_if(chip_dir, capsys):
+    """`profile resnet18 --chip a100_sxm_80gb` printed 0% of roof on every row, CPU times
+    against a GPU's roofs, without a word; this machine's measured chip needs no caveat."""
+    from fxroof.cli import main
+
+    measure_module.save(measure_module.measure("cpu", quick=True))
+    small = ["tests.fixtures.user_models:small_net", "--input-shape", "2,3,16,16",
+             "--repeats", "1", "--warmup", "0"]
+    assert main(["profile", *small, "--chip", "a100_sxm_80gb"]) == 0
+    out = capsys.readouterr().out
+    assert "(a what-if: another machine)" in out.splitlines()[0]
+    assert "What-if: these times were measured on cpu" in out
+    assert "fxroof predict tests.fixtures.user_models:small_net --chip a100_sxm_80gb" in \
+        " ".join(out.split())
+    assert main(["profile", *small, "--chip", "this-cpu"]) == 0
+    assert "what-if" not in capsys.readouterr().out.lower()
+
+
+def test_a_peak_is_the_fastest_run_and_a_busy_machine_is_named(monkeypatch):
+    """A roof is the best sustained rate: the fastest repeat, not the median (on a busy
+    machine a median-based roof sat below what layers achieved); a wide spread warns."""
+    from fxroof.timers import summarize
+
+    runs = [0.010, 0.016, 0.018, 0.020, 0.021]  # median / fastest = 1.8: busy
+    monkeypatch.setattr(measure_module, "_timed", lambda fn, device, repeats: summarize(runs))
+    said = []
+    peaks = measure_module.measure_peaks(measure_module.check_device("cpu"), quick=True,
+                                         say=said.append)
+    n = 2048  # quick fp32 GEMM size on a CPU
+    assert peaks["fp32"]["value"] == pytest.approx(2 * n ** 3 / 0.010, rel=1e-3)
+    assert "fastest of 5" in peaks["fp32"]["derivation"]
+    assert any("looks busy" in line and "1.80x" in line for line in said)
+    calm = [0.010, 0.0101, 0.0102, 0.0103, 0.0104]
+    monkeypatch.setattr(measure_module, "_timed", lambda fn, device, repeats: summarize(calm))
+    said.clear()
+    measure_module.measure_peaks(measure_module.check_device("cpu"), quick=True, say=said.append)
+    assert not any("busy" in line for line in said)

@@ -20,8 +20,9 @@ from fxroof.defaults import DEFAULT_IMAGE_SIZE, DEFAULT_MODEL
 from fxroof.errors import FxroofError, UsageError
 from fxroof.models import hf, timm_zoo, user, vision
 from fxroof.models.base import construct, ensure_module
+from fxroof.suggest import did_you_mean
 
-__all__ = ["DEFAULT_MODEL", "build_model", "construct", "default_input_shape",
+__all__ = ["DEFAULT_MODEL", "MODEL_SOURCES", "build_model", "model_names", "construct", "default_input_shape",
            "default_inputs", "ensure_module", "parse_shape", "torchvision_names"]
 
 # prefix -> build(name after the prefix, device, config overrides)
@@ -30,6 +31,20 @@ SOURCES: dict[str, Callable[[str, str, Optional[dict]], nn.Module]] = {
     "timm:": lambda name, device, config: timm_zoo.build(name, device),
 }
 torchvision_names = vision.names
+
+# source -> (how to name its models, where it comes from)
+MODEL_SOURCES = {
+    "torchvision": ("NAME", "torchvision's classification models, at their native input "
+                            "size"),
+    "hf": ("hf:<model_type>", "Hugging Face transformers, built from the config class's "
+                              "defaults (pip install 'fxroof[hf]')"),
+    "timm": ("timm:<name>", "timm's architectures, untrained (pip install 'fxroof[timm]')"),
+}
+
+
+def model_names(source: str) -> list[str]:
+    """The names a source can build now ([] when its package is not installed)."""
+    return {"torchvision": vision.names, "hf": hf.names, "timm": timm_zoo.names}[source]()
 
 
 def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = None) -> nn.Module:
@@ -50,7 +65,19 @@ def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = Non
                 raise FxroofError(f"Unknown model '{spec}': torchvision has no model of that "
                                   f"name. Did you mean {prefix}{spec}? (`fxroof models` lists "
                                   "the name forms fxroof takes.)")
+        known, shown = _every_name()
+        raise vision.unknown(spec, did_you_mean(spec, known, n=5, cutoff=0.6, shown=shown))
     return vision.build(spec, device)
+
+
+def _every_name() -> tuple[list[str], dict]:
+    """(bare names of every source, bare name -> how to write it): torchvision's as they
+    are, then hf: model types and timm: architectures where torchvision has no such name."""
+    shown = {name: name for name in vision.names()}
+    for prefix, source in (("hf:", hf), ("timm:", timm_zoo)):
+        for name in source.names():
+            shown.setdefault(name, prefix + name)
+    return list(shown), shown
 
 
 def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[int]):

@@ -36,13 +36,18 @@ def _sequence_length(config, seq_len: Optional[int]) -> int:
     return seq_len
 
 
-def knows(model_type: str) -> bool:
-    """Whether the installed transformers (if any) has this model type."""
+def names() -> list[str]:
+    """The model types the installed transformers can build from a config ([] without it)."""
     try:
         import transformers
     except ImportError:
-        return False
-    return model_type in transformers.CONFIG_MAPPING
+        return []
+    return sorted(transformers.CONFIG_MAPPING.keys())
+
+
+def knows(model_type: str) -> bool:
+    """Whether the installed transformers (if any) has this model type."""
+    return model_type in names()
 
 
 def parse_overrides(items: Optional[list[str]]) -> dict:

@@ -22,13 +22,18 @@ def _timm():
     return timm
 
 
-def knows(name: str) -> bool:
-    """Whether the installed timm (if any) can build this model."""
+def names() -> list[str]:
+    """The architectures the installed timm can build ([] without timm)."""
     try:
         import timm
     except ImportError:
-        return False
-    return name in timm.list_models()
+        return []
+    return timm.list_models()
+
+
+def knows(name: str) -> bool:
+    """Whether the installed timm (if any) can build this model."""
+    return name in names()
 
 
 def build(name: str, device: str = "meta") -> nn.Module:

@@ -15,15 +15,18 @@ def names() -> list[str]:
     return sorted(torchvision.models.list_models(module=torchvision.models))
 
 
+def unknown(name: str, hint: str) -> FxroofError:
+    return FxroofError(
+        f"Unknown model '{name}'.{hint} fxroof knows the {len(names())} torchvision "
+        "classification models by name, Hugging Face models as hf:<model_type> (e.g. hf:gpt2, "
+        "hf:bert), timm models as timm:<name>, and your own as 'package.module:callable' "
+        "returning an nn.Module; `fxroof models` lists them.")
+
+
 def build(name: str, device: str = "meta") -> nn.Module:
     known = names()
     if name not in known:
-        raise FxroofError(
-            f"Unknown model '{name}'.{did_you_mean(name, known, n=5)} fxroof knows the "
-            f"{len(known)} torchvision classification models (run `fxroof models` to list "
-            "them), Hugging Face models as hf:<model_type> (e.g. hf:gpt2, hf:bert), timm "
-            "models as timm:<name>, and your own as 'package.module:callable' returning an "
-            "nn.Module.")
+        raise unknown(name, did_you_mean(name, known, n=5))
     return construct(lambda: torchvision.models.get_model(name), device)
 
 
