@@ -16,7 +16,6 @@ from typing import Optional
 import matplotlib
 import matplotlib.lines
 import numpy as np
-import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
@@ -24,6 +23,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 from fxroof.chips import Chip
 from fxroof.errors import FxroofError
 from fxroof.files import atomic_path, check_writable
+from fxroof.roofline import tf32_convolution_roof
 from fxroof.units import op_unit, si
 
 STYLE = {"figure.figsize": (10, 6.5), "figure.dpi": 110, "font.size": 9,
@@ -133,11 +133,6 @@ CLASS_MARKERS = {"gpu": "o", "asic": "s", "soc": "^", "cpu": "D", "fpga": "P"}
 CLASS_TITLES = {"gpu": "GPUs", "asic": "ASICs", "soc": "SoCs", "cpu": "CPUs", "fpga": "FPGAs"}
 
 
-def _uses_tf32_for_convolutions(chip: Chip, dtype: str) -> bool:
-    return dtype == "fp32" and chip.cls == "gpu" and "tf32" in chip.peaks \
-        and torch.backends.cudnn.allow_tf32
-
-
 def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
     """One roof per chip: min(peak, bandwidth x intensity), the chip's class shown by its
     marker (where more than ten roofs share the axes) and the chip by its colour (ten per
@@ -160,7 +155,7 @@ def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
                           label=f"{chip.name} [{key}, {si(chip.bandwidth, 'B/s')}]")
         line.fxroof_class = chip.cls  # read by the grouped legend
         colours[chip.id] = colour
-        if _uses_tf32_for_convolutions(chip, dtype):
+        if tf32_convolution_roof(chip, dtype):
             (tf32,) = ax.plot(INTENSITY, np.minimum(chip.peaks["tf32"],
                                                     chip.bandwidth * INTENSITY),
                               color=colour, lw=1.0, ls="--",

@@ -42,6 +42,14 @@ def tf32_enabled(op: str) -> bool:
     return torch.backends.cuda.matmul.allow_tf32
 
 
+def tf32_convolution_roof(chip: Chip, dtype: str) -> bool:
+    """Whether the roof of fp32 convolutions on this chip is its TF32 tensor-core peak (a GPU
+    with TF32, and PyTorch's cuDNN flag at its default, on): figures draw it beside the fp32
+    roof, so a convolution is never shown above a roof its maths did not use."""
+    return dtype == "fp32" and chip.cls == "gpu" and "tf32" in chip.peaks \
+        and tf32_enabled("convolution")
+
+
 def peak_for(chip: Chip, op_class: str, dtype: Optional[str], op: str = "") -> tuple[float, str]:
     """(peak FLOP/s, the peaks key used) for an op of this class and dtype on this chip."""
     key = peak_key(dtype)

@@ -5,7 +5,7 @@ source carries timings (achieved), else the attainable FLOP/s on each chosen chi
 """
 from __future__ import annotations
 
-from fxroof import export, plots, rollups
+from fxroof import export, interactive, plots, rollups
 from fxroof.analysis import analyze
 from fxroof.chips import get_chip, load_chips
 from fxroof.errors import FxroofError
@@ -43,64 +43,81 @@ def roof_dtype(sources: list[dict]) -> str:
 
 
 def _point(label, group, rows, chip) -> dict:
+    """A point for ``rows`` (one model, layer type or node) on ``chip``: where it sits, and
+    what an interactive page shows on hover (FLOPs, bytes, time, % of roof)."""
     total = rollups.total(rows)
     if not total["bytes"] or not total["flops"]:
         return {}
+    roof_s = sum(node_roof(r, chip).predicted_s for r in rows)  # the roof time: the ceiling
     timed = total.get("time_s")
-    if timed:
-        y, how = total["flops"] / timed, "achieved"
-    else:  # attainable of the whole = FLOPs / sum of per-node predicted times
-        y = total["flops"] / sum(node_roof(r, chip).predicted_s for r in rows)
-        how = chip.id
+    time_s, kind = (timed, "measured") if timed else (roof_s, f"roof time on {chip.id}")
     return {"label": label, "group": group, "intensity": total["flops"] / total["bytes"],
-            "flops_per_s": y, "how": how}
+            # attainable of the whole = FLOPs / sum of per-node roof times; achieved when timed
+            "flops_per_s": total["flops"] / time_s, "how": "achieved" if timed else chip.id,
+            "flops": total["flops"], "bytes": total["bytes"], "time_s": time_s,
+            "time_kind": kind, "pct_of_roof": 100 * roof_s / time_s, "chip": chip.name}
 
 
-def points(sources: list[dict], chips: list, by: str):
-    """(points, bubble sizes or None, title)."""
-    result, sizes = [], None
-    if by == "model":
-        for s in sources:
-            name, group = f"{s['name']} b{s['batch']}", f"batch {s['batch']}"
-            if rollups.total(s["records"]).get("time_s"):
-                # achieved FLOP/s is where it was timed, one point whatever the chips drawn
-                labelled = [(f"{name} (measured)", chips[0])]
-            else:
-                labelled = [(name + (f" ({chip.id})" if len(chips) > 1 else ""), chip)
-                            for chip in chips]
-            result += [p for p in (_point(label, group, s["records"], chip)
-                                   for label, chip in labelled) if p]
-        return result, None, "Models on the rooflines (position: attainable on each chip, or " \
-                             "achieved when timed)"
-    if len(sources) != 1:
-        raise FxroofError(f"--by {by} places the parts of one model: give one model and one "
-                          "batch size.")
-    source, chip = sources[0], chips[0]
+def _model_points(sources: list[dict], chips: list) -> list[dict]:
+    result = []
+    for s in sources:
+        name, group = f"{s['name']} b{s['batch']}", f"batch {s['batch']}"
+        if rollups.total(s["records"]).get("time_s"):
+            # achieved FLOP/s is where it was timed, one point whatever the chips drawn
+            labelled = [(f"{name} (measured)", chips[0])]
+        else:
+            labelled = [(name + (f" ({chip.id})" if len(chips) > 1 else ""), chip)
+                        for chip in chips]
+        result += [p for p in (_point(label, group, s["records"], chip)
+                               for label, chip in labelled) if p]
+    for p in result:
+        p["group_name"] = "batch"
+    return result
+
+
+def _part_points(source: dict, chip, by: str) -> tuple[list, list]:
+    """(points, bubble sizes) of one model's layer types or nodes on one chip."""
     if by == "layer_type":
         groups = {}
         for r in source["records"]:
             groups.setdefault(r["layer_type"], []).append(r)
-        parts = [(name, rows) for name, rows in groups.items()]
+        parts = list(groups.items())
     else:
         parts = [(r["name"], [r]) for r in source["records"]]
-    times = []
+    result = []
     for name, rows in parts:
-        p = _point(name, rows[0]["phase"] if by == "node" else "layer type", rows, chip)
+        first = rows[0]
+        p = _point(name, first["layer_type"] if by == "node" else "layer type", rows, chip)
         if p:
+            p.update(group_name="layer type", layer_type=first["layer_type"])
+            if by == "node":
+                p.update(module=first["module"] or "(root)", phase=first["phase"])
             result.append(p)
-            times.append(sum(r["time_s"] if r.get("time_s") else node_roof(r, chip).predicted_s
-                             for r in rows))
-    share = [t / sum(times) for t in times] if times else []
-    sizes = [20 + 2000 * s for s in share]
-    return result, sizes, (f"{source['name']} b{source['batch']} by {by.replace('_', ' ')} on "
-                           f"{chip.name} (bubble area: share of time)")
+    total = sum(p["time_s"] for p in result)
+    return result, [20 + 2000 * p["time_s"] / total for p in result] if total else []
+
+
+def points(sources: list[dict], chips: list, by: str):
+    """(points, bubble sizes or None, title)."""
+    if by == "model":
+        return _model_points(sources, chips), None, (
+            "Models on the rooflines (position: attainable on each chip, or achieved when "
+            "timed)")
+    if len(sources) != 1:
+        raise FxroofError(f"--by {by} places the parts of one model: give one model and one "
+                          "batch size.")
+    source, chip = sources[0], chips[0]
+    found, sizes = _part_points(source, chip, by)
+    return found, sizes, (f"{source['name']} b{source['batch']} by {by.replace('_', ' ')} on "
+                          f"{chip.name} (bubble area: share of time)")
 
 
 def plot_roofline(models: list, chips: list, out: str, by: str = "model",
                   batches: tuple = (1,), backward: bool = False, dtype=None,
                   overwrite: bool = False) -> str:
-    """Draw ``models`` on the rooflines of ``chips`` and save the figure at ``out`` (.png or
-    .svg); returns the path.
+    """Draw ``models`` on the rooflines of ``chips`` and save the figure at ``out`` (.png,
+    .svg, ...; or .html: an interactive page, hover for each point's costs and time, menus
+    to filter nodes by phase and layer type); returns the path.
 
     models: AnnotatedGraphs, JSON exports (`fxroof annotate --json`) or model names, which
         are analysed at each of ``batches``. A graph that was timed is placed at its achieved
@@ -113,10 +130,14 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
         raise FxroofError(f"by={by!r}: choose 'model', 'layer_type' or 'node'.")
     if not models or not chips:
         raise FxroofError("plot_roofline needs at least one model and one chip.")
-    plots.check_figure(out, overwrite)
+    page = interactive.is_page(out)
+    (interactive.check_page if page else plots.check_figure)(out, overwrite)
     known = load_chips() if any(isinstance(c, str) for c in chips) else {}
     selected = [get_chip(c, known) if isinstance(c, str) else c for c in chips]
     sources = load_sources(list(models), list(batches), backward, dtype)
     found, sizes, title = points(sources, selected, by)
+    if page:
+        return interactive.write_page(interactive.figure(
+            found, selected, roof_dtype(sources), title, sizes), out, overwrite)
     return plots.plot_points(found, selected, out, roof_dtype(sources), overwrite=overwrite,
-                       title=title, sizes=sizes)
+                             title=title, sizes=sizes)

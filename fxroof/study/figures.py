@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 from matplotlib.ticker import EngFormatter, NullFormatter
 
-from fxroof import plots
+from fxroof import interactive, plots
 from fxroof.files import file_safe
 from fxroof.units import si
 from fxroof.study.tables import MIN_SPEARMAN_POINTS, StudyTables, spearman
@@ -99,6 +99,39 @@ def models_on_roofline(t: StudyTables, folder: str, achieved: bool) -> list[str]
                                     f"inference, {what}")
             written.append(path)
     return written
+
+
+def _study_points(t: StudyTables, device: str, chip) -> list[dict]:
+    """Each (model, batch) twice: at its attainable FLOP/s on the measured roof, and at the
+    FLOP/s its measured latency achieved."""
+    points = []
+    for r in (r for r in t.rows if r["device"] == device and r["attainable_flops_per_s"]):
+        base = {"label": f"{r['model']} b{r['batch']}", "group": f"batch {r['batch']}",
+                "group_name": "batch", "intensity": r["intensity"], "flops": r["flops"],
+                "bytes": r["bytes"], "chip": chip.name}
+        points.append({**base, "phase": "attainable (roofline)", "pct_of_roof": 100.0,
+                       "flops_per_s": r["attainable_flops_per_s"], "time_kind": "roof time",
+                       "time_s": r["flops"] / r["attainable_flops_per_s"]})
+        if r["achieved_flops_per_s"]:
+            points.append({**base, "phase": "achieved (measured)",
+                           "flops_per_s": r["achieved_flops_per_s"], "time_s": r["latency_s"],
+                           "time_kind": "measured, median", "pct_of_roof":
+                               r["pct_of_attainable"]})
+    return points
+
+
+def interactive_rooflines(t: StudyTables) -> list[str]:
+    """Per device, one interactive roofline (HTML <div>) with every model and batch, at its
+    attainable and at its achieved FLOP/s; hover for the numbers, menus to filter."""
+    divs = []
+    for device, chip in t.chips.items():
+        points = _study_points(t, device, chip)
+        if points:
+            fig = interactive.figure(points, [chip], "fp32", f"Models on the measured roof of "
+                                     f"{chip.name}, inference: attainable and achieved",
+                                     phase_name="position")
+            divs.append(interactive.figure_div(fig, f"roofline-{file_safe(device)}"))
+    return divs
 
 
 def latency_scatter(t: StudyTables, x: str, xlabel: str, folder: str) -> str:

@@ -10,6 +10,7 @@ import re
 
 from tabulate import tabulate
 
+from fxroof import interactive
 from fxroof.chips import load_chips
 from fxroof.measure import datasheet_chip, versus_datasheet
 from fxroof.units import si
@@ -115,6 +116,11 @@ def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
                       "% of roof: predicted / measured latency)."),
                 ("table", _model_table(t, device))]
     out += [("img", rel(p)) for p in images["models_roofline"]]
+    if images["interactive"]:
+        out += [("p", "Interactive: hover a point for its model, batch, FLOPs, bytes, time and "
+                      "% of roof; the menus show attainable or achieved positions, one batch "
+                      "size or all (report.html only).")]
+        out += [("html", div) for div in images["interactive"]]
     out += [("h", "3. Latency"), ("img", rel(images["latency_flops"])),
             ("img", rel(images["latency_params"])), ("img", rel(images["throughput"])),
             ("img", rel(images["spearman"])),
@@ -140,6 +146,8 @@ def to_markdown(blocks_: list) -> str:
             lines.append("\n".join(f"- {item}" for item in payload))
         elif kind == "img":
             lines.append(f"![{os.path.basename(payload)}]({payload})")
+        elif kind == "html":  # interactive figures live in report.html only
+            continue
         elif kind == "table":
             lines.append(tabulate(payload[1], headers=payload[0], tablefmt="github"))
         lines.append("")
@@ -167,11 +175,15 @@ def to_html(blocks_: list) -> str:
                         'style="max-width:100%"></p>')
         elif kind == "table":
             body.append(tabulate(payload[1], headers=payload[0], tablefmt="html"))
+        elif kind == "html":  # produced by fxroof.interactive, not user text
+            body.append(payload)
+    script = (f'<script src="{interactive.PLOTLY_JS}"></script>'
+              if any(kind == "html" for kind, _ in blocks_) else "")
     style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
              "padding:2px 6px;text-align:right}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>fxroof study</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+            f"<style>{style}</style>{script}</head><body>{''.join(body)}</body></html>")
 
 
 def write_report(t: StudyTables, root: str, shipped_chips: list) -> dict:
@@ -190,7 +202,10 @@ def write_report(t: StudyTables, root: str, shipped_chips: list) -> dict:
         "achieved": figures.models_on_roofline(t, fig_dir, achieved=True),
         "training": figures.training(t, fig_dir),
         "pies": figures.layer_pies(t, fig_dir),
+        "interactive": figures.interactive_rooflines(t),
     }
+    if images["interactive"]:
+        interactive.write_plotly_js(root)
     document = blocks(t, images, data, root)
     paths = {"md": os.path.join(root, "report.md"), "html": os.path.join(root, "report.html")}
     with open(paths["md"], "w") as f:
