@@ -15,6 +15,7 @@ from typing import Optional
 
 import torch
 import torch.fx as fx
+from tqdm.auto import tqdm
 
 from fxroof import export, render, roofline, rollups, timing, trace
 from fxroof.capture import Capture
@@ -167,8 +168,10 @@ class AnnotatedGraph:
         phase (fxroof.roofline.place)."""
         return roofline.place(self, chip, roof)
 
-    def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=None):
-        """Run the step on real tensors and time every node; see fxroof.timing."""
+    def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=True):
+        """Run the step on real tensors and time every node; see fxroof.timing. ``progress``:
+        True shows a progress bar of the runs (on a terminal or in a notebook), a callable
+        gets (runs done, runs in all), False shows nothing."""
         if self.source is None:
             raise UsageError("This graph was not made by fxroof.analyze (it came from the "
                              "torch.compile backend or a file): there is no model to run.")
@@ -182,7 +185,12 @@ class AnnotatedGraph:
                     "builds with random weights for timing.")
             module = build_model(self.source.spec, device="cpu",  # real weights, random init
                                  hf_config=self.source.hf_config)
-        return timing.time_graphs(self, module, device, warmup, repeats, progress)
+        if progress is not True:
+            return timing.time_graphs(self, module, device, warmup, repeats, progress or None)
+        with tqdm(total=warmup + repeats, desc=f"timing {self.model.name}", unit="run",
+                  leave=False) as bar:
+            return timing.time_graphs(self, module, device, warmup, repeats,
+                                      lambda done, total: bar.update(done - bar.n))
 
     def table(self, top: Optional[int] = 20, sort: str = "flops", phase: Optional[str] = None,
               macs: bool = False) -> str:

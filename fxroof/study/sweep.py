@@ -135,7 +135,7 @@ def run_train(module: torch.nn.Module, model: str, inputs, device: str, warmup: 
               repeats: int) -> dict:
     args, kwargs = inputs
     g = analyze(module, *args, kwargs=kwargs, backward=True, name=model)
-    timing = g.time(device, repeats=repeats, warmup=warmup)
+    timing = g.time(device, repeats=repeats, warmup=warmup, progress=False)  # the sweep has a bar
     return {"timing": timing.as_dict(),
             "layer_types": {p: g.breakdown("layer_type", phase=p, sort="time_s")
                             for p in ("forward", "backward")}}
