@@ -18,7 +18,8 @@ import matplotlib.lines
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import (EngFormatter, FixedLocator, FuncFormatter, LogLocator,
+                               NullFormatter)
 
 from fxroof.chips import Chip
 from fxroof.errors import FxroofError
@@ -100,7 +101,8 @@ def label_log_axes(ax) -> None:
     ticks at 1, 2 and 5 per decade (1, 2, 3, 5 below one decade) are labelled, in the axis's
     own format (an EngFormatter keeps its unit) or as plain numbers."""
     for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-        if axis.get_scale() != "log" or min(limits) <= 0:
+        if axis.get_scale() != "log" or min(limits) <= 0 \
+                or isinstance(axis.get_major_locator(), FixedLocator):  # ticks chosen: batches
             continue
         low, high = sorted(limits)
         decades = np.floor(np.log10(high)) - np.ceil(np.log10(low)) + 1

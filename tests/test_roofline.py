@@ -125,8 +125,10 @@ def test_user_chips_extend_without_editing_the_shipped_file(tmp_path):
 def test_chips_table_counts_integer_peaks_in_operations():
     from fxroof.render import chips_table
 
-    header = chips_table([load_chips()["jetson_agx_orin_64gb"]]).splitlines()[0]
-    assert "fp32 (FLOP/s)" in header and "int8 (OP/s)" in header and "int8 (FLOP/s)" not in header
+    wide = chips_table([load_chips()["jetson_agx_orin_64gb"]], wide=True).splitlines()[0]
+    assert "fp32 (FLOP/s)" in wide and "int8 (OP/s)" in wide and "int8 (FLOP/s)" not in wide
+    compact = chips_table([load_chips()["jetson_agx_orin_64gb"]])
+    assert "dense FLOP/s (int8: OP/s)" in compact  # the compact table says it in its note
 
 
 def test_cli_chips_json_and_predict(capsys):

@@ -176,3 +176,18 @@ def test_a_node_that_fails_on_the_device_is_named(monkeypatch):
     relu.target = torch.ops.aten.linalg_cholesky_ex.default  # fails at run time on 2x4
     with pytest.raises(fxroof.FxroofError, match=r"Node `relu.*` .* in `1` \(ReLU\) failed"):
         g.time(repeats=1, warmup=0)
+
+
+def test_timing_shows_its_progress(capsys):
+    """A long `g.time()` from Python said nothing for minutes: it now shows a bar of its
+    runs (stderr; a notebook widget under Jupyter), or calls the callable it is given."""
+    g = fxroof.analyze(nn.Linear(4, 2), torch.randn(2, 4))
+    seen = []
+    g.time(repeats=3, warmup=1, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (4, 4) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    capsys.readouterr()
+    g.time(repeats=2, warmup=0)  # progress=True by default
+    err = capsys.readouterr().err
+    assert "timing Linear" in err and "/2 " in err  # a bar of the 2 runs
+    g.time(repeats=2, warmup=0, progress=False)
+    assert capsys.readouterr().err == ""
