@@ -7,6 +7,7 @@ swapped in with ``torch.func.functional_call`` and its train/eval flags are rest
 """
 from __future__ import annotations
 
+import copy
 import os
 import traceback
 from typing import Optional, Sequence
@@ -16,8 +17,9 @@ from torch._subclasses import fake_tensor
 from torch.utils import _pytree as pytree
 
 from fxroof.capture import GraphRecorder, InputKind, require_dense
+from fxroof.compiled import compiled_view
 from fxroof.cost_pass import annotate_costs
-from fxroof.device import parse_dtype
+from fxroof.device import parse_dtype, random_like
 from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.guard import preserved, refuse_uninitialized, silenced
@@ -37,7 +39,8 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
             dtype=None, kwargs: Optional[dict] = None,
             input_shapes: Optional[Sequence[Sequence[int]]] = None, batch: int = 1,
             name: Optional[str] = None, device: str = "cpu", seq_len: Optional[int] = None,
-            hf_config: Optional[dict] = None, rules: Optional[dict] = None) -> AnnotatedGraph:
+            hf_config: Optional[dict] = None, rules: Optional[dict] = None,
+            compiled: bool = False) -> AnnotatedGraph:
     """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
 
     model: an nn.Module, a torchvision model name, 'hf:<model_type>' (a transformers model
@@ -50,10 +53,10 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         output, as from a loss; no optimizer step).
     mode: "train" or "eval" (default: train with backward, eval without).
     dtype: run parameters and floating inputs in this dtype (e.g. torch.bfloat16).
-    rules: cost rules that replace the registry's for this analysis only, keyed by ATen op
-        or overload packet: ``{torch.ops.aten.mm: my_mm_rule}`` (FlopCounterMode's
-        ``custom_mapping``); a rule is called like op_costs' rules and returns a
-        ``op_costs.Cost``.
+    rules: cost rules replacing the registry's for this analysis, keyed by ATen op or packet
+        (``{torch.ops.aten.mm: my_rule}``, FlopCounterMode's ``custom_mapping``); a rule is
+        called like op_costs' rules and returns an ``op_costs.Cost``.
+    compiled: return the compiled view: Inductor's kernels as nodes (fxroof.compiled).
     """
     _check_arguments(device, kwargs, seq_len, rules)
     spec = model if isinstance(model, str) else None
@@ -90,7 +93,33 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     source = Source(module, spec, input_spec,
                     [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
                      for x in leaves], hf_config)
-    return AnnotatedGraph(capture, info, memory_report(capture), source)
+    g = AnnotatedGraph(capture, info, memory_report(capture), source)
+    return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype) if compiled else g
+
+
+def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype) -> AnnotatedGraph:
+    """The compiled view of an analysis, lowered from a copy of the model with real weights
+    (Dynamo runs each region once to find it; Inductor's kernels are scheduled, not run)."""
+    if eager.model.device != "cpu":
+        raise UsageError(f"The compiled view lowers for the CPU only (device="
+                         f"'{eager.model.device}'): Inductor's CUDA path needs a GPU to choose "
+                         "kernels. "
+                         "Analyse with device='cpu', or without compiled=True.")
+    if spec is not None or any(t.is_meta for t in (*module.parameters(), *module.buffers())):
+        if spec is None:
+            raise FxroofError("The model's weights are on the meta device, and the compiled "
+                              "view needs real ones: torch.compile runs the model once to "
+                              "find its graphs. Build the model on the CPU, or name it.")
+        module = build_model(spec, device="cpu", hf_config=hf_config)  # random weights
+    elif dtype is not None:
+        module = copy.deepcopy(module)  # the user's module keeps its dtype
+    if dtype is not None:
+        module = module.to(dtype)
+    args, kwargs = pytree.tree_map_only(
+        torch.Tensor, lambda t: random_like(t.shape, t.dtype, "cpu"), fake_inputs)
+    with preserved(module), silenced():
+        module.train(mode == "train")
+        return compiled_view(eager, module, args, kwargs)
 
 
 class _Fakes:

@@ -62,6 +62,13 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
                    help="override a field of an hf: model's config (repeatable)")
 
 
+def _compiled_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compiled", action="store_true",
+                   help="the compiled view: the kernels torch.compile's Inductor would run "
+                        "(fused kernels and extern GEMM/convolution calls), each with the ATen "
+                        "nodes it holds, its FLOPs and the bytes of its buffers; CPU target")
+
+
 def _top_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=nonnegative_int_arg, default=20,
                    help="rows in the node table (0 for all)")
@@ -101,6 +108,7 @@ def _annotate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--macs", action="store_true",
                    help="report multiply-accumulates of matrix ops instead of FLOPs "
                         "(torchvision's _ops convention)")
+    _compiled_argument(p)
     _output_arguments(p, ("--graphml", "the annotated graph as GraphML"))
 
 
@@ -117,6 +125,7 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
 def _predict_arguments(p: argparse.ArgumentParser) -> None:
     _model_arguments(p)
     _chip_arguments(p, "only these chips (repeatable)", repeatable=True)
+    _compiled_argument(p)
     p.add_argument("--roof", choices=["calibrated", "ideal"], default="calibrated",
                    help="time model: the calibrated one (fitted per chip and op class, with a "
                         "band) or the ideal roofline")

@@ -38,7 +38,8 @@ def _analyze(args):
     shapes = [parse_shape(s) for s in args.input_shape] if args.input_shape else None
     return analyze(args.model, backward=args.backward, mode=args.mode, dtype=args.dtype,
                    input_shapes=shapes, batch=args.batch, seq_len=args.seq_len,
-                   hf_config=parse_overrides(args.hf_config))
+                   hf_config=parse_overrides(args.hf_config),
+                   compiled=getattr(args, "compiled", False))
 
 
 def _check_outputs(args, **methods) -> list:
@@ -78,8 +79,11 @@ def run_annotate(args) -> int:
     g = _analyze(args)
     m = g.model
     _print_header(g, f"{m.parameters:,} parameters"
-                  + (", forward + backward" if m.backward else ", forward only"))
-    print(f"Top {args.top or 'all'} nodes by {args.sort}:")
+                  + (", forward + backward" if m.backward else ", forward only")
+                  + (f"; compiled view: {len(g.records())} Inductor kernels"
+                     if m.view == "compiled" else ""))
+    print(f"Top {args.top or 'all'} {'kernels' if m.view == 'compiled' else 'nodes'} by "
+          f"{args.sort}:")
     print(g.table(top=args.top or None, sort=args.sort, macs=args.macs))
     for phase in (_phases(g) if args.by != "phase" else [None]):
         rows = g.breakdown(args.by, phase=phase, depth=args.depth)

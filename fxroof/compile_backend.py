@@ -76,7 +76,7 @@ def _scope(stack: Optional[dict], op) -> tuple[str, str]:
     return module_path(path), getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1])
 
 
-def _annotate_region(fw: fx.Graph, bw: Optional[fx.Graph], is_param: list[bool]) -> Capture:
+def annotate_region(fw: fx.Graph, bw: Optional[fx.Graph], is_param: list[bool]) -> Capture:
     """Give AOTAutograd's graphs the metadata fxroof's capture writes, then cost them."""
     for graph in (fw, bw) if bw is not None else (fw,):
         for node in graph.nodes:
@@ -200,7 +200,7 @@ class Backend:
             compiled = aot_module_simplified(gm, example_inputs, fw_compiler=keep(FORWARD),
                                              bw_compiler=keep(BACKWARD))
         forward, backward = graphs[FORWARD], graphs.get(BACKWARD)
-        self.regions.append(_annotate_region(forward.graph, backward and backward.graph,
+        self.regions.append(annotate_region(forward.graph, backward and backward.graph,
                                              is_param))
         if self.on_graph is not None:
             self.on_graph(forward, FORWARD, region)

@@ -9,12 +9,15 @@ import torch
 import torch.fx as fx
 
 import op_costs
+from fxroof.kernel import Kernel
 from fxroof.keys import COST, SHAPES  # noqa: F401 (COST re-exported)
 NodeCost = op_costs.Estimate  # flops, macs, bytes_read, bytes_written, rule, op_class
 
 
 def is_costed(node: fx.Node) -> bool:
-    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+    """An ATen op node, or a kernel node of a compiled view: a node with a cost."""
+    return node.op == "call_function" and isinstance(node.target, (torch._ops.OpOverload,
+                                                                   Kernel))
 
 
 def _shapes(arg):

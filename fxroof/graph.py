@@ -21,7 +21,7 @@ from fxroof import export, render, roofline, rollups, timing, trace
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError, UsageError
-from fxroof.keys import BACKWARD, COST, FORWARD, ORIGIN, PHASES, ROOF, SHAPES, TIME
+from fxroof.keys import BACKWARD, COST, FORWARD, KERNEL, ORIGIN, PHASES, ROOF, SHAPES, TIME
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model
 from fxroof.units import dtype_name
@@ -50,6 +50,7 @@ class ModelInfo:
     backward: bool
     parameters: int         # parameter count (elements)
     device: str = "cpu"
+    view: str = "eager"     # "eager": ATen ops as dispatched; "compiled": Inductor's kernels
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -82,6 +83,8 @@ def node_record(node: fx.Node) -> dict:
         "achieved_flops_per_s": cost.flops / timed if timed else None,
         "achieved_bytes_per_s": moved / timed if timed else None,
     }
+    if KERNEL in node.meta:  # compiled view: the ATen nodes the kernel holds
+        record["fused_nodes"] = list(node.meta[KERNEL])
     if ROOF in node.meta:
         record.update(roofline.fields(*node.meta[ROOF], timed))
     return record
@@ -201,6 +204,12 @@ class AnnotatedGraph:
         return render.node_table(records[:top] if top else records, macs=macs)
 
     def summary(self, macs: bool = False) -> str:
+        if self.model.view == "compiled":  # kernels; memory is the eager analysis's
+            fused = sum(len(n.meta[KERNEL]) for n in self.nodes())
+            return "\n".join([render.totals_lines(self.totals(), macs, "Inductor kernels"),
+                              render.memory_lines(self.memory.as_dict()) + " (eager)",
+                              f" compiled: {fused} ATen nodes of the lowered graph in "
+                              f"{len(self.nodes())} kernels; bytes are each kernel's buffers"])
         return "\n".join([render.totals_lines(self.totals(), macs),
                           render.memory_lines(self.memory.as_dict()),
                           render.coverage_line(self.coverage())])

@@ -13,3 +13,4 @@ INPUT = "fxroof.input"    # capture, placeholders: InputKind(kind, label)
 COST = "fxroof.cost"      # cost pass: op_costs.Estimate (FLOP, bytes, rule, op class)
 TIME = "fxroof.time"      # timing pass: timers.Summary (seconds)
 ROOF = "fxroof.roof"      # roofline pass: roofline.NodeRoof on the chip placed on
+KERNEL = "fxroof.kernel"  # compiled view: names of the ATen nodes a kernel holds

@@ -47,7 +47,7 @@ def breakdown_table(rows: list[dict], title: str, macs: bool = False) -> str:
     return tabulate(body, headers=headers, disable_numparse=True)
 
 
-def totals_lines(totals: dict, macs: bool = False) -> str:
+def totals_lines(totals: dict, macs: bool = False, nodes: str = "ATen nodes") -> str:
     field, unit = _work_label(macs)
     lines = []
     for phase in ("forward", "backward", "overall"):
@@ -56,7 +56,7 @@ def totals_lines(totals: dict, macs: bool = False) -> str:
             continue
         lines.append(f"{phase:>9}: {si(t[field], unit)}, {si(t['bytes'], 'B')} moved "
                      f"({si(t['bytes_read'], 'B')} read, {si(t['bytes_written'], 'B')} written), "
-                     f"{t['nodes']} ATen nodes")
+                     f"{t['nodes']} {nodes}")
     return "\n".join(lines)
 
 

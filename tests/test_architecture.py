@@ -28,6 +28,7 @@ LAYERS = [
     # leaves: what many modules need (no torch below layer 2, so the CLI parses without it)
     {"fxroof.errors", "fxroof.version", "fxroof.defaults"},
     {"fxroof.units", "fxroof.keys", "fxroof.suggest", "fxroof.timers", "fxroof.files",
+     "fxroof.kernel",
      "fxroof.calibration", "op_costs"},
     {"fxroof.validate", "fxroof.device"},
     # capture and the passes that annotate node.meta
@@ -41,7 +42,9 @@ LAYERS = [
     {"fxroof.plots", "fxroof.interactive"},
     # the canonical artefact: plain data and views, with one-line conveniences over the above
     {"fxroof.graph"},
-    {"fxroof.analysis", "fxroof.compile_backend"},
+    {"fxroof.compile_backend"},
+    {"fxroof.compiled"},
+    {"fxroof.analysis"},
     {"fxroof.roofline_points", "fxroof.probes"},
     # the top: the package's public face, the study and the command line
     {"fxroof", "fxroof.study"},

@@ -1,0 +1,122 @@
+"""The compiled view (fxroof.compiled): Inductor's kernels as nodes, checked on programs whose
+fusion and traffic can be written down by hand."""
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import fxroof
+from fxroof import compiled
+from fxroof.cli import main
+from fxroof.errors import UsageError
+
+
+class Chain(nn.Module):
+    def forward(self, x):
+        return (x * 2 + 1).relu().sum()
+
+
+def test_a_pointwise_chain_and_its_reduction_are_one_kernel_reading_x_once():
+    n = 1000 * 100
+    g = fxroof.analyze(Chain(), torch.randn(1000, 100), compiled=True)
+    assert g.model.view == "compiled"
+    (kernel,) = g.records()
+    # one pass over x (n fp32 values), one fp32 result written
+    assert (kernel["bytes_read"], kernel["bytes_written"]) == (4 * n, 4)
+    # mul, add, relu: one FLOP per element each; sum: n - 1 adds
+    assert kernel["flops"] == 3 * n + (n - 1)
+    assert sorted(kernel["fused_nodes"]) == ["add", "mul", "relu", "sum_1"]
+    # eager: mul, add and relu each read n values and write n, then sum reads n and writes
+    # one: 4n reads and 3n + 1 writes, 7x the compiled kernel's traffic
+    eager = fxroof.analyze(Chain(), torch.randn(1000, 100)).totals()["overall"]
+    assert eager["bytes"] == 4 * (4 * n + 3 * n) + 4
+
+
+class ConvBnRelu(nn.Sequential):
+    def __init__(self):
+        super().__init__(nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+                         nn.ReLU())
+
+
+def test_conv_bn_relu_in_eval_is_an_extern_convolution_and_one_fused_epilogue():
+    batch, c_in, c_out, size = 2, 8, 16, 12
+    g = fxroof.analyze(ConvBnRelu().eval(), torch.randn(batch, c_in, size, size), compiled=True)
+    records = g.records()
+    (conv,) = [r for r in records if r["op"] == "convolution"]
+    assert conv["target"].startswith("inductor.extern")
+    # 2 FLOP per MAC, c_in * 3 * 3 MACs per output element, padding keeps 12 x 12
+    out = batch * c_out * size * size
+    assert conv["flops"] == 2 * c_in * 9 * out and conv["module"] == "0"
+    (epilogue,) = [r for r in records if "relu" in r["fused_nodes"]]
+    # batch norm's normalisation and the ReLU in one kernel: the conv output read once, four
+    # per-channel vectors (mean, var, weight, bias) read, the result written once
+    assert epilogue["bytes_written"] == 4 * out
+    assert 4 * out <= epilogue["bytes_read"] <= 4 * out + 4 * 4 * c_out
+    assert epilogue["layer_type"] == "BatchNorm2d"  # its costliest node's
+
+
+class Attention(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def test_attention_is_one_extern_kernel_with_the_eager_ops_flops():
+    b, h, length, d = 1, 2, 64, 32
+    q = torch.randn(b, h, length, d)
+    g = fxroof.analyze(Attention(), q, q, q, compiled=True)
+    attention = [r for r in g.records() if "attention" in r["op"]]
+    assert len(attention) == 1 and attention[0]["target"].startswith("inductor.extern")
+    # Q K^T and P V: 2 * (b h L L d) MACs = 4 b h L^2 d FLOPs, plus the softmax's work
+    assert attention[0]["flops"] >= 4 * b * h * length * length * d
+
+
+class Breaky(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.a(x).relu()
+        torch._dynamo.graph_break()
+        return self.b(y).sigmoid()
+
+
+def test_a_graph_break_gives_two_regions_and_both_are_in_the_view():
+    model, x = Breaky().eval(), torch.randn(4, 16)
+    regions = compiled.schedule(model, (x,), {}, train=False)
+    assert len(regions) == 2
+    g = fxroof.analyze(model, x, compiled=True)
+    # each Linear: 2 * 4 * 16 * 16 FLOPs of matmul and 4 * 16 bias adds; relu 1 and sigmoid 4
+    # FLOPs per element (op_costs/pointwise.py)
+    linear = 2 * 4 * 16 * 16 + 4 * 16
+    assert g.totals()["overall"]["flops"] == 2 * linear + 64 + 4 * 64
+    assert [r["module"] for r in g.records() if r["op"] == "addmm"] == ["a", "b"]
+
+
+def test_training_has_forward_and_backward_kernels_linked_to_their_modules():
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 8))
+    g = fxroof.analyze(model, torch.randn(16, 32), backward=True, compiled=True)
+    eager = fxroof.analyze(model, torch.randn(16, 32), backward=True)
+    assert g.records("forward") and g.records("backward")
+    # the matmuls run as extern kernels in both phases: the FLOPs of the matrix work agree
+    matrix = lambda graph: sum(r["flops"] for r in graph.records()  # noqa: E731
+                               if r["op"] in ("mm", "addmm"))
+    assert matrix(g) == matrix(eager)
+    assert {r["module"] for r in g.records("backward") if r["op"] == "mm"} == {"0", "2"}
+
+
+def test_the_view_rolls_up_and_exports_like_an_eager_graph(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert main(["annotate", "tests.fixtures.user_models:small_net", "--input-shape",
+                 "2,3,16,16", "--compiled", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "compiled view:" in printed and "Inductor kernels" in printed
+    data = fxroof.export.read_json(str(out))
+    assert data["model"]["view"] == "compiled"
+    assert all(n["target"].startswith("inductor.") for n in data["nodes"])
+    assert sum(n["flops"] for n in data["nodes"]) == data["totals"]["overall"]["flops"]
+
+
+def test_a_cuda_target_is_refused_with_the_reason():
+    with pytest.raises(UsageError, match="CPU only"):
+        fxroof.analyze(Chain(), torch.randn(4, 4), compiled=True, device="cuda")
