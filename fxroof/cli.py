@@ -188,6 +188,10 @@ def _study_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=device_arg, nargs="+", default=["cpu"], metavar="DEVICE",
                    help=DEVICES)
     _repeat_arguments(p, repeats=5, warmup=1)
+    p.add_argument("--compiled", action="store_true",
+                   help="also eager vs compiled on the CPU: each model's compiled view "
+                        "(Inductor's kernels) and torch.compile's measured latency (compiles "
+                        "every model: about 20 s each on 2 cores)")
     p.add_argument("--report-only", action="store_true",
                    help="redraw the report from the cached results; run nothing")
     p.add_argument("--force", action="store_true",

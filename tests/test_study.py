@@ -208,3 +208,22 @@ def test_the_folder_remembers_its_batch_sizes(study, monkeypatch):
     assert manifest["batches_by_device"] == {"cpu": [1, 2]}
     monkeypatch.setitem(sweep_module.DEFAULT_BATCHES, "cpu", [3])
     assert StudyConfig(**manifest).batches_for("cpu") == [1, 2]
+
+
+def test_a_compiled_study_sets_eager_beside_torch_compile(tmp_path):
+    """--compiled: each model's compiled view and torch.compile's measured latency, in a
+    section of their own with their data."""
+    config = StudyConfig(models=["squeezenet1_0"], batches=[1], warmup=0, repeats=2,
+                         compiled=True)
+    paths = run_study(config, str(tmp_path / "s"), progress=False)
+    markdown = Path(paths["md"]).read_text()
+    assert "## 6. Eager vs compiled (torch.compile, CPU)" in markdown
+    assert "figures/compiled-speedup.png" in markdown
+    (row,) = csv_rows(tmp_path / "s" / "data" / "compiled.csv")
+    eager = csv_rows(tmp_path / "s" / "data" / "models.csv")[0]
+    assert row["eager_bytes"] == eager["bytes"]
+    assert float(row["compiled_latency_s"]) > 0 and int(row["kernels"]) > 0
+    assert float(row["measured_speedup"]) == pytest.approx(
+        float(eager["latency_s"]) / float(row["compiled_latency_s"]))
+    assert float(row["predicted_speedup"]) == pytest.approx(
+        float(row["predicted_eager_s"]) / float(row["predicted_compiled_s"]))

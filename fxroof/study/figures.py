@@ -240,6 +240,32 @@ def training(t: StudyTables, folder: str) -> str:
     return path
 
 
+def compiled_speedups(t: StudyTables, folder: str) -> str:
+    """Predicted vs measured speed-up of torch.compile over eager, per model and batch: on
+    the diagonal the compiled view predicted what Inductor delivered."""
+    rows = [r for r in t.compiled if r["measured_speedup"]]
+    fig, ax = plots.new_axes("torch.compile vs eager on the CPU: predicted and measured "
+                             "speed-up", xlabel="predicted speed-up (eager / compiled time)",
+                             ylabel="measured speed-up (eager / compiled latency)")
+    colours = _batch_colours(t.batches())
+    for batch in sorted({r["batch"] for r in rows}):
+        mine = [r for r in rows if r["batch"] == batch]
+        ax.scatter([r["predicted_speedup"] for r in mine], [r["measured_speedup"] for r in mine],
+                   color=colours[batch], edgecolor="black", lw=0.5, label=f"batch {batch}",
+                   zorder=3)
+    values = [v for r in rows for v in (r["predicted_speedup"], r["measured_speedup"])] or [1]
+    low, high = min(values) / 1.3, max(values) * 1.3
+    ax.plot([low, high], [low, high], color="grey", lw=0.8, ls="--", label="predicted = measured")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    _legend_outside(ax)
+    plots.place_labels(ax, [{"label": f"{r['model']} b{r['batch']}", "x": r["predicted_speedup"],
+                             "y": r["measured_speedup"]} for r in rows], x="x", y="y")
+    path = os.path.join(folder, "compiled-speedup.png")
+    plots.save(fig, path, overwrite=True)
+    return path
+
+
 def _pie(ax, rows, key, title, colours):
     rows = sorted((r for r in rows if r.get(key)), key=lambda r: -r[key])
     if not rows:

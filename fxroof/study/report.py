@@ -8,6 +8,7 @@ import html
 import os
 import re
 
+from scipy.stats import spearmanr
 from tabulate import tabulate
 
 from fxroof import interactive
@@ -17,7 +18,7 @@ from fxroof.units import si
 from fxroof.study import figures
 from fxroof.study.cache import write_json
 from fxroof.study.findings import findings
-from fxroof.study.tables import StudyTables, spearman
+from fxroof.study.tables import MIN_SPEARMAN_POINTS, StudyTables, spearman
 
 # A block is (kind, payload): ("h", text), ("p", text), ("list", [text]), ("img", path),
 # ("table", (headers, rows)).
@@ -39,9 +40,12 @@ def write_data(t: StudyTables, folder: str) -> dict:
     write_json(os.path.join(folder, "chips-measured.json"),
                {d: c.as_record() for d, c in t.chips.items()})
     write_json(os.path.join(folder, "failures.json"), t.failures)
-    return {"models": _csv(os.path.join(folder, "models.csv"), t.rows),
-            "training": _csv(os.path.join(folder, "training.csv"), t.train),
-            "layer_types": _csv(os.path.join(folder, "layer-types.csv"), t.layer_types)}
+    paths = {"models": _csv(os.path.join(folder, "models.csv"), t.rows),
+             "training": _csv(os.path.join(folder, "training.csv"), t.train),
+             "layer_types": _csv(os.path.join(folder, "layer-types.csv"), t.layer_types)}
+    if t.compiled:
+        paths["compiled"] = _csv(os.path.join(folder, "compiled.csv"), t.compiled)
+    return paths
 
 
 def _fmt(value, unit=""):
@@ -88,6 +92,37 @@ def _versus_blocks(t: StudyTables) -> list:
     return out
 
 
+def _compiled_blocks(t: StudyTables, images: dict, rel) -> list:
+    """Section 6, when the study compiled its models: eager vs compiled, predicted and
+    measured."""
+    if not t.compiled:
+        return []
+    headers = ["model", "batch", "kernels", "eager bytes", "compiled bytes", "compiled / eager",
+               "predicted speed-up", "latency eager", "latency compiled", "measured speed-up"]
+    rows = [[r["model"], r["batch"], r["kernels"], _fmt(r["eager_bytes"], "B"),
+             _fmt(r["compiled_bytes"], "B"), f"{r['compiled_bytes'] / r['eager_bytes']:.2f}",
+             f"{r['predicted_speedup']:.2f}", _fmt(r["latency_s"], "s"),
+             _fmt(r["compiled_latency_s"], "s"),
+             "-" if r["measured_speedup"] is None else f"{r['measured_speedup']:.2f}"]
+            for r in t.compiled]
+    ranks = []
+    for batch in sorted({r["batch"] for r in t.compiled}):
+        mine = [r for r in t.compiled if r["batch"] == batch and r["measured_speedup"]]
+        if len(mine) >= MIN_SPEARMAN_POINTS:
+            rho = spearmanr([r["predicted_speedup"] for r in mine],
+                            [r["measured_speedup"] for r in mine]).statistic
+            ranks.append(f"batch {batch}: Spearman rho {rho:.2f} over {len(mine)} models")
+    return [("h", "6. Eager vs compiled (torch.compile, CPU)"),
+            ("p", "The compiled view (fxroof --compiled) lowers each model with Inductor and "
+                  "costs its kernels: bytes are each kernel's buffers, so fused chains move "
+                  "their intermediates no more; the predicted time is the calibrated time model "
+                  "on the measured roof, per kernel. Measured: torch.compile(model), median "
+                  "after its compile and warm-up. Speed-up = eager / compiled time. "
+                  + ("; ".join(ranks) + "." if ranks else
+                     f"(Rank correlations need {MIN_SPEARMAN_POINTS} models per batch.)")),
+            ("table", (headers, rows)), ("img", rel(images["compiled"]))]
+
+
 def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
     rel = lambda p: os.path.relpath(p, root)  # noqa: E731
     c = t.config
@@ -128,6 +163,7 @@ def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
     out += [("img", rel(p)) for p in images["achieved"]]
     out += [("h", "5. Training"), ("table", _train_table(t)), ("img", rel(images["training"]))]
     out += [("img", rel(p)) for p in images["pies"]]
+    out += _compiled_blocks(t, images, rel)
     if t.failures:
         out += [("h", "Failures"), ("table", (["model", "batch", "device", "phase", "error"],
                                               [[f["model"], f["batch"], f["device"], f["phase"],
@@ -203,6 +239,7 @@ def write_report(t: StudyTables, root: str, shipped_chips: list) -> dict:
         "training": figures.training(t, fig_dir),
         "pies": figures.layer_pies(t, fig_dir),
         "interactive": figures.interactive_rooflines(t),
+        "compiled": figures.compiled_speedups(t, fig_dir) if t.compiled else None,
     }
     if images["interactive"]:
         interactive.write_plotly_js(root)

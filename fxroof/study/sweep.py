@@ -7,6 +7,9 @@
                runs, then repeats, each synchronised on CUDA; the median and quartiles.
 * ``train``:   the timing pass over the training graph (every forward and backward node timed)
                and the eager forward/backward step beside it; at the ``train_batches`` only.
+* ``compiled``: with ``compiled=True``, on the CPU: the compiled view (fxroof.compiled: the
+               kernels Inductor schedules, their bytes) and the measured latency of
+               ``torch.compile(model)`` (after its compile and warm-up), beside the eager one.
 
 Before the sweep each device's roofs are measured once (``fxroof chips measure``, quick) and
 saved in the study folder, so predictions use the machine at hand, not only datasheets.
@@ -31,7 +34,7 @@ from fxroof.probes import measure_calibrated
 from fxroof.study.cache import Cache
 from fxroof.timers import summarize
 
-COST, LATENCY, TRAIN = "cost", "latency", "train"
+COST, LATENCY, TRAIN, COMPILED = "cost", "latency", "train", "compiled"
 
 # One model per family of the hand-made study, at its native input size.
 DEFAULT_MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "googlenet", "inception_v3",
@@ -52,6 +55,7 @@ class StudyConfig:
     train_batches: list[int] = field(default_factory=list)  # empty: the smallest batch
     warmup: int = 1
     repeats: int = 5
+    compiled: bool = False  # also the compiled view and torch.compile's latency (CPU)
     # filled by resolved(): the batch sizes each device actually runs, so a study folder
     # keeps meaning what it meant when it was made, whatever later defaults become
     batches_by_device: dict = field(default_factory=dict)
@@ -85,6 +89,8 @@ def tasks(config: StudyConfig) -> list[tuple[str, str, int, str]]:
                 out.append((device, model, batch, LATENCY))
                 if batch in config.train_batches_for(device):
                     out.append((device, model, batch, TRAIN))
+                if config.compiled and device == "cpu":
+                    out.append((device, model, batch, COMPILED))
     return out
 
 
@@ -141,6 +147,23 @@ def run_train(module: torch.nn.Module, model: str, inputs, device: str, warmup: 
                             for p in ("forward", "backward")}}
 
 
+def run_compiled(module: torch.nn.Module, model: str, batch: int, inputs, warmup: int,
+                 repeats: int) -> dict:
+    """The compiled view's kernels and totals, and torch.compile's measured latency (CPU)."""
+    view = analyze(model, batch=batch, compiled=True)
+    args, kwargs = _real(inputs, torch.device("cpu"))
+    torch._dynamo.reset()
+    compiled = torch.compile(module.eval())
+    watch = Stopwatch(torch.device("cpu"))
+    with torch.inference_mode():
+        compiled(*args, **kwargs)  # the compile itself, not timed
+        samples = repeat(lambda: watch.time(lambda: compiled(*args, **kwargs)), warmup,
+                         repeats)
+    torch._dynamo.reset()
+    return {"totals": view.totals()["forward"], "kernels": len(view.records()),
+            "records": _compact(view.records()), "median_s": summarize(samples).median_s}
+
+
 class Sweep:
     """Runs the missing tasks of a study, caching each result as soon as it exists."""
 
@@ -173,6 +196,9 @@ class Sweep:
             if phase == LATENCY:
                 return run_latency(module, inputs, device, self.config.warmup,
                                    self.config.repeats)
+            if phase == COMPILED:
+                return run_compiled(module, model, batch, inputs, self.config.warmup,
+                                    self.config.repeats)
             return run_train(module, model, inputs, device, self.config.warmup,
                              self.config.repeats)
         except FxroofError as e:

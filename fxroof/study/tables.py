@@ -11,7 +11,7 @@ from typing import Optional
 
 from fxroof.roofline import predict
 from fxroof.study.cache import Cache
-from fxroof.study.sweep import COST, LATENCY, TRAIN, StudyConfig
+from fxroof.study.sweep import COMPILED, COST, LATENCY, TRAIN, StudyConfig
 
 
 @dataclass
@@ -22,6 +22,7 @@ class StudyTables:
     train: list[dict] = field(default_factory=list)
     layer_types: list[dict] = field(default_factory=list)  # per (device, model, batch, phase)
     failures: list[dict] = field(default_factory=list)
+    compiled: list[dict] = field(default_factory=list)     # eager vs compiled, per model row
 
     def batches(self, device: Optional[str] = None) -> list[int]:
         return sorted({r["batch"] for r in self.rows if device in (None, r["device"])})
@@ -80,6 +81,18 @@ def _train_row(device, model, batch, cost, train, chip) -> dict:
             "backward_predicted_s": predicted["backward"]["predicted_s"]}
 
 
+def _compiled_row(row: dict, compiled: dict, chip) -> dict:
+    """Eager vs compiled for one model row: bytes, predicted and measured time, speed-ups."""
+    predicted = predict(compiled["records"], chip)["forward"]["predicted_s"]
+    measured = compiled["median_s"]
+    return {"model": row["model"], "batch": row["batch"], "eager_bytes": row["bytes"],
+            "compiled_bytes": compiled["totals"]["bytes"], "kernels": compiled["kernels"],
+            "predicted_eager_s": row["predicted_s"], "predicted_compiled_s": predicted,
+            "latency_s": row["latency_s"], "compiled_latency_s": measured,
+            "predicted_speedup": row["predicted_s"] / predicted,
+            "measured_speedup": row["latency_s"] / measured if row["latency_s"] else None}
+
+
 def _layer_rows(device, model, batch, cost, train) -> list[dict]:
     rows = []
     timed = {p: {r["key"]: r.get("time_s") for r in train["layer_types"][p]} for p in
@@ -103,6 +116,11 @@ def collect(config: StudyConfig, cache: Cache, chips: dict) -> StudyTables:
                 if cost is None:
                     continue
                 tables.rows.append(_model_row(*key, cost, latency, chips[device]))
+                if config.compiled and device == "cpu":
+                    compiled = _get(cache, tables.failures, *key, COMPILED)
+                    if compiled is not None:
+                        tables.compiled.append(_compiled_row(tables.rows[-1], compiled,
+                                                             chips[device]))
                 if "error" in cost["train"]:
                     tables.failures.append({"device": device, "model": model, "batch": batch,
                                             "phase": "cost (training step)",

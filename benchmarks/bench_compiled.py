@@ -1,0 +1,132 @@
+"""Eager vs compiled on this CPU: what the compiled view predicts, and what torch.compile does.
+
+    python benchmarks/bench_compiled.py [--models ...] [--batch 1 8] [--repeats 10]
+                                        [--chip this-cpu] [--json r.json]
+
+For every (model, batch): the eager analysis and the compiled view (fxroof.compiled) give the
+bytes each moves and a predicted time on the measured chip (calibrated time model); the model
+is then run for real, eager and through torch.compile (Inductor's C++ backend, after its
+compile and a warm-up), and the medians compared. Reported per batch: compiled / eager bytes,
+the predicted and the measured speed-up (eager / compiled time), and Spearman rho between the
+two over the models (issue 17's goal: rho >= 0.9, compiled bytes <= eager bytes).
+The chip is this machine's (`fxroof chips measure`, run first if --chip names none saved).
+Measure on an idle machine: every model is compiled for real (about 20 s each on 2 cores).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+from scipy.stats import spearmanr
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import fxroof  # noqa: E402
+from fxroof.chips import load_chips  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
+from fxroof.files import atomic, check_writable  # noqa: E402
+from fxroof.measure import save  # noqa: E402
+from fxroof.models import build_model, default_input_shape  # noqa: E402
+from fxroof.probes import measure_calibrated  # noqa: E402
+from fxroof.roofline import predict  # noqa: E402
+from fxroof.study import DEFAULT_MODELS  # noqa: E402
+
+
+def median_latency(fn, x, repeats: int) -> float:
+    with torch.no_grad():
+        fn(x)  # warm-up (and, compiled, the compile itself)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn(x)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def row(model: str, batch: int, chip, repeats: int) -> dict:
+    eager = fxroof.analyze(model, batch=batch)
+    compiled = fxroof.analyze(model, batch=batch, compiled=True)
+    module = build_model(model, device="cpu").eval()
+    x = torch.randn(default_input_shape(model, module, batch))
+    eager_s = median_latency(module, x, repeats)
+    torch._dynamo.reset()
+    compiled_s = median_latency(torch.compile(module), x, repeats)
+    torch._dynamo.reset()
+    predicted = {view: predict(g.records(), chip)["overall"]["predicted_s"]
+                 for view, g in (("eager", eager), ("compiled", compiled))}
+    bytes_ = {view: g.totals()["overall"]["bytes"]
+              for view, g in (("eager", eager), ("compiled", compiled))}
+    copies = sum(r["bytes"] for r in compiled.records() if r["op"] == "copy")
+    return {"model": model, "batch": batch, "eager_bytes": bytes_["eager"],
+            "compiled_bytes": bytes_["compiled"], "layout_copy_bytes": copies,
+            "kernels": len(compiled.records()), "aten_nodes": len(eager.records()),
+            "predicted_eager_s": predicted["eager"], "predicted_compiled_s": predicted["compiled"],
+            "measured_eager_s": eager_s, "measured_compiled_s": compiled_s,
+            "predicted_speedup": predicted["eager"] / predicted["compiled"],
+            "measured_speedup": eager_s / compiled_s}
+
+
+def summary(rows: list[dict]) -> list[str]:
+    lines = []
+    for batch in sorted({r["batch"] for r in rows}):
+        mine = [r for r in rows if r["batch"] == batch]
+        rho = spearmanr([r["predicted_speedup"] for r in mine],
+                        [r["measured_speedup"] for r in mine]).statistic if len(mine) > 2 \
+            else float("nan")
+        fewer = sum(r["compiled_bytes"] <= r["eager_bytes"] for r in mine)
+        lines.append(f"batch {batch}: {len(mine)} models, Spearman rho (predicted vs measured "
+                     f"speed-up) {rho:.2f}; compiled bytes <= eager for {fewer} of {len(mine)}")
+    return lines
+
+
+def _chip(chip_id: str):
+    chips = load_chips()
+    if chip_id not in chips:
+        print(f"measuring this machine as {chip_id} (fxroof chips measure)", file=sys.stderr)
+        save(measure_calibrated("cpu", quick=True))
+        chips = load_chips()
+    return chips[chip_id]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
+    p.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--chip", default="this-cpu")
+    p.add_argument("--json", metavar="PATH")
+    args = p.parse_args()
+    try:
+        if args.json:
+            check_writable(args.json, overwrite=True)
+        chip, rows = _chip(args.chip), []
+        for model in args.models:
+            for batch in args.batch:
+                r = row(model, batch, chip, args.repeats)
+                rows.append(r)
+                print(f"{model} b{batch}: bytes compiled/eager "
+                      f"{r['compiled_bytes'] / r['eager_bytes']:.2f}, speed-up predicted "
+                      f"{r['predicted_speedup']:.2f} measured {r['measured_speedup']:.2f}",
+                      flush=True)
+        for line in summary(rows):
+            print(line)
+        if args.json:
+            with atomic(args.json) as f:
+                json.dump({"rows": rows, "summary": summary(rows)}, f, indent=1)
+    except FxroofError as e:
+        print(f"bench_compiled: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bench_compiled: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
