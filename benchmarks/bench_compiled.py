@@ -27,9 +27,10 @@ from scipy.stats import spearmanr
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks import script_main  # noqa: E402
+
 import fxroof  # noqa: E402
 from fxroof.chips import load_chips  # noqa: E402
-from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import atomic, check_writable  # noqa: E402
 from fxroof.measure import save  # noqa: E402
 from fxroof.models import build_model, default_input_shape  # noqa: E402
@@ -102,31 +103,24 @@ def main() -> int:
     p.add_argument("--chip", default="this-cpu")
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args()
-    try:
-        if args.json:
-            check_writable(args.json, overwrite=True)
-        chip, rows = _chip(args.chip), []
-        for model in args.models:
-            for batch in args.batch:
-                r = row(model, batch, chip, args.repeats)
-                rows.append(r)
-                print(f"{model} b{batch}: bytes compiled/eager "
-                      f"{r['compiled_bytes'] / r['eager_bytes']:.2f}, speed-up predicted "
-                      f"{r['predicted_speedup']:.2f} measured {r['measured_speedup']:.2f}",
-                      flush=True)
-        for line in summary(rows):
-            print(line)
-        if args.json:
-            with atomic(args.json) as f:
-                json.dump({"rows": rows, "summary": summary(rows)}, f, indent=1)
-    except FxroofError as e:
-        print(f"bench_compiled: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bench_compiled: interrupted", file=sys.stderr)
-        return 130
+    if args.json:
+        check_writable(args.json, overwrite=True)
+    chip, rows = _chip(args.chip), []
+    for model in args.models:
+        for batch in args.batch:
+            r = row(model, batch, chip, args.repeats)
+            rows.append(r)
+            print(f"{model} b{batch}: bytes compiled/eager "
+                  f"{r['compiled_bytes'] / r['eager_bytes']:.2f}, speed-up predicted "
+                  f"{r['predicted_speedup']:.2f} measured {r['measured_speedup']:.2f}",
+                  flush=True)
+    for line in summary(rows):
+        print(line)
+    if args.json:
+        with atomic(args.json) as f:
+            json.dump({"rows": rows, "summary": summary(rows)}, f, indent=1)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    script_main(main, __file__)

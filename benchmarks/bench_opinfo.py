@@ -27,8 +27,11 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
-import fxroof
-from op_costs import DEFAULT_RULE
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import fxroof  # noqa: E402
+from benchmarks import script_main  # noqa: E402
+from op_costs import DEFAULT_RULE  # noqa: E402
 
 
 class OpModule(nn.Module):
@@ -146,8 +149,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:  # the --json file is written last, atomically: nothing half-done
-        print("interrupted: nothing written", file=sys.stderr)
-        sys.exit(130)
+    script_main(main, __file__)

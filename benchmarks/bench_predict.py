@@ -25,7 +25,8 @@ from scipy.stats import spearmanr
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from fxroof.errors import FxroofError  # noqa: E402
+from benchmarks import script_main  # noqa: E402
+
 from fxroof.files import atomic  # noqa: E402
 from fxroof.roofline import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study  # noqa: E402
@@ -110,7 +111,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except FxroofError as e:
-        sys.exit(f"{os.path.basename(__file__)}: error: {e}")
+    script_main(main, __file__)

@@ -31,8 +31,9 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks import script_main  # noqa: E402
+
 from fxroof import calibration as cal  # noqa: E402
-from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "gpu-kernels")
@@ -237,7 +238,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except FxroofError as e:
-        sys.exit(f"{os.path.basename(__file__)}: error: {e}")
+    script_main(main, __file__)

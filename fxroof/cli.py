@@ -135,7 +135,6 @@ def _chips_arguments(p: argparse.ArgumentParser) -> None:
     # no action: `fxroof chips` prints this command's help (its actions), not argparse's
     # one-line "required" error
     actions = p.add_subparsers(dest="action", metavar="<action>")
-    p.set_defaults(help_text=p.format_help)
     q = _parser(actions, "list", "table (or --json) of the chips")
     q.add_argument("--class", dest="cls", choices=CLASSES, help="only chips of this class")
     q.add_argument("--json", action="store_true", help="machine-readable records")
@@ -161,6 +160,7 @@ def _chips_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--out", metavar="YAML", help="where to save (default: the user chip "
                                                   "folder, ~/.config/fxroof/chips)")
     q.add_argument("--force", action="store_true", help="overwrite an existing chip file")
+    p.set_defaults(help_text=p.format_help, action_names=list(actions.choices))
 
 
 def _roofline_arguments(p: argparse.ArgumentParser) -> None:
@@ -285,8 +285,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             return e.code if isinstance(e.code, int) else EXIT_USAGE
         if getattr(args, "action", True) is None:  # a command that needs an action got none
             print(args.help_text(), file=sys.stderr)
-            print(f"fxroof {args.command}: error: choose an action (list, show, plot or "
-                  "measure).", file=sys.stderr)
+            names = args.action_names
+            print(f"fxroof {args.command}: error: choose an action ({', '.join(names[:-1])} "
+                  f"or {names[-1]}).", file=sys.stderr)
             return EXIT_USAGE
         from fxroof import commands  # deferred: torch loads here, inside the Ctrl-C guard
 

@@ -23,7 +23,6 @@ C++/Triton code itself. Memory (peak, activations) is the eager analysis's.
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from typing import Optional
 
 import torch
@@ -54,7 +53,7 @@ class _Probe:
         self.kernels: list[list[dict]] = []
 
     @contextlib.contextmanager
-    def attached(self, freezing: bool):
+    def attached(self):
         run, codegen = inductor_graph.GraphLowering.run, inductor_scheduler.Scheduler._codegen
         probe = self
 
@@ -68,8 +67,9 @@ class _Probe:
         inductor_graph.GraphLowering.run = recording_run
         inductor_scheduler.Scheduler._codegen = recording_codegen
         try:
-            with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False,
-                                       freezing=freezing), \
+            # torch.compile's defaults otherwise: no freezing (with it, Inductor's CPU pattern
+            # matcher swaps ATen ops for oneDNN/MKL calls that have no ATen cost rule)
+            with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False), \
                     functorch_config.patch(force_non_lazy_backward_lowering=True):
                 yield self
         finally:
@@ -113,9 +113,7 @@ def schedule(module: torch.nn.Module, args, kwargs, train: bool) -> list[dict]:
     """Lower and schedule every region with Inductor: per region, {phase: (post-grad graph
     module, kernels)}, forward first."""
     regions, probe = [], _Probe()
-    # torch.compile's defaults: no freezing (with it, Inductor's CPU pattern matcher replaces
-    # ATen ops by oneDNN/MKL calls and lowering closures that have no ATen cost rule)
-    with probe.attached(freezing=False), torch.set_grad_enabled(train):
+    with probe.attached(), torch.set_grad_enabled(train):
         for gm, example_inputs in _regions(module, args, kwargs, train):
             start = len(probe.lowered)
             compile_fx(gm, example_inputs)
@@ -231,7 +229,3 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs) 
     info = ModelInfo(**{**eager.model.as_dict(), "view": "compiled"})
     return AnnotatedGraph(capture, info, eager.memory, None)
 
-
-def kernel_counts(graph: AnnotatedGraph) -> Counter:
-    """Kernels per kind ("extern" / "fused"), for summaries."""
-    return Counter("extern" if n.target.extern else "fused" for n in graph.nodes())

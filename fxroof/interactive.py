@@ -20,7 +20,7 @@ from plotly.offline import get_plotlyjs
 from fxroof.chips import Chip
 from fxroof.errors import FxroofError
 from fxroof.files import atomic, check_writable
-from fxroof.roofline import tf32_convolution_roof
+from fxroof.roofline import roof_key, tf32_convolution_roof
 from fxroof.units import si
 
 INTENSITY = np.logspace(-2, 4, 200)  # FLOP/byte
@@ -44,15 +44,11 @@ def check_page(path: str, overwrite: bool) -> None:
     check_writable(path, overwrite)
 
 
-def _roof_key(chip: Chip, dtype: str) -> Optional[str]:
-    return next((k for k in (f"{dtype}_matrix", dtype) if k in chip.peaks), None)
-
-
 def roof_traces(chips: list[Chip], dtype: str) -> list:
     """One line per chip, min(peak, bandwidth x intensity), with its numbers on hover."""
     traces = []
     for chip in chips:
-        key = _roof_key(chip, dtype)
+        key = roof_key(chip, dtype)
         if key is None:
             continue
         roof = np.minimum(chip.peaks[key], chip.bandwidth * INTENSITY)

@@ -24,20 +24,12 @@ from matplotlib.ticker import (EngFormatter, FixedLocator, FuncFormatter, LogLoc
 from fxroof.chips import Chip
 from fxroof.errors import FxroofError
 from fxroof.files import atomic_path, check_writable
-from fxroof.roofline import tf32_convolution_roof
+from fxroof.roofline import roof_key, tf32_convolution_roof
 from fxroof.units import op_unit, si
 
 STYLE = {"figure.figsize": (10, 6.5), "figure.dpi": 110, "font.size": 9,
          "axes.grid": True, "grid.alpha": 0.3, "axes.titlesize": 11}
 INTENSITY = np.logspace(-2, 4, 400)  # FLOP/byte
-
-
-def _roof_key(chip: Chip, dtype: str) -> Optional[str]:
-    """The matrix-engine peak for this dtype if the chip has one, else its plain peak."""
-    for key in (f"{dtype}_matrix", "tf32" if dtype == "tf32" else dtype):
-        if key in chip.peaks:
-            return key
-    return None
 
 
 def new_axes(title: str, xlabel: str = "operational intensity (FLOP/byte)",
@@ -143,10 +135,10 @@ def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
     dashed and thinner. Returns chip id -> colour."""
     colours, seen = {}, {}
     cmap = colormap("tab10")
-    drawn = [c for c in chips if _roof_key(c, dtype) is not None]
+    drawn = [c for c in chips if roof_key(c, dtype) is not None]
     marked = len(drawn) > 10  # a few roofs need no markers, and points are not mistaken
     for chip in drawn:
-        key = _roof_key(chip, dtype)
+        key = roof_key(chip, dtype)
         index = seen[chip.cls] = seen.get(chip.cls, -1) + 1
         colour = cmap(index % 10)
         roof = np.minimum(chip.peaks[key], chip.bandwidth * INTENSITY)
@@ -168,7 +160,7 @@ def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
 
 def missing_note(chips: list[Chip], dtype: str) -> str:
     """Which chips a figure leaves out because they publish no peak in its dtype, or ''."""
-    left_out = [c.name for c in chips if _roof_key(c, dtype) is None]
+    left_out = [c.name for c in chips if roof_key(c, dtype) is None]
     if not left_out:
         return ""
     return (f"Not drawn, no published {dtype} peak: " + ", ".join(left_out)
@@ -199,7 +191,7 @@ def grouped_legend(ax, ncol: int = 2, title: Optional[str] = None, **kwargs):
 
 def plot_chips(chips: list[Chip], path: str, dtype: str = "fp32", overwrite: bool = False,
                title: Optional[str] = None) -> str:
-    plotted = [c for c in chips if _roof_key(c, dtype)]
+    plotted = [c for c in chips if roof_key(c, dtype)]
     if not plotted:
         raise FxroofError(f"No chip lists a {dtype} peak; choose another --dtype.")
     op = op_unit(dtype)
@@ -223,13 +215,13 @@ def plot_chips_by_class(chips: list[Chip], path: str, dtype: str = "fp32",
     """The all-chip plot at ``path`` plus one per class beside it (name-<class>.ext). Every
     path is checked before the first figure is written."""
     root, ext = os.path.splitext(path)
-    classes = sorted({c.cls for c in chips if _roof_key(c, dtype)})
+    classes = sorted({c.cls for c in chips if roof_key(c, dtype)})
     paths = [path] + [f"{root}-{cls}{ext}" for cls in classes]
     for each in paths:
         check_figure(each, overwrite)
     written = [plot_chips(chips, path, dtype, overwrite)]
     for cls, each in zip(classes, paths[1:], strict=True):
-        members = [c for c in chips if c.cls == cls and _roof_key(c, dtype)]
+        members = [c for c in chips if c.cls == cls and roof_key(c, dtype)]
         written.append(plot_chips(members, each, dtype, overwrite,
                                   title=f"{cls.upper()} rooflines, dense {dtype} peaks"))
     return written
@@ -306,7 +298,7 @@ def join_labels(labels: list[str]) -> str:
 
 def _zoom_to(ax, points: list[dict], chips: list[Chip], dtype: str) -> None:
     """Show the points' decade range and the roofs' ridges and peaks, not 6 empty decades."""
-    keys = [(c, _roof_key(c, dtype)) for c in chips]
+    keys = [(c, roof_key(c, dtype)) for c in chips]
     ridges = [c.peaks[k] / c.bandwidth for c, k in keys if k]
     peaks = [c.peaks[k] for c, k in keys if k]
     xs = [p["intensity"] for p in points] + ridges

@@ -42,6 +42,12 @@ def tf32_enabled(op: str) -> bool:
     return torch.backends.cuda.matmul.allow_tf32
 
 
+def roof_key(chip: Chip, dtype: str) -> Optional[str]:
+    """The peak a figure draws as a chip's roof for a dtype: its matrix engine's where it
+    has one, else its plain peak; None when the chip lists neither."""
+    return next((k for k in (f"{dtype}_matrix", dtype) if k in chip.peaks), None)
+
+
 def tf32_convolution_roof(chip: Chip, dtype: str) -> bool:
     """Whether the roof of fp32 convolutions on this chip is its TF32 tensor-core peak (a GPU
     with TF32, and PyTorch's cuDNN flag at its default, on): figures draw it beside the fp32
