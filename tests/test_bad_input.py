@@ -260,9 +260,12 @@ def test_an_interrupted_write_leaves_no_file(small, tmp_path, monkeypatch):
 
 def test_sigint_during_annotate_exits_130_and_writes_nothing(tmp_path):
     """A real Ctrl-C (SIGINT) while the CLI runs: status 130, no traceback, no file."""
+    # SIGINT as a terminal delivers it: a shell's background job (a CI runner's, say)
+    # inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored
     proc = subprocess.Popen([sys.executable, "-m", "fxroof", "annotate", "resnet50",
                              "--backward", "--json", str(tmp_path / "r.json")], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)  # inside torch's import or the capture, whichever it has reached
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
