@@ -23,7 +23,10 @@ from fxroof.device import parse_dtype, random_like
 from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.guard import preserved, refuse_uninitialized, silenced
-from fxroof.keys import BACKWARD
+from fxroof.keys import BACKWARD, OPTIMIZER
+from fxroof import chips
+from fxroof.step import TrainingStep
+from fxroof.target import Target
 from fxroof.memory import memory_report
 from fxroof.models import build_model, default_inputs, ensure_module
 from fxroof.scope import ModuleScope
@@ -38,9 +41,11 @@ _UNTRACEABLE = (fake_tensor.DataDependentOutputException,
 def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
             dtype=None, kwargs: Optional[dict] = None,
             input_shapes: Optional[Sequence[Sequence[int]]] = None, batch: int = 1,
-            name: Optional[str] = None, device: str = "cpu", seq_len: Optional[int] = None,
+            name: Optional[str] = None, device: Optional[str] = None, seq_len: Optional[int] = None,
             hf_config: Optional[dict] = None, rules: Optional[dict] = None,
-            compiled: bool = False) -> AnnotatedGraph:
+            compiled: bool = False, loss=None, optimizer: Optional[str] = None,
+            optimizer_impl: Optional[str] = None, amp: Optional[str] = None,
+            chip=None, memory_format: Optional[str] = None) -> AnnotatedGraph:
     """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
 
     model: an nn.Module, a torchvision model name, 'hf:<model_type>' (a transformers model
@@ -57,9 +62,22 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         (``{torch.ops.aten.mm: my_rule}``, FlopCounterMode's ``custom_mapping``); a rule is
         called like op_costs' rules and returns an ``op_costs.Cost``.
     compiled: return the compiled view: Inductor's kernels as nodes (fxroof.compiled).
+    device: the target the step is recorded for: 'cpu', or 'cuda' -- the ATen program CUDA
+        runs, recorded without a GPU (fxroof.target); ``chip`` (a Chip or id) gives its
+        compute capability, and a GPU chip implies 'cuda'.
+    loss: 'auto', 'cross_entropy', 'lm', 'package.module:function' or a callable of the
+        output: the step differentiates this scalar (fxroof.step). Implies backward.
+    optimizer: 'sgd', 'adam' or 'adamw': its update ops become a third phase, 'optimizer'
+        (``optimizer_impl``: 'for-loop', 'foreach' or 'fused'; default: torch.optim's
+        default on the target). Implies backward.
+    amp: 'fp16' or 'bf16': run forward and loss under autocast, parameters stay fp32.
+    memory_format: 'channels_last' for 4-D inputs and parameters (default: contiguous).
     """
     _check_arguments(device, kwargs, seq_len, rules)
     spec = model if isinstance(model, str) else None
+    target = Target.of(device, _chip(chip))
+    training = TrainingStep.of(loss, optimizer, optimizer_impl, amp, spec, target)
+    backward = backward or training.needs_backward
     module = build_model(spec, hf_config=hf_config) if spec else ensure_module(model)
     dtype = parse_dtype(dtype)
     mode = mode or ("train" if backward else "eval")
@@ -67,10 +85,12 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         raise UsageError(f"mode must be 'train' or 'eval', not '{mode}'.")
     inputs, kwargs = _example_inputs(spec, module, inputs, kwargs, input_shapes, batch,
                                      seq_len, dtype)
+    kwargs = training.model_kwargs(kwargs)
     refuse_uninitialized(module)
     for t in _tensors_of(module, inputs, kwargs):
         require_dense(t)
-    fakes = _Fakes(dtype, device)
+    fakes = _Fakes(dtype, "cpu",
+                   torch.channels_last if validate.memory_format(memory_format) else None)
     params = {n: fakes.like(p, p.requires_grad and backward)
               for n, p in module.named_parameters()}
     buffers = {n: fakes.like(b) for n, b in module.named_buffers()}
@@ -84,15 +104,17 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     with preserved(module), silenced():  # the user's module stays exactly as it was
         module.train(mode == "train")
         capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
-                            backward)
+                            backward, training)
     for graph in capture.graphs():
         annotate_costs(graph, rules)
     info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,
-                       backward, device)
+                       backward, target.device)
+    info.amp, info.loss, info.optimizer = training.describe()
     leaves, input_spec = pytree.tree_flatten(fake_inputs)
     source = Source(module, spec, input_spec,
                     [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
                      for x in leaves], hf_config)
+    source.training = training
     g = AnnotatedGraph(capture, info, memory_report(capture), source)
     return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype) if compiled else g
 
@@ -123,18 +145,25 @@ def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype) -> Annot
 
 
 class _Fakes:
-    """Fake tensors like the user's: same shape and strides, on the capture device, floating
-    ones in the requested dtype."""
+    """Fake tensors like the user's: same shape and strides (or channels-last ones), on the
+    capture device, floating ones in the requested dtype."""
 
-    def __init__(self, dtype: Optional[torch.dtype], device: str):
+    def __init__(self, dtype: Optional[torch.dtype], device: str,
+                 memory_format: Optional[torch.memory_format] = None):
         self.dtype = dtype
         self.device = device
+        self.memory_format = memory_format
         self.mode = fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
 
     def like(self, t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
         target = self.dtype if (self.dtype is not None and t.is_floating_point()) else t.dtype
         with self.mode:
-            fake = torch.empty_strided(t.shape, t.stride(), dtype=target, device=self.device)
+            if self.memory_format is not None and t.dim() == 4:
+                fake = torch.empty(t.shape, dtype=target, device=self.device,
+                                   memory_format=self.memory_format)
+            else:
+                fake = torch.empty_strided(t.shape, t.stride(), dtype=target,
+                                           device=self.device)
         differentiable = fake.is_floating_point() or fake.is_complex()
         return fake.requires_grad_(requires_grad and differentiable)
 
@@ -190,31 +219,24 @@ def _model_info(name, fake_inputs, params, dtype, mode, backward, device) -> Mod
     )
 
 
-def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backward):
+def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backward,
+              training: TrainingStep):
     args, kwargs = inputs
     state = {**params, **buffers}
     try:
-        with fake_mode, scope, recorder:
-            with torch.set_grad_enabled(backward):
+        with fake_mode, scope, recorder, training.dispatch():
+            with torch.set_grad_enabled(backward), training.autocast():
                 out = torch.func.functional_call(module, state, args, kwargs, strict=False)
+                loss = training.loss_of(out, recorder, scope)
             outputs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+            outputs += [loss] if loss is not None and all(o is not loss for o in outputs) else []
             if not backward:
                 return recorder.finish(outputs, None)
-            recorder.resolve_grad_fns()
-            recorder.phase = BACKWARD
-            differentiable = [o for o in outputs if o.requires_grad]
-            if not differentiable:
-                raise FxroofError(_nothing_to_differentiate(params, inputs))
-            recorder.paused = True  # the seeds are inputs of the backward graph, not ops in it
-            tangents = [torch.empty_like(o) for o in differentiable]
-            recorder.paused = False
-            for i, t in enumerate(tangents):
-                recorder.placeholder(t, f"tangent_{i}", InputKind("tangent", str(i)), BACKWARD)
-            wrt = [p for p in params.values() if p.requires_grad]
-            wrt += [x for x in pytree.tree_leaves(inputs)
-                    if isinstance(x, torch.Tensor) and x.requires_grad]
-            grads = torch.autograd.grad(differentiable, wrt, tangents, allow_unused=True)
-            return recorder.finish(outputs, list(grads))
+            names, grads = _backward([loss] if loss is not None else outputs, params, inputs,
+                                     recorder, seeded=loss is not None)
+            if training.optimizer is not None:
+                _optimizer_step(training.optimizer, params, names, grads, recorder)
+            return recorder.finish(outputs, grads, names)
     except FxroofError:
         raise
     except _UNTRACEABLE as e:
@@ -223,14 +245,65 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
         raise FxroofError(_rejected_message(e, scope, args)) from None
 
 
+def _backward(outputs, params, inputs, recorder, seeded: bool) -> tuple[list[str], list]:
+    """Record autograd's backward from the differentiable outputs (a loss: its own seed, as
+    loss.backward() makes it; else one tangent input per output). Returns the name of what
+    each gradient is for (a parameter's name, or input_<i>) and the gradients."""
+    recorder.resolve_grad_fns()
+    recorder.phase = BACKWARD
+    differentiable = [o for o in outputs if o.requires_grad]
+    if not differentiable:
+        raise FxroofError(_nothing_to_differentiate(params, inputs))
+    tangents = None
+    if not seeded:
+        recorder.paused = True  # the seeds are inputs of the backward graph, not ops in it
+        tangents = [torch.empty_like(o) for o in differentiable]
+        recorder.paused = False
+        for i, t in enumerate(tangents):
+            recorder.placeholder(t, f"tangent_{i}", InputKind("tangent", str(i)), BACKWARD)
+    wrt = {n: p for n, p in params.items() if p.requires_grad}
+    leaves = [x for x in pytree.tree_leaves(inputs)
+              if isinstance(x, torch.Tensor) and x.requires_grad]
+    grads = torch.autograd.grad(differentiable, [*wrt.values(), *leaves], tangents,
+                                allow_unused=True)
+    return [*wrt, *(f"input_{i}" for i in range(len(leaves)))], list(grads)
+
+
+def _optimizer_step(spec, params, names, grads, recorder) -> None:
+    """Record one steady-state step of the optimizer over the parameters with gradients."""
+    recorder.close_backward(grads)
+    updated = {}
+    for name, grad in zip(names, grads):
+        if name in params and grad is not None:
+            params[name].grad = grad
+            updated[name] = params[name]
+    optimizer = spec.build(list(updated.values()))
+    recorder.paused = True  # the first step creates the state (momentum, exp_avg...)
+    optimizer.step()
+    recorder.paused = False
+    for name, p in updated.items():
+        tensors = [p, p.grad, *(t for t in optimizer.state[p].values()
+                                if isinstance(t, torch.Tensor))]
+        recorder.parameter_of.update({id(t): name for t in tensors})
+    recorder.phase, recorder.optimizer_name = OPTIMIZER, spec.class_name
+    optimizer.step()
+
+
 def _tensors_of(module, inputs, kwargs) -> list:
     leaves = pytree.tree_leaves((tuple(inputs), kwargs or {}))
     return ([x for x in leaves if isinstance(x, torch.Tensor)]
             + list(module.parameters()) + list(module.buffers()))
 
 
+def _chip(chip):
+    if chip is None or isinstance(chip, chips.Chip):
+        return chip
+    return chips.get_chip(chip)
+
+
 def _check_arguments(device, kwargs, seq_len, rules) -> None:
-    validate.device(device)
+    if device is not None:
+        validate.device(device)
     if kwargs is not None and not isinstance(kwargs, dict):
         raise UsageError(f"kwargs must be a dict of keyword inputs, not "
                          f"{type(kwargs).__name__}.")

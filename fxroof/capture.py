@@ -27,7 +27,7 @@ import bisect
 import collections
 import operator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 import torch.fx as fx
@@ -36,7 +36,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from op_costs import TensorMeta
 from fxroof.errors import FxroofError
-from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES  # noqa: F401 (re-exported)
+from fxroof.keys import (BACKWARD, FORWARD, INPUT, OPTIMIZER, ORIGIN,  # noqa: F401 (re-exported)
+                         SHAPES)
 from fxroof.scope import ModuleScope, op_family
 
 # Ops that only re-label a tensor: recording them would add nodes, not information. Autograd
@@ -47,14 +48,16 @@ _TRANSPARENT = {torch.ops.aten.detach.default, torch.ops.aten.alias.default,
 
 
 class Origin(NamedTuple):
-    phase: str                    # FORWARD or BACKWARD
+    phase: str                    # FORWARD, BACKWARD or OPTIMIZER
     module: str                   # module path, "" for code in the root module
     layer_type: str               # module class, or the op family for module-less code
     forward_node: Optional[str]   # backward nodes: the forward node they differentiate
 
 
 class InputKind(NamedTuple):
-    kind: str    # "parameter" | "buffer" | "input" | "tangent" | "saved" | "constant"
+    # "parameter" | "buffer" | "input" | "target" (the loss's) | "tangent" | "saved" |
+    # "constant"; the optimizer graph's "gradient" | "optimizer_state"
+    kind: str
     label: str   # fully qualified name, input index, or the forward node's name
 
 
@@ -63,9 +66,11 @@ class Capture:
     forward: fx.Graph
     backward: Optional[fx.Graph]
     saved: list[str] = field(default_factory=list)  # forward nodes the backward reads
+    optimizer: Optional[fx.Graph] = None  # the optimizer's step, reading params and gradients
+    gradients: list[str] = field(default_factory=list)  # parameter of each backward output
 
     def graphs(self) -> list[fx.Graph]:
-        return [g for g in (self.forward, self.backward) if g is not None]
+        return [g for g in (self.forward, self.backward, self.optimizer) if g is not None]
 
 
 def require_dense(t: torch.Tensor) -> None:
@@ -97,17 +102,21 @@ class GraphRecorder(TorchDispatchMode):
     def __init__(self, scope: ModuleScope):
         super().__init__()
         self.scope = scope
-        self.graphs = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
+        self.graphs = {FORWARD: fx.Graph(), BACKWARD: fx.Graph(), OPTIMIZER: fx.Graph()}
         self.phase = FORWARD
         self.paused = False
         self._producer: dict[int, fx.Node] = {}   # id(tensor) -> node that produced it
         self._alive: list[Any] = []               # keeps recorded tensors (and their ids) alive
-        self._last_placeholder: dict[str, Optional[fx.Node]] = {FORWARD: None, BACKWARD: None}
+        self._last_placeholder: dict[str, Optional[fx.Node]] = dict.fromkeys(self.graphs)
         self._saved: dict[fx.Node, fx.Node] = {}  # forward node -> its backward placeholder
         self._by_sequence_nr: dict[int, fx.Node] = {}
         self._unresolved: list = []  # (forward node, sequence counter, output versions)
         self._sorted_sequence_nrs: Optional[list[int]] = None
         self._names = collections.Counter()
+        # the optimizer phase: id(parameter, gradient or state tensor) -> the parameter's name
+        self.parameter_of: dict[int, str] = {}
+        self.optimizer_name = ""
+        self._imported: dict = {}  # (phase, node from an earlier phase) -> its placeholder
 
     # ---- inputs -------------------------------------------------------------------------
     def placeholder(self, value, name: str, kind: InputKind, phase: str = FORWARD) -> fx.Node:
@@ -137,11 +146,27 @@ class GraphRecorder(TorchDispatchMode):
 
     def _node_for(self, tensor: torch.Tensor) -> fx.Node:
         node = self._producer.get(id(tensor))
-        if node is None:  # a tensor from outside: a plain tensor attribute, a closure constant
+        if node is None and id(tensor) in self.parameter_of:  # the optimizer's state
+            node = self.placeholder(tensor, "state", InputKind(
+                "optimizer_state", self.parameter_of[id(tensor)]), OPTIMIZER)
+        elif node is None:  # from outside: a plain tensor attribute, a closure constant
             node = self.placeholder(tensor, "constant", InputKind("constant", ""), self.phase)
         if self.phase == BACKWARD and node.graph is self.graphs[FORWARD]:
             node = self._saved_placeholder(node)
+        elif self.phase == OPTIMIZER and node.graph is not self.graphs[OPTIMIZER]:
+            node = self._optimizer_input(node, tensor)
         return node
+
+    def _optimizer_input(self, node: fx.Node, tensor: torch.Tensor) -> fx.Node:
+        """A parameter or gradient the optimizer reads, as a placeholder of its graph."""
+        if node not in self._imported:
+            kind = node.meta.get(INPUT)
+            fqn = self.parameter_of.get(id(tensor), node.name)
+            what = kind if kind is not None and kind.kind == "parameter" else \
+                InputKind("gradient", fqn)
+            self._imported[node] = self.placeholder(
+                tensor, f"{'p' if what.kind == 'parameter' else 'grad'}_{fqn}", what, OPTIMIZER)
+        return self._imported[node]
 
     def _saved_placeholder(self, forward_node: fx.Node) -> fx.Node:
         if forward_node not in self._saved:
@@ -243,23 +268,56 @@ class GraphRecorder(TorchDispatchMode):
                     else None
                 self._unresolved.append((node, counter, versions))
             return Origin(FORWARD, info.path if info else "", self.scope.layer_type_of(func), None)
+        if self.phase == OPTIMIZER:
+            return self._optimizer_origin(args, kwargs, node.meta["val"])
         forward = self._forward_node_of(torch._C._current_autograd_node())
         if forward is None:  # engine bookkeeping (gradient accumulation, seeds)
             return Origin(BACKWARD, "", op_family(func), None)
         of = forward.meta[ORIGIN]
         return Origin(BACKWARD, of.module, of.layer_type, forward.name)
 
+    def _optimizer_origin(self, args, kwargs, out) -> Origin:
+        """An update op belongs to the module of the parameters it updates: a for-loop
+        optimizer's op to one parameter's module, a foreach/fused op over many modules' lists
+        to the optimizer itself (the root, layer type e.g. "AdamW"). Its outputs (a
+        temporary such as Adam's denominator) belong to the same parameter."""
+        names = {self.parameter_of[id(t)] for t in pytree.tree_leaves((args, kwargs))
+                 if isinstance(t, torch.Tensor) and id(t) in self.parameter_of}
+        modules = {name.rpartition(".")[0] for name in names}
+        if len(names) == 1:
+            self.parameter_of.update({id(t): next(iter(names)) for t in pytree.tree_leaves(out)
+                                      if isinstance(t, torch.Tensor)})
+        if len(modules) == 1:
+            path = modules.pop()
+            return Origin(OPTIMIZER, path, self.scope.class_of(path), None)
+        return Origin(OPTIMIZER, "", self.optimizer_name, None)
+
     # ---- outputs ------------------------------------------------------------------------
-    def finish(self, outputs: list[torch.Tensor], grads: Optional[list]) -> Capture:
+    def close_backward(self, grads: list) -> None:
+        """The backward graph returns the gradients; called before an optimizer reads them
+        (a gradient may itself be a saved forward tensor)."""
+        self.phase = BACKWARD
+        self.graphs[BACKWARD].output(
+            tuple(self._node_for(g) if g is not None else None for g in grads))
+        self._backward_closed = True
+
+    def finish(self, outputs: list[torch.Tensor], grads: Optional[list],
+               gradients: Sequence[str] = ()) -> Capture:
+        """``gradients``: the parameter each backward output is the gradient of."""
         backward = None
-        if grads is not None:  # first: a gradient may itself be a saved forward tensor
-            self.phase = BACKWARD
+        if grads is not None:
+            if not getattr(self, "_backward_closed", False):
+                self.close_backward(grads)
             backward = self.graphs[BACKWARD]
-            backward.output(tuple(self._node_for(g) if g is not None else None for g in grads))
+        optimizer = self.graphs[OPTIMIZER]
+        if any(n.op == "call_function" for n in optimizer.nodes):
+            optimizer.output(())
+        else:
+            optimizer = None
         forward = self.graphs[FORWARD]
         saved = list(self._saved)
         forward.output(tuple(self._producer_or_none(t) for t in outputs) + tuple(saved))
-        return Capture(forward, backward, [n.name for n in saved])
+        return Capture(forward, backward, [n.name for n in saved], optimizer, list(gradients))
 
     def _producer_or_none(self, t) -> Optional[fx.Node]:
         return self._producer.get(id(t)) if isinstance(t, torch.Tensor) else None

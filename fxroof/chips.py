@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Optional
@@ -63,6 +64,7 @@ class Chip:
     memory: Optional[str] = None      # e.g. "HBM3", "on-chip SRAM"
     op_overhead_s: Optional[float] = None  # measured chips: seconds of dispatch per eager op
     calibration: dict = field(default_factory=dict)  # op class -> calibration.Params (measured)
+    compute_capability: Optional[tuple] = None  # CUDA (major, minor): what dispatch rules read
 
     def as_record(self) -> dict:
         return {"id": self.id, "name": self.name, "class": self.cls, "vendor": self.vendor,
@@ -145,7 +147,20 @@ def parse_chip(entry: dict, path: str) -> Chip:
                 {k: _number(v, path, chip_id, f"sparse.{k}")
                  for k, v in _mapping(entry, "sparse", path, chip_id).items()},
                 list(entry.get("sources") or []), memory, _overhead(entry, path, chip_id),
-                _calibration(entry, path, chip_id))
+                _calibration(entry, path, chip_id), _capability(entry, path, chip_id))
+
+
+def _capability(entry: dict, path: str, chip_id: str) -> Optional[tuple]:
+    """``compute_capability: {value: "8.9", source: ...}`` -> (8, 9)."""
+    value = entry.get("compute_capability")
+    if value is None:
+        return None
+    text = str(value.get("value") if isinstance(value, dict) else value)
+    match = re.fullmatch(r"(\d+)\.(\d+)", text)
+    if match is None:
+        raise _bad(path, chip_id, "compute_capability", f"must be major.minor like \"8.9\", "
+                                                        f"not {text!r:.20}")
+    return int(match.group(1)), int(match.group(2))
 
 
 def _calibration(entry: dict, path: str, chip_id: str) -> dict:

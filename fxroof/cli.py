@@ -60,6 +60,34 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"tokens per sequence of hf: text models (default: {DEFAULT_SEQ_LEN})")
     p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
                    help="override a field of an hf: model's config (repeatable)")
+    _step_arguments(p)
+
+
+def _step_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--amp", choices=["fp16", "bf16"],
+                   help="run forward and loss under autocast in this precision (the target's "
+                        "own cast policy); parameters stay fp32")
+    p.add_argument("--loss", nargs="?", const="auto", metavar="LOSS",
+                   help="differentiate a loss: auto (the default when given alone), "
+                        "cross_entropy (classifiers, random integer targets), lm (hf: causal "
+                        "models), or package.module:function of the output; implies --backward")
+    p.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
+                   help="add the optimizer's update as a third phase, 'optimizer'; implies "
+                        "--backward")
+    kind = p.add_mutually_exclusive_group()
+    for flag in ("for-loop", "foreach", "fused"):
+        kind.add_argument(f"--{flag}", dest="optimizer_impl", action="store_const", const=flag,
+                          help=f"the optimizer's {flag} kernels (default: torch.optim's "
+                               "default on the target)")
+    p.add_argument("--memory-format", choices=["contiguous", "channels_last"],
+                   help="layout of 4-D inputs and parameters (default: contiguous)")
+
+
+def _target_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", type=device_arg, metavar="DEVICE",
+                   help="the target the step is recorded for: cpu, or cuda (recorded without "
+                        "a GPU: CUDA's attention, dropout, RNN and optimizer kernels and its "
+                        "autocast policy; default: cpu, or cuda for a single GPU --chip)")
 
 
 def _compiled_argument(p: argparse.ArgumentParser) -> None:
@@ -99,6 +127,9 @@ def _output_arguments(p: argparse.ArgumentParser, *extra: tuple[str, str]) -> No
 
 def _annotate_arguments(p: argparse.ArgumentParser) -> None:
     _model_arguments(p)
+    _target_argument(p)
+    p.add_argument("--chip", help="the GPU whose compute capability the CUDA target's "
+                                  "dispatch rules read (implies --device cuda)")
     _top_argument(p)
     p.add_argument("--sort", choices=["flops", "bytes", "intensity"], default="flops",
                    help="node table order")
@@ -124,6 +155,7 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
 
 def _predict_arguments(p: argparse.ArgumentParser) -> None:
     _model_arguments(p)
+    _target_argument(p)
     _chip_arguments(p, "only these chips (repeatable)", repeatable=True)
     _compiled_argument(p)
     p.add_argument("--roof", choices=["calibrated", "ideal"], default="calibrated",

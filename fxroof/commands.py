@@ -15,7 +15,7 @@ from fxroof.chips import get_chip, load_chips, parse_chip
 from fxroof.device import check_device
 from fxroof.errors import FxroofError
 from fxroof.files import check_writable
-from fxroof.keys import BACKWARD, FORWARD
+from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
 from fxroof.measure import check_target, datasheet_chip, default_path, save, versus_datasheet
 from fxroof.models import MODEL_SOURCES, build_model, model_names, parse_shape
 from fxroof.models.hf import parse_overrides
@@ -39,7 +39,18 @@ def _analyze(args):
     return analyze(args.model, backward=args.backward, mode=args.mode, dtype=args.dtype,
                    input_shapes=shapes, batch=args.batch, seq_len=args.seq_len,
                    hf_config=parse_overrides(args.hf_config),
-                   compiled=getattr(args, "compiled", False))
+                   compiled=getattr(args, "compiled", False), device=args.device,
+                   chip=_target_chip(args), loss=args.loss, optimizer=args.optimizer,
+                   optimizer_impl=args.optimizer_impl, amp=args.amp,
+                   memory_format=args.memory_format)
+
+
+def _target_chip(args):
+    """The chip a single --chip names: its compute capability sets the CUDA target's rules."""
+    chip = getattr(args, "chip", None)
+    if isinstance(chip, list):
+        chip = chip[0] if len(chip) == 1 else None
+    return get_chip(chip, load_chips(getattr(args, "chips_file", None))) if chip else None
 
 
 def _check_outputs(args, **methods) -> list:
@@ -65,13 +76,16 @@ def _write_outputs(g, outputs: list, force: bool) -> None:
 
 def _print_header(g, detail: str) -> None:
     m = g.model
+    step = "".join(f", {label} {value}" for label, value in (
+        ("autocast", m.amp), ("loss", m.loss), ("optimizer", m.optimizer)) if value)
     print(f"{m.name}: inputs {', '.join(str(tuple(i['shape'])) for i in m.inputs)}, "
-          f"{m.dtype}, {m.mode} mode, {detail}")
+          f"{m.dtype}, {m.device} target, {m.mode} mode{step}, {detail}")
     print()
 
 
 def _phases(g) -> list[str]:
-    return [FORWARD, BACKWARD] if g.model.backward else [FORWARD]
+    return [FORWARD] + ([BACKWARD] if g.model.backward else []) + (
+        [OPTIMIZER] if g.capture.optimizer is not None else [])
 
 
 def run_annotate(args) -> int:

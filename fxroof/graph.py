@@ -21,7 +21,8 @@ from fxroof import export, render, roofline, rollups, timing, trace
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError, UsageError
-from fxroof.keys import BACKWARD, COST, FORWARD, KERNEL, ORIGIN, PHASES, ROOF, SHAPES, TIME
+from fxroof.keys import (BACKWARD, COST, FORWARD, KERNEL, OPTIMIZER, ORIGIN, PHASES, ROOF,
+                         SHAPES, TIME)
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model
 from fxroof.units import dtype_name
@@ -38,6 +39,7 @@ class Source:
     input_spec: object      # pytree spec of (args, kwargs)
     input_leaves: list      # per leaf: (is_tensor, value for non-tensor leaves)
     hf_config: Optional[dict] = None  # hf: overrides, so a rebuilt model has the same shape
+    training: object = None  # fxroof.step.TrainingStep: target, autocast, loss, optimizer
 
 
 @dataclass
@@ -51,6 +53,9 @@ class ModelInfo:
     parameters: int         # parameter count (elements)
     device: str = "cpu"
     view: str = "eager"     # "eager": ATen ops as dispatched; "compiled": Inductor's kernels
+    amp: Optional[str] = None        # autocast's lower precision: "fp16" | "bf16"
+    loss: Optional[str] = None       # the loss the backward differentiates
+    optimizer: Optional[str] = None  # "adamw (foreach)": its update is the optimizer phase
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -92,7 +97,8 @@ def node_record(node: fx.Node) -> dict:
 
 def _check_phase(phase: Optional[str]) -> None:
     if phase not in (None, *PHASES):
-        raise UsageError(f"phase must be None, 'forward' or 'backward', not {phase!r}.")
+        raise UsageError(f"phase must be None, 'forward', 'backward' or 'optimizer', not "
+                         f"{phase!r}.")
 
 
 @dataclass
@@ -149,6 +155,8 @@ class AnnotatedGraph:
         result = {FORWARD: rollups.total(r for r in records if r["phase"] == FORWARD)}
         if self.backward is not None:
             result[BACKWARD] = rollups.total(r for r in records if r["phase"] == BACKWARD)
+        if self.capture.optimizer is not None:
+            result[OPTIMIZER] = rollups.total(r for r in records if r["phase"] == OPTIMIZER)
         result["overall"] = rollups.total(records)
         return result
 

@@ -4,8 +4,8 @@ capture writes ORIGIN, SHAPES (every call node) and INPUT (placeholders); the co
 COST; the timing pass TIME; the roofline pass ROOF. Later passes read what earlier ones wrote,
 the way torch.fx's ShapeProp writes ``meta["tensor_meta"]`` for the passes after it.
 """
-FORWARD, BACKWARD = "forward", "backward"
-PHASES = (FORWARD, BACKWARD)
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+PHASES = (FORWARD, BACKWARD, OPTIMIZER)  # a training step's order
 
 ORIGIN = "fxroof.origin"  # capture: Origin(phase, module, layer_type, forward_node)
 SHAPES = "fxroof.shapes"  # capture: TensorMeta of the outputs at the time of the call

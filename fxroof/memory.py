@@ -29,6 +29,7 @@ class MemoryReport:
     activation_bytes: int        # every storage the forward allocates
     saved_for_backward_bytes: int
     gradient_bytes: int          # the gradients the backward returns
+    optimizer_state_bytes: int   # what the optimizer keeps per parameter (momentum, exp_avg..)
     peak_bytes: int              # parameters + buffers + inputs + peak of live allocations
     peak_node: Optional[str]     # the node at which the peak is reached
 
@@ -44,14 +45,18 @@ def _storages(value):
 
 
 def _resident(capture: Capture, seen: set) -> dict:
-    """Bytes of the storages the step starts with, by placeholder kind."""
-    resident = {"parameter": 0, "buffer": 0, "input": 0, "constant": 0}
-    for node in capture.forward.nodes:
-        if node.op == "placeholder":
-            for ref, size in _storages(node.meta["val"]):
-                if ref not in seen:
-                    seen.add(ref)
-                    resident[node.meta[INPUT].kind] += size
+    """Bytes of the storages the step starts with, by placeholder kind (the loss's target
+    counts as an input)."""
+    resident = {"parameter": 0, "buffer": 0, "input": 0, "constant": 0, "optimizer_state": 0}
+    starts = [capture.forward] + ([capture.optimizer] if capture.optimizer is not None else [])
+    for graph in starts:
+        for node in graph.nodes:
+            kind = node.meta.get(INPUT)
+            if node.op == "placeholder" and (kind.kind in resident or kind.kind == "target"):
+                for ref, size in _storages(node.meta["val"]):
+                    if ref not in seen:
+                        seen.add(ref)
+                        resident["input" if kind.kind == "target" else kind.kind] += size
     return resident
 
 
@@ -128,6 +133,7 @@ def memory_report(capture: Capture) -> MemoryReport:
                              if i < forward_count),
         saved_for_backward_bytes=sum(allocations.size[r] for r in saved),
         gradient_bytes=gradients,
+        optimizer_state_bytes=resident["optimizer_state"],
         peak_bytes=sum(resident.values()) + peak,
         peak_node=schedule[peak_index].name if peak_index is not None else None,
     )

@@ -50,7 +50,7 @@ def breakdown_table(rows: list[dict], title: str, macs: bool = False) -> str:
 def totals_lines(totals: dict, macs: bool = False, nodes: str = "ATen nodes") -> str:
     field, unit = _work_label(macs)
     lines = []
-    for phase in ("forward", "backward", "overall"):
+    for phase in ("forward", "backward", "optimizer", "overall"):
         t = totals.get(phase)
         if t is None or (phase == "overall" and "backward" not in totals):
             continue
@@ -64,7 +64,8 @@ def memory_lines(memory: dict) -> str:
     order = [("parameter_bytes", "parameters"), ("buffer_bytes", "buffers"),
              ("input_bytes", "inputs"), ("activation_bytes", "activations (forward)"),
              ("saved_for_backward_bytes", "saved for backward"),
-             ("gradient_bytes", "gradients"), ("peak_bytes", "peak live")]
+             ("gradient_bytes", "gradients"), ("optimizer_state_bytes", "optimizer state"),
+             ("peak_bytes", "peak live")]
     parts = [f"{label} {si(memory[key], 'B')}" for key, label in order if memory.get(key)]
     return "   memory: " + ", ".join(parts)
 

@@ -2,6 +2,7 @@
 executing, so each recorded op knows its module path and layer type."""
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple, Optional
 
 from torch import nn
@@ -38,6 +39,7 @@ class ModuleScope:
                 True for _ in module.parameters(recurse=False)) or any(
                 True for _ in module.buffers(recurse=False))
             self._info.setdefault(id(module), ModuleInfo(path, type(module).__name__, owns))
+        self._class_by_path = {info.path: info.cls for info in self._info.values()}
         self.stack: list[ModuleInfo] = []
         self._handles = []
 
@@ -52,6 +54,19 @@ class ModuleScope:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+    def class_of(self, path: str) -> str:
+        """The class name of the module at ``path`` ("" for none)."""
+        return self._class_by_path.get(path, "")
+
+    @contextlib.contextmanager
+    def region(self, path: str, cls: str):
+        """Ops run inside are attributed to a pseudo-layer (the loss) as if a module ran."""
+        self.stack.append(ModuleInfo(path, cls, True))
+        try:
+            yield
+        finally:
+            self.stack.pop()
 
     @property
     def current(self) -> Optional[ModuleInfo]:

@@ -87,3 +87,16 @@ def device(value) -> str:
     if not isinstance(value, str) or not _DEVICE.match(value):
         raise UsageError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {value!r:.40}.")
     return value
+
+
+MEMORY_FORMATS = ("contiguous", "channels_last")
+
+
+def memory_format(value) -> bool:
+    """None, 'contiguous' or 'channels_last'; True for channels_last (of 4-D tensors)."""
+    if value is None or value == "contiguous":
+        return False
+    if value == "channels_last":
+        return True
+    raise UsageError(f"memory_format must be one of {', '.join(MEMORY_FORMATS)}, not "
+                     f"{value!r:.40}.")

@@ -28,6 +28,7 @@ from op_costs import (  # noqa: F401,E402  (imported for their registrations)
     reduction,
     linalg,
     loss,
+    optimizer,
     resample,
     rnn,
 )

@@ -28,12 +28,13 @@ LAYERS = [
     # leaves: what many modules need (no torch below layer 2, so the CLI parses without it)
     {"fxroof.errors", "fxroof.version", "fxroof.defaults"},
     {"fxroof.units", "fxroof.keys", "fxroof.suggest", "fxroof.timers", "fxroof.files",
-     "fxroof.kernel",
+     "fxroof.kernel", "fxroof.target",
      "fxroof.calibration", "op_costs"},
-    {"fxroof.validate", "fxroof.device"},
+    {"fxroof.validate", "fxroof.device", "fxroof.target_dispatch"},
     # capture and the passes that annotate node.meta
     {"fxroof.scope", "fxroof.guard", "fxroof.rollups", "fxroof.chips"},
     {"fxroof.capture"},
+    {"fxroof.step"},
     {"fxroof.cost_pass", "fxroof.memory", "fxroof.models"},
     # passes over an annotated graph and its renderers: they read node.meta and records
     {"fxroof.roofline", "fxroof.timing", "fxroof.export", "fxroof.render", "fxroof.trace",

@@ -1,0 +1,294 @@
+"""Recording for a target: the CUDA dispatch choices (fxroof.target's rules) applied while a
+step runs on fake CPU tensors, and autocast as the target runs it.
+
+``TargetDispatch`` is a TorchFunctionMode: it sees the calls a model makes
+(``F.scaled_dot_product_attention``, ``F.dropout``, ``torch.lstm``...) above autograd, where
+PyTorch's own CUDA dispatch decides, and calls the op CUDA would run instead, so autograd
+records that op and its backward.
+
+Autocast: on the CPU target it is ``torch.autocast("cpu")`` itself. On a CUDA target it is
+CUDA's autocast policy -- which ops run in fp16/bf16, which in fp32, which promote -- run at
+autocast's own place in the dispatcher: kernels registered on the AutocastCPU key for the
+duration of the step (``torch.library``), one per op of CUDA's lists (AT_FORALL_* in
+aten/src/ATen/autocast_mode.h; tests check the list against the ops that carry an AutocastCUDA
+kernel in this build), and a pass-through for the ops only the CPU list has.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+
+from fxroof.target import (CUDNN, EFFICIENT, FLASH, AttentionCall, Target, cudnn_rnn,
+                           fused_dropout, sdpa_backend)
+
+aten = torch.ops.aten
+
+
+class TargetDispatch(TorchFunctionMode):
+    """Calls the op the CUDA target dispatches to, where that depends on the device."""
+
+    def __init__(self, target: Target):
+        super().__init__()
+        self.target = target
+        self.sdpa_choices: list[str] = []  # the backend of each attention call, in order
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "scaled_dot_product_attention":
+            return self._attention(*args, **kwargs)
+        if name == "dropout" and func in (F.dropout, torch.dropout):
+            return self._dropout(func, args, kwargs)
+        if name in ("lstm", "gru") and func in (torch.lstm, torch.gru) and len(args) == 9:
+            return self._rnn(name, func, args, kwargs)
+        return func(*args, **kwargs)
+
+    # ---- scaled_dot_product_attention ---------------------------------------------------
+    def _attention(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                   enable_gqa=False):
+        call = AttentionCall(
+            tuple(q.shape), tuple(k.shape), tuple(v.shape), q.dtype, attn_mask is not None,
+            attn_mask.dim() if attn_mask is not None else 0, dropout_p, is_causal,
+            torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)), enable_gqa,
+            all(t.stride(-1) == 1 or t.shape[-1] == 1 for t in (q, k, v)))
+        backend = sdpa_backend(call, self.target.capability)
+        self.sdpa_choices.append(backend)
+        if backend == FLASH:  # attention.cpp pads the head dim to a multiple of 8
+            return aten._scaled_dot_product_flash_attention(
+                q, k, v, dropout_p, is_causal, scale=scale)[0]
+        if backend == CUDNN:
+            return aten._scaled_dot_product_cudnn_attention(
+                q, k, v, attn_mask, call.requires_grad, dropout_p, is_causal, False,
+                scale=scale)[0]
+        if backend == EFFICIENT:
+            if attn_mask is not None and attn_mask.dtype == torch.bool:
+                # convert_boolean_attn_mask: True keeps, False is -inf
+                attn_mask = torch.where(attn_mask.logical_not(), -float("inf"), 0.0).to(q.dtype)
+            return aten._scaled_dot_product_efficient_attention(
+                q, k, v, attn_mask, call.requires_grad, dropout_p, is_causal, scale=scale)[0]
+        return aten._scaled_dot_product_attention_math(
+            q, k, v, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)[0]
+
+    # ---- dropout and RNNs ---------------------------------------------------------------
+    def _dropout(self, func, args, kwargs):
+        bound = dict(zip(("input", "p", "training", "inplace"), args), **kwargs)
+        x, p = bound["input"], bound.get("p", 0.5)
+        train = bound.get("training", bound.get("train", True))
+        if not bound.get("inplace") and fused_dropout(self.target, p, train, x.numel()):
+            return torch.native_dropout(x, p, train)[0]
+        return func(*args, **kwargs)
+
+    def _rnn(self, name, func, args, kwargs):
+        """torch.lstm/gru(input, hx, params, has_biases, num_layers, dropout, train,
+        bidirectional, batch_first) -> cuDNN's one call over the whole stack."""
+        x, hx, params, has_biases, layers, dropout, train, bidirectional, batch_first = args
+        mode = {"lstm": "LSTM", "gru": "GRU"}[name]
+        differentiable = torch.is_grad_enabled() and any(
+            t.requires_grad for t in (x, *params) if isinstance(t, torch.Tensor))
+        # _cudnn_rnn_backward has no kernel fake CPU tensors reach: training keeps the
+        # per-layer program (a known gap, named in the README)
+        if differentiable or (not isinstance(hx, (tuple, list)) and name == "lstm") or \
+                not cudnn_rnn(self.target, mode, x.dtype):
+            return func(*args, **kwargs)
+        h0, c0 = (hx if name == "lstm" else (hx, None))
+        per_layer = 4 if has_biases else 2
+        hidden = h0.shape[-1]
+        # cuDNN reads the weights through one flat buffer (nn.RNNBase.flatten_parameters
+        # keeps them as views into it on CUDA): made once, outside the step, so unrecorded
+        with torch._C.DisableTorchFunction():
+            weight_buf = torch.empty(sum(p.numel() for p in params), dtype=x.dtype)
+        out = aten._cudnn_rnn(
+            x, list(params), per_layer, weight_buf, h0, c0,
+            {"LSTM": 2, "GRU": 3}[mode], hidden, 0, layers, batch_first, dropout, train,
+            bidirectional, [], None)
+        return (out[0], out[1], out[2]) if name == "lstm" else (out[0], out[1])
+
+
+# ---- autocast ---------------------------------------------------------------------------------
+def cpu_autocast(dtype: torch.dtype):
+    """torch.autocast on the CPU target, or a clear error where this torch's CPU autocast
+    does not run ``dtype`` (it disables itself with a warning there)."""
+    with torch.autocast("cpu", dtype=dtype, enabled=False):
+        pass
+    context = torch.autocast("cpu", dtype=dtype)
+    if not getattr(context, "_enabled", True):
+        raise ValueError(f"CPU autocast does not run {dtype} in torch {torch.__version__}")
+    return context
+
+
+# CUDA's autocast lists (aten/src/ATen/autocast_mode.h: AT_FORALL_LOWER_PRECISION_FP,
+# AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE, AT_FORALL_PROMOTE; autocast_mode.cpp adds
+# cudnn_convolution[_transpose] to the first and norm's fp32_append_dtype overloads).
+CUDA_LOWER_PRECISION = """
+    _convolution.deprecated _convolution conv1d conv2d conv3d conv_tbc conv_transpose1d
+    conv_transpose2d.input conv_transpose3d.input convolution prelu addmm addmv addr matmul
+    einsum mm mv linalg_vecdot linear addbmm baddbmm bmm chain_matmul linalg_multi_dot
+    _thnn_fused_lstm_cell _thnn_fused_gru_cell lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
+    _scaled_dot_product_flash_attention scaled_dot_product_attention cudnn_convolution
+    cudnn_convolution_transpose""".split()
+CUDA_FP32 = """
+    acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan
+    pow.Tensor_Scalar pow.Tensor_Tensor pow.Scalar softplus layer_norm native_layer_norm
+    group_norm frobenius_norm.dim nuclear_norm nuclear_norm.dim cosine_similarity
+    poisson_nll_loss cosine_embedding_loss nll_loss nll_loss2d hinge_embedding_loss kl_div
+    l1_loss smooth_l1_loss huber_loss mse_loss margin_ranking_loss multilabel_margin_loss
+    soft_margin_loss triplet_margin_loss multi_margin_loss binary_cross_entropy_with_logits
+    dist pdist cdist renorm logsumexp upsample_nearest1d _upsample_nearest_exact1d
+    upsample_nearest2d _upsample_nearest_exact2d upsample_nearest3d _upsample_nearest_exact3d
+    upsample_linear1d upsample_bilinear2d _upsample_bilinear2d_aa upsample_trilinear3d
+    upsample_bicubic2d _upsample_bicubic2d_aa
+    rms_norm linalg_matrix_sqrth""".split()  # the last two: newer than that header's copy;
+# torch 2.14's AutocastCUDA kernels return fp32 for them on fp16 input (tested)
+CUDA_FP32_SET_OPT_DTYPE = """
+    prod prod.dim_int prod.dim_Dimname softmax.int softmax.Dimname log_softmax.int
+    log_softmax.Dimname cumprod cumprod.dimname cumsum cumsum.dimname linalg_vector_norm
+    linalg_matrix_norm linalg_matrix_norm.str_ord sum sum.dim_IntList
+    sum.dim_DimnameList""".split()
+CUDA_FP32_APPEND_DTYPE = {"norm.Scalar": "ScalarOpt_dtype",
+                          "norm.ScalarOpt_dim": "ScalarOpt_dim_dtype",
+                          "norm.names_ScalarOpt_dim": "names_ScalarOpt_dim_dtype"}
+CUDA_PROMOTE = """addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_put tensordot
+    scatter_add""".split()
+
+
+def cuda_policy() -> dict[str, str]:
+    """{overload name ('conv2d' is conv2d.default): CUDA's cast policy}. The named-tensor
+    (Dimname) overloads are left out: Python cannot call them."""
+    policy = {}
+    for names, kind in ((CUDA_LOWER_PRECISION, "lower_precision_fp"), (CUDA_FP32, "fp32"),
+                        (CUDA_FP32_SET_OPT_DTYPE, "fp32_set_opt_dtype"),
+                        (list(CUDA_FP32_APPEND_DTYPE), "fp32_append_dtype"),
+                        (CUDA_PROMOTE, "promote")):
+        for name in names:
+            if "imname" not in name and not name.startswith("norm.names"):
+                policy[name if "." in name else f"{name}.default"] = kind
+    return policy
+
+
+def _overload(name: str):
+    """The OpOverload, or None for the named-tensor (Dimname) overloads Python cannot call."""
+    packet, _, overload = name.partition(".")
+    try:
+        return getattr(getattr(aten, packet), overload)
+    except AttributeError:
+        return None
+
+
+def _eligible(x) -> bool:
+    """autocast's is_eligible: a defined floating tensor that is not fp64."""
+    return isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.float64
+
+
+class _Casts:
+    """cached_cast: casts an eligible tensor, and casts each weight (a leaf that requires
+    grad) once per autocast region."""
+
+    def __init__(self):
+        self.cache: dict[int, tuple] = {}
+
+    def cast(self, x, dtype):
+        if not _eligible(x) or x.dtype == dtype:
+            return x
+        if x.is_leaf and x.requires_grad:
+            hit = self.cache.get(id(x))
+            if hit is None or hit[0] is not x or hit[1].dtype != dtype:
+                hit = self.cache[id(x)] = (x, x.to(dtype))
+            return hit[1]
+        return x.to(dtype)
+
+
+_NO_AUTOCAST = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+
+
+def _policy_kernel(op, policy: str, lower: torch.dtype, casts: _Casts):
+    dtype_index = next((i for i, a in enumerate(op._schema.arguments) if a.name == "dtype"),
+                       None)
+
+    def kernel(*args, **kwargs):
+        with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
+            if policy == "fp32_set_opt_dtype":
+                given = kwargs.get("dtype", args[dtype_index] if dtype_index is not None
+                                   and dtype_index < len(args) else None)
+                if _eligible(args[0]) and given is None:
+                    kwargs = {**kwargs, "dtype": torch.float32}
+                return op(*args, **kwargs)
+            if policy == "fp32_append_dtype":
+                target = torch.float32 if _eligible(args[0]) else args[0].dtype
+                packet, _, overload = op.name().removeprefix("aten::").partition(".")
+                return getattr(aten.norm, CUDA_FP32_APPEND_DTYPE[f"{packet}.{overload}"])(
+                    *args, **kwargs, dtype=target)
+            to = {"lower_precision_fp": lower, "fp32": torch.float32}.get(policy) or (
+                torch.float32 if any(_eligible(x) and x.dtype == torch.float32
+                                     for x in pytree.tree_leaves((args, kwargs))) else lower)
+            args, kwargs = pytree.tree_map_only(
+                torch.Tensor, functools.partial(casts.cast, dtype=to), (args, kwargs))
+            return op(*args, **kwargs)
+
+    return kernel
+
+
+def _passthrough(op):
+    """An op of CPU's lists only: CUDA's autocast falls through it. A composite (nll_loss_nd,
+    cross_entropy_loss) runs its decomposition with autocast still on, so the ops inside meet
+    CUDA's policy as they would on CUDA; any other runs as it is."""
+    composite = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(),
+                                                                "CompositeImplicitAutograd")
+
+    def kernel(*args, **kwargs):
+        if composite:
+            return op.decompose(*args, **kwargs)
+        with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
+            return op(*args, **kwargs)
+    return kernel
+
+
+def cpu_autocast_ops() -> set[str]:
+    """The overloads carrying an AutocastCPU kernel in this build (CPU's own lists)."""
+    return _ops_with_kernel("AutocastCPU")
+
+
+@functools.lru_cache(maxsize=None)
+def _ops_with_kernel(key: str) -> frozenset:
+    names = set()
+    for qualified in torch._C._dispatch_get_all_op_names():
+        if qualified.startswith("aten::") and \
+                torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+            name = qualified.removeprefix("aten::")
+            names.add(name if "." in name else f"{name}.default")
+    return frozenset(names)
+
+
+@contextlib.contextmanager
+def cuda_autocast(lower: torch.dtype):
+    """CUDA's autocast policy, in ``lower`` precision, on the CPU tensors fxroof records: the
+    AutocastCPU kernels are replaced for the duration of the block."""
+    library = torch.library.Library("aten", "IMPL")
+    casts = _Casts()
+    policy = cuda_policy()
+    try:
+        with _quiet_overrides():
+            for name, kind in policy.items():
+                library.impl(name.removesuffix(".default"),
+                             _policy_kernel(_overload(name), kind, lower, casts), "AutocastCPU")
+            for name in cpu_autocast_ops() - set(policy):
+                library.impl(name.removesuffix(".default"), _passthrough(_overload(name)),
+                             "AutocastCPU")
+        with torch.autocast("cpu", dtype=lower):
+            yield
+    finally:
+        library._destroy()
+
+
+@contextlib.contextmanager
+def _quiet_overrides():
+    """Replacing a registered kernel warns once per op; the replacement is the point."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Oo]verrid.*")
+        yield
+

@@ -1,0 +1,300 @@
+"""A whole training step (#15): the loss, the optimizer phase, autocast, the CUDA target's
+dispatch rules and channels-last. Expected values are closed forms derived here, never read
+back from fxroof."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fxroof
+from fxroof.errors import FxroofError, UsageError
+from fxroof.target import (CUDNN, EFFICIENT, FLASH, MATH, AttentionCall, Target, can_use_cudnn,
+                           sdpa_backend)
+from fxroof.target_dispatch import _ops_with_kernel, cuda_policy
+
+IN, HIDDEN, OUT, BATCH = 8, 16, 4, 2
+# parameters of the MLP below: two weights and two biases
+N = IN * HIDDEN + HIDDEN + HIDDEN * OUT + OUT
+TENSORS = 4
+F32 = 4  # bytes
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(IN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, OUT))
+
+
+def step(optimizer, impl, **kw):
+    return fxroof.analyze(mlp(), torch.randn(BATCH, IN), loss="cross_entropy",
+                          optimizer=optimizer, optimizer_impl=impl, **kw)
+
+
+# ---- the optimizer phase, in closed form per parameter element -----------------------------
+# FLOPs per element, by fxroof's pointwise conventions (one per +, *, sqrt; a scaled add
+# a + s*b is one, as aten.add with alpha): SGD momentum: buf*mu, buf + g, p - lr*buf = 3.
+# Adam: lerp 3, v*b2 1, addcmul 3, sqrt 1, /bc2 1, +eps 1, addcdiv 3 = 13; AdamW adds
+# p*(1 - lr*wd) = 1. Plus one add per step counter (one per parameter tensor).
+FLOPS_PER_ELEMENT = {"sgd": 3, "adam": 13, "adamw": 14}
+STEP_COUNTERS = {"sgd": 0, "adam": TENSORS, "adamw": TENSORS}
+
+
+@pytest.mark.parametrize("impl", ["for-loop", "foreach", "fused"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw"])
+def test_optimizer_flops_per_parameter_element(optimizer, impl):
+    g = step(optimizer, impl)
+    expected = FLOPS_PER_ELEMENT[optimizer] * N + STEP_COUNTERS[optimizer]
+    assert g.totals()["optimizer"]["flops"] == expected
+    assert g.coverage()["default_rule_ops"] == {}
+
+
+def test_fused_adamw_bytes_read_p_g_m_v_and_write_p_m_v():
+    g = step("adamw", "fused")
+    fused = [r for r in g.records("optimizer") if r["op"] == "_fused_adamw_"]
+    assert len(fused) == 1
+    assert fused[0]["bytes_read"] == 4 * N * F32
+    assert fused[0]["bytes_written"] == 3 * N * F32
+
+
+def test_foreach_adamw_bytes_per_element():
+    """mul_ p (r4 w4), lerp_ m,g (r8 w4), mul_ v (r4 w4), addcmul_ v,g,g (r12 w4), sqrt v
+    (r4 w4), div_ (r4 w4), add_ (r4 w4), addcdiv_ p,m,s (r12 w4): 84 bytes per element; the
+    step counters' add_ reads each 4-byte counter and the shared 4-byte 1, writes each."""
+    g = step("adamw", "foreach")
+    assert g.totals()["optimizer"]["bytes"] == 84 * N + (2 * TENSORS * F32 + F32)
+
+
+def test_sgd_foreach_is_three_launches_and_for_loop_three_per_tensor():
+    assert len(step("sgd", "foreach").records("optimizer")) == 3
+    assert len(step("sgd", "for-loop").records("optimizer")) == 3 * TENSORS
+
+
+def test_for_loop_updates_belong_to_their_modules_foreach_to_the_optimizer():
+    loop = step("adam", "for-loop").records("optimizer")
+    assert {r["module"] for r in loop} == {"0", "2"}
+    assert {r["layer_type"] for r in loop} == {"Linear"}
+    foreach = step("adam", "foreach").records("optimizer")
+    assert {(r["module"], r["layer_type"]) for r in foreach} == {("", "Adam")}
+
+
+def test_optimizer_state_in_the_memory_report():
+    """Adam keeps exp_avg and exp_avg_sq per element and a 4-byte step counter per tensor;
+    SGD with momentum one buffer."""
+    assert step("adam", "foreach").memory.optimizer_state_bytes == 2 * N * F32 + TENSORS * F32
+    assert step("sgd", "foreach").memory.optimizer_state_bytes == N * F32
+
+
+def test_the_optimizer_phase_is_in_every_view():
+    g = step("adamw", "foreach")
+    assert set(g.totals()) == {"forward", "backward", "optimizer", "overall"}
+    assert {r["phase"] for r in g.to_dict()["nodes"]} == {"forward", "backward", "optimizer"}
+    assert len(g.breakdown("phase")) == 3
+    assert g.model.optimizer == "adamw (foreach)"
+    with pytest.raises(UsageError, match="optimizer"):
+        g.records("nope")
+
+
+def test_the_user_model_is_not_touched_by_the_optimizer():
+    model = mlp()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    fxroof.analyze(model, torch.randn(BATCH, IN), loss="cross_entropy", optimizer="sgd")
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]) and p.grad is None
+
+
+# ---- the loss ---------------------------------------------------------------------------------
+def test_cross_entropy_loss_phase_in_closed_form():
+    """log_softmax over (B, C) and nll_loss: the loss layer holds exactly those two forward
+    ops and their two backward ops; the backward seed is loss.backward()'s ones_like."""
+    g = fxroof.analyze(mlp(), torch.randn(BATCH, IN), loss="cross_entropy")
+    loss = [(r["op"], r["phase"]) for r in g.records() if r["module"] == "loss"]
+    assert sorted(loss) == sorted([("_log_softmax", "forward"), ("nll_loss_forward", "forward"),
+                                   ("nll_loss_backward", "backward"),
+                                   ("_log_softmax_backward_data", "backward")])
+    assert {r["layer_type"] for r in g.records() if r["module"] == "loss"} == \
+        {"CrossEntropyLoss"}
+    assert g.model.backward and g.model.loss == "cross_entropy"
+    assert not any(n.op == "placeholder" and "tangent" in n.name for n in g.backward.nodes)
+
+
+def test_a_callable_loss_and_bad_losses():
+    g = fxroof.analyze(mlp(), torch.randn(BATCH, IN), loss=lambda out: out.square().mean())
+    ops = collections.Counter(r["op"] for r in g.records("forward") if r["module"] == "loss")
+    assert ops["pow"] + ops["mul"] >= 1 and ops["mean"] == 1
+    with pytest.raises(UsageError, match="Unknown loss"):
+        fxroof.analyze(mlp(), torch.randn(BATCH, IN), loss="hinge")
+    with pytest.raises(FxroofError, match="class logits"):
+        fxroof.analyze(nn.Flatten(0), torch.randn(BATCH, requires_grad=True),
+                       loss="cross_entropy")
+    with pytest.raises(FxroofError, match="not a floating scalar"):
+        fxroof.analyze(mlp(), torch.randn(BATCH, IN), loss=lambda out: out)
+    with pytest.raises(UsageError, match="Unknown optimizer"):
+        fxroof.analyze(mlp(), torch.randn(BATCH, IN), optimizer="lion")
+
+
+# ---- autocast -----------------------------------------------------------------------------
+def _dtypes(g, op):
+    return {r["dtype"] for r in g.records("forward") if r["op"] == op}
+
+
+def test_cuda_autocast_policy_on_a_small_model():
+    """CUDA autocast fp16 on Linear -> ReLU -> Linear -> cross-entropy: the two addmm run in
+    fp16 after casting x, both weights and both biases (5 casts), relu stays fp16.
+    cross_entropy_loss calls log_softmax with an explicit dtype (the input's, fp16), which
+    fp32_set_opt_dtype leaves alone, and nll_loss (fp32 policy) casts the log-probabilities
+    up: a sixth cast, to fp32. Parameters stay fp32."""
+    g = fxroof.analyze(mlp(), torch.randn(BATCH, IN), device="cuda", amp="fp16",
+                       loss="cross_entropy")
+    assert _dtypes(g, "addmm") == {"float16"} and _dtypes(g, "relu") == {"float16"}
+    casts = [r["dtype"] for r in g.records("forward") if r["op"] == "_to_copy"]
+    assert sorted(casts) == ["float16"] * 5 + ["float32"]
+    assert _dtypes(g, "_log_softmax") == {"float16"}
+    assert {r["dtype"] for r in g.records("forward") if r["op"] == "nll_loss_forward"} == \
+        {"float32"}
+    # softmax with no dtype given runs in fp32 under the same policy
+    soft = fxroof.analyze(nn.Sequential(nn.Linear(IN, OUT), nn.Softmax(-1)),
+                          torch.randn(BATCH, IN), device="cuda", amp="fp16")
+    assert _dtypes(soft, "_softmax") == {"float32"}
+    assert g.model.dtype == "float32" and g.model.amp == "fp16"
+
+
+def test_our_cuda_policy_lists_the_ops_cuda_autocast_registers():
+    """Every op with an AutocastCUDA kernel in this torch build has a policy here, bar the
+    banned binary_cross_entropy and cuDNN's RNN (handled by the RNN rule)."""
+    registered = _ops_with_kernel("AutocastCUDA")
+    assert registered - set(cuda_policy()) <= {"binary_cross_entropy.default",
+                                               "_cudnn_rnn.default"}
+    assert set(cuda_policy()) <= registered
+
+
+def test_cpu_autocast_is_torchs_own():
+    g = fxroof.analyze(mlp(), torch.randn(BATCH, IN), amp="bf16")
+    assert _dtypes(g, "addmm") == {"bfloat16"}
+
+
+def test_amp_errors():
+    with pytest.raises(UsageError, match="compute capability 8.0"):
+        fxroof.analyze(mlp(), torch.randn(BATCH, IN), chip="t4", amp="bf16")
+    with pytest.raises(UsageError, match="Unknown --amp"):
+        fxroof.analyze(mlp(), torch.randn(BATCH, IN), amp="fp8")
+
+
+# ---- the CUDA target's dispatch rules ------------------------------------------------------
+def call(shape=(2, 8, 128, 64), dtype=torch.float16, **kw):
+    k = kw.pop("k_shape", shape)
+    return AttentionCall(tuple(shape), tuple(k), tuple(k), dtype, **kw)
+
+
+# (case, capability, expected backend): from select_sdp_backend's constraints (sdp_utils.cpp)
+SDPA_CASES = [
+    ("fp16 on A100", (8, 0), call(), FLASH),
+    ("bf16 on A100", (8, 0), call(dtype=torch.bfloat16), FLASH),
+    ("fp32 on A100: flash needs half precision", (8, 0), call(dtype=torch.float32), EFFICIENT),
+    ("fp16 on T4: flash needs sm80", (7, 5), call(), EFFICIENT),
+    ("bf16 on T4: no kernel takes it", (7, 5), call(dtype=torch.bfloat16), MATH),
+    ("a float mask rules out flash", (8, 0), call(has_mask=True, mask_dim=4), EFFICIENT),
+    ("head dim 72 on A100 is flash", (8, 0), call(shape=(2, 8, 128, 72)), FLASH),
+    ("head dim 288 > 256: not flash", (8, 0), call(shape=(2, 8, 128, 288)), EFFICIENT),
+    ("head dim 6 unaligned: math", (8, 0), call(shape=(2, 8, 128, 6), has_mask=True,
+                                                mask_dim=4), MATH),
+    ("causal, seq q != seq k: not flash", (8, 0),
+     call(is_causal=True, k_shape=(2, 8, 256, 64)), EFFICIENT),
+    ("training head dim 200 on sm86: not flash", (8, 6),
+     call(shape=(2, 8, 128, 200), requires_grad=True), EFFICIENT),
+    ("H100 prefers cuDNN", (9, 0), call(), CUDNN),
+    ("H100 fp32 falls to efficient", (9, 0), call(dtype=torch.float32), EFFICIENT),
+    ("H100 dropout 0.1 (not k/16) skips cuDNN", (9, 0), call(dropout_p=0.1), FLASH),
+    ("GQA without enable_gqa: math", (8, 0), call(k_shape=(2, 2, 128, 64)), MATH),
+    ("GQA with enable_gqa: flash", (8, 0), call(k_shape=(2, 2, 128, 64), enable_gqa=True),
+     FLASH),
+    ("sm100 prefers cuDNN", (10, 0), call(), CUDNN),
+    ("sm120 consumer Blackwell: flash", (12, 0), call(), FLASH),
+]
+
+
+@pytest.mark.parametrize("case,capability,c,expected", SDPA_CASES,
+                         ids=[case for case, *_ in SDPA_CASES])
+def test_sdpa_backend_rule(case, capability, c, expected):
+    assert sdpa_backend(c, capability) == expected
+
+
+def test_cudnn_head_dim_limits():
+    assert can_use_cudnn(call(shape=(2, 8, 128, 256)), (9, 0))
+    assert not can_use_cudnn(call(shape=(2, 8, 128, 256)), (8, 0))  # 128 below sm90
+    # training at head dim 256 on sm90: cuDNN's backward takes 256/256
+    assert can_use_cudnn(call(shape=(2, 8, 128, 256), requires_grad=True), (9, 0))
+    assert not can_use_cudnn(call(shape=(2, 8, 128, 160), requires_grad=True), (9, 0))
+    assert not can_use_cudnn(call(k_shape=(2, 8, 1, 64)), (9, 0))  # key length 1
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.drop, self.head = nn.Linear(64, 192), nn.Dropout(0.1), nn.Linear(64, 10)
+
+    def forward(self, x, mask=None):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, 2, 32).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.head(self.drop(o.transpose(1, 2).reshape(b, s, 64)).mean(1))
+
+
+def _ops(g):
+    return collections.Counter(r["op"] for r in g.records())
+
+
+@pytest.mark.parametrize("chip,amp,kernel", [
+    ("a100_sxm_40gb", "bf16", "_scaled_dot_product_flash_attention"),
+    ("h100_sxm", "bf16", "_scaled_dot_product_cudnn_attention"),
+    ("t4", "fp16", "_scaled_dot_product_efficient_attention"),
+])
+def test_cuda_target_records_the_chosen_attention_kernel_and_fused_dropout(chip, amp, kernel):
+    g = fxroof.analyze(Block(), torch.randn(2, 16, 64), chip=chip, amp=amp, loss="cross_entropy")
+    ops = _ops(g)
+    assert g.model.device == "cuda"
+    assert ops[kernel] == 1 and ops[kernel + "_backward"] == 1
+    assert ops["native_dropout"] == 1 and ops["bernoulli_"] == 0
+    assert not any(op.startswith("_scaled_dot_product_attention_math") or op == "bmm"
+                   for op in ops)
+    assert g.coverage()["default_rule_ops"] == {}
+
+
+def test_cpu_target_keeps_the_cpu_program():
+    ops = _ops(fxroof.analyze(Block(), torch.randn(2, 16, 64), loss="cross_entropy"))
+    assert ops["_scaled_dot_product_flash_attention_for_cpu"] == 1 and ops["bernoulli_"] == 1
+
+
+def test_masked_attention_on_cuda_is_one_fused_kernel():
+    mask = torch.ones(16, 16, dtype=torch.bool).tril()
+    g = fxroof.analyze(Block(), torch.randn(2, 16, 64), mask, device="cuda", amp="fp16",
+                       loss="cross_entropy")
+    assert _ops(g)["_scaled_dot_product_efficient_attention"] == 1
+    assert "_softmax" not in _ops(g)
+
+
+def test_lstm_inference_on_cuda_is_one_cudnn_call_for_the_stack():
+    lstm = nn.LSTM(8, 16, num_layers=2)
+    ops = _ops(fxroof.analyze(lstm, torch.randn(5, 3, 8), device="cuda"))
+    assert ops["_cudnn_rnn"] == 1 and ops["mkldnn_rnn_layer"] == 0
+    assert _ops(fxroof.analyze(lstm, torch.randn(5, 3, 8)))["mkldnn_rnn_layer"] == 2
+
+
+def test_a_gpu_chip_implies_the_cuda_target_and_its_capability():
+    assert Target.of(None, fxroof.chips.get_chip("h100_sxm")) == Target("cuda", (9, 0),
+                                                                         "h100_sxm")
+    assert Target.of("cpu", fxroof.chips.get_chip("h100_sxm")).device == "cpu"
+    assert Target.of("cuda").capability == (8, 0)
+
+
+def test_channels_last_inputs_and_weights():
+    conv = nn.Conv2d(3, 8, 3)
+    g = fxroof.analyze(conv, torch.randn(2, 3, 16, 16), memory_format="channels_last")
+    x = next(n for n in g.forward.nodes if n.op == "placeholder" and "input" in n.name)
+    assert x.meta["val"].is_contiguous(memory_format=torch.channels_last)
+    out = next(n for n in g.forward.nodes if n.op == "call_function")
+    assert out.meta["val"].is_contiguous(memory_format=torch.channels_last)
+    with pytest.raises(UsageError, match="memory_format"):
+        fxroof.analyze(conv, torch.randn(2, 3, 16, 16), memory_format="nhwc")
