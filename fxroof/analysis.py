@@ -62,14 +62,11 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         (``{torch.ops.aten.mm: my_rule}``, FlopCounterMode's ``custom_mapping``); a rule is
         called like op_costs' rules and returns an ``op_costs.Cost``.
     compiled: return the compiled view: Inductor's kernels as nodes (fxroof.compiled).
-    device: the target the step is recorded for: 'cpu', or 'cuda' -- the ATen program CUDA
-        runs, recorded without a GPU (fxroof.target); ``chip`` (a Chip or id) gives its
-        compute capability, and a GPU chip implies 'cuda'.
+    device: the target: 'cpu', or 'cuda', recorded without a GPU (fxroof.target); ``chip``
+        (a Chip or id) gives its compute capability, and a GPU chip implies 'cuda'.
     loss: 'auto', 'cross_entropy', 'lm', 'package.module:function' or a callable of the
-        output: the step differentiates this scalar (fxroof.step). Implies backward.
-    optimizer: 'sgd', 'adam' or 'adamw': its update ops become a third phase, 'optimizer'
-        (``optimizer_impl``: 'for-loop', 'foreach' or 'fused'; default: torch.optim's
-        default on the target). Implies backward.
+        output (fxroof.step); optimizer: 'sgd', 'adam' or 'adamw', a third phase
+        ('optimizer_impl': 'for-loop', 'foreach' or 'fused'). Both imply backward.
     amp: 'fp16' or 'bf16': run forward and loss under autocast, parameters stay fp32.
     memory_format: 'channels_last' for 4-D inputs and parameters (default: contiguous).
     """
@@ -80,25 +77,14 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     backward = backward or training.needs_backward
     module = build_model(spec, hf_config=hf_config) if spec else ensure_module(model)
     dtype = parse_dtype(dtype)
-    mode = mode or ("train" if backward else "eval")
-    if mode not in ("train", "eval"):
-        raise UsageError(f"mode must be 'train' or 'eval', not '{mode}'.")
+    mode = _mode(mode, backward)
     inputs, kwargs = _example_inputs(spec, module, inputs, kwargs, input_shapes, batch,
                                      seq_len, dtype)
     kwargs = training.model_kwargs(kwargs)
-    refuse_uninitialized(module)
-    for t in _tensors_of(module, inputs, kwargs):
-        require_dense(t)
+    _check_model(module, inputs, kwargs)
     fakes = _Fakes(dtype, "cpu",
                    torch.channels_last if validate.memory_format(memory_format) else None)
-    params = {n: fakes.like(p, p.requires_grad and backward)
-              for n, p in module.named_parameters()}
-    buffers = {n: fakes.like(b) for n, b in module.named_buffers()}
-    # an input the user marked requires_grad is differentiated, as autograd would
-    fake_inputs = pytree.tree_map_only(
-        torch.Tensor, lambda t: fakes.like(t, t.requires_grad and backward),
-        (tuple(inputs), kwargs or {}))
-
+    params, buffers, fake_inputs = fakes.state_and_inputs(module, inputs, kwargs, backward)
     scope = ModuleScope(module)
     recorder = _recorder(scope, params, buffers, fake_inputs)
     with preserved(module), silenced():  # the user's module stays exactly as it was
@@ -108,15 +94,17 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     for graph in capture.graphs():
         annotate_costs(graph, rules)
     info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,
-                       backward, target.device)
-    info.amp, info.loss, info.optimizer = training.describe()
-    leaves, input_spec = pytree.tree_flatten(fake_inputs)
-    source = Source(module, spec, input_spec,
-                    [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
-                     for x in leaves], hf_config)
-    source.training = training
-    g = AnnotatedGraph(capture, info, memory_report(capture), source)
+                       backward, training)
+    g = AnnotatedGraph(capture, info, memory_report(capture),
+                       _source(module, spec, fake_inputs, hf_config, training))
     return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype) if compiled else g
+
+
+def _source(module, spec, fake_inputs, hf_config, training) -> Source:
+    leaves, input_spec = pytree.tree_flatten(fake_inputs)
+    return Source(module, spec, input_spec,
+                  [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
+                   for x in leaves], hf_config, training)
 
 
 def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype) -> AnnotatedGraph:
@@ -154,6 +142,18 @@ class _Fakes:
         self.device = device
         self.memory_format = memory_format
         self.mode = fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
+
+    def state_and_inputs(self, module, inputs, kwargs, backward: bool) -> tuple:
+        """Fake parameters (requiring grad where the module's do, for a backward), buffers
+        and inputs; an input the user marked requires_grad is differentiated, as autograd
+        would."""
+        params = {n: self.like(p, p.requires_grad and backward)
+                  for n, p in module.named_parameters()}
+        buffers = {n: self.like(b) for n, b in module.named_buffers()}
+        fake_inputs = pytree.tree_map_only(
+            torch.Tensor, lambda t: self.like(t, t.requires_grad and backward),
+            (tuple(inputs), kwargs or {}))
+        return params, buffers, fake_inputs
 
     def like(self, t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
         target = self.dtype if (self.dtype is not None and t.is_floating_point()) else t.dtype
@@ -204,7 +204,7 @@ def _recorder(scope, params, buffers, fake_inputs) -> GraphRecorder:
     return recorder
 
 
-def _model_info(name, fake_inputs, params, dtype, mode, backward, device) -> ModelInfo:
+def _model_info(name, fake_inputs, params, dtype, mode, backward, training) -> ModelInfo:
     shapes = [{"shape": list(x.shape), "dtype": dtype_name(x.dtype)}
               for x in pytree.tree_leaves(fake_inputs) if isinstance(x, torch.Tensor)]
     return ModelInfo(
@@ -215,7 +215,8 @@ def _model_info(name, fake_inputs, params, dtype, mode, backward, device) -> Mod
         mode=mode,
         backward=backward,
         parameters=sum(p.numel() for p in params.values()),
-        device=device,
+        device=training.target.device,
+        **dict(zip(("amp", "loss", "optimizer"), training.describe())),
     )
 
 
@@ -287,6 +288,19 @@ def _optimizer_step(spec, params, names, grads, recorder) -> None:
         recorder.parameter_of.update({id(t): name for t in tensors})
     recorder.phase, recorder.optimizer_name = OPTIMIZER, spec.class_name
     optimizer.step()
+
+
+def _mode(mode: Optional[str], backward: bool) -> str:
+    mode = mode or ("train" if backward else "eval")
+    if mode not in ("train", "eval"):
+        raise UsageError(f"mode must be 'train' or 'eval', not '{mode}'.")
+    return mode
+
+
+def _check_model(module, inputs, kwargs) -> None:
+    refuse_uninitialized(module)
+    for t in _tensors_of(module, inputs, kwargs):
+        require_dense(t)
 
 
 def _tensors_of(module, inputs, kwargs) -> list:
