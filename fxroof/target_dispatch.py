@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
+from fxroof.errors import UsageError
 from fxroof.target import (CUDNN, EFFICIENT, FLASH, AttentionCall, Target, cudnn_rnn,
                            fused_dropout, sdpa_backend)
 
@@ -118,7 +119,8 @@ def cpu_autocast(dtype: torch.dtype):
         pass
     context = torch.autocast("cpu", dtype=dtype)
     if not getattr(context, "_enabled", True):
-        raise ValueError(f"CPU autocast does not run {dtype} in torch {torch.__version__}")
+        raise UsageError(f"CPU autocast does not run {dtype} in torch {torch.__version__} (it "
+                         "disables itself): use --amp bf16 on the CPU target, or --device cuda.")
     return context
 
 
