@@ -571,6 +571,33 @@ CASES += [
 ]
 
 
+# optimizer kernels over parameter lists PL = [(6, 10), (3, 4)]: PE = 72 elements, 288 bytes
+PL = [T(6, 10), T(3, 4)]
+PE, PLB = 72, 288
+ADAM_KW = dict(lr=1e-3, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False,
+               maximize=False)
+SGD_KW = dict(weight_decay=0.0, momentum=0.9, lr=1e-3, dampening=0.0, nesterov=False,
+              maximize=False, is_first_step=False)
+CASES += [
+    # m lerp 3, v*b2 1, + (1-b2) g g 3, sqrt 1, / sqrt(bc2) 1, + eps 1, p -= s m / d 3 = 13;
+    # reads p, g, m, v; writes p, m, v
+    ("_fused_adam_", aten._fused_adam_.default, (PL, PL, PL, PL, [], [T(), T()]), ADAM_KW, None,
+     dict(flops=13 * PE, bytes_read=4 * PLB, bytes_written=3 * PLB)),
+    ("_fused_adamw_ weight decay", aten._fused_adamw_.default,
+     (PL, PL, PL, PL, [], [T(), T()]), {**ADAM_KW, "weight_decay": 0.01}, None,
+     dict(flops=14 * PE, bytes_read=4 * PLB, bytes_written=3 * PLB)),
+    # buf = mu buf + g (2), p -= lr buf (1); reads p, g, buf; writes p, buf
+    ("_fused_sgd_", aten._fused_sgd_.default, (PL, PL, PL), SGD_KW, None,
+     dict(flops=3 * PE, bytes_read=3 * PLB, bytes_written=2 * PLB)),
+    ("_foreach_norm: x*x accumulated", aten._foreach_norm.Scalar, (PL,), {}, [T(), T()],
+     dict(flops=2 * PE, bytes_read=PLB)),
+    ("_foreach_copy_", aten._foreach_copy_.default, (PL, PL), {}, None,
+     dict(flops=0, bytes_read=PLB, bytes_written=PLB)),
+    ("_foreach_zero_ (zero_grad set_to_none=False)", aten._foreach_zero_.default, (PL,), {},
+     None, dict(flops=0, bytes_read=0, bytes_written=PLB)),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_rule_closed_form(case):
     _, op, args, kwargs, out, expected = case
@@ -584,7 +611,8 @@ def test_every_rule_has_a_closed_form_case():
     """A rule without a case here is a rule nobody checked."""
     covered = {op_costs.rule_for(case[1]).name for case in CASES}
     covered |= {r.name for r in op_costs.RULES.values()
-                if r.name.startswith(("pointwise[", "reduction["))}  # parametrized below
+                if r.name.startswith(("pointwise[", "reduction[", "foreach["))}  # parametrized
+
     unchecked = {r.name for r in op_costs.RULES.values()} - covered
     assert not unchecked, f"rules with no closed-form case: {sorted(unchecked)}"
 
@@ -725,3 +753,20 @@ def test_unknown_op_gets_bytes_only_default():
     assert got.rule == op_costs.DEFAULT_RULE
     assert got.flops == 0
     assert got.bytes_read == 50 * 8 and got.bytes_written == 9 * 8
+
+
+FOREACH = sorted(r.name[len("foreach["):-1] for r in op_costs.RULES.values()
+                 if r.name.startswith("foreach["))
+
+
+@pytest.mark.parametrize("name", FOREACH)
+def test_foreach_weight_times_the_lists_elements(name):
+    """A foreach op is its pointwise op over every tensor of its lists: the hand table's
+    weight times all elements; in place it writes its first list (it returns nothing)."""
+    packet = getattr(aten, f"_foreach_{name}_")
+    op = getattr(packet, "List" if "List" in packet.overloads() else packet.overloads()[0])
+    lists = (PL,) * len([a for a in op._schema.arguments if str(a.type) == "List[Tensor]"])
+    got = op_costs.estimate(op, lists, {}, None)
+    assert got.flops == EXPECTED_POINTWISE[name] * PE
+    assert got.bytes_written == PLB and got.bytes_read == len(lists) * PLB
+    assert got.rule == f"foreach[{name}]"
