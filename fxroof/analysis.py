@@ -24,14 +24,13 @@ from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.guard import preserved, refuse_uninitialized, silenced
 from fxroof.keys import BACKWARD, OPTIMIZER
-from fxroof import chips
-from fxroof.step import TrainingStep
-from fxroof.target import Target
 from fxroof.memory import memory_report
 from fxroof.models import build_model, default_inputs, ensure_module
 from fxroof.scope import ModuleScope
+from fxroof.step import TrainingStep
+from fxroof.target import Target
 from fxroof.units import dtype_name
-from fxroof import validate
+from fxroof import chips, validate
 
 _UNTRACEABLE = (fake_tensor.DataDependentOutputException,
                 fake_tensor.DynamicOutputShapeException,
@@ -96,20 +95,27 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,
                        backward, training)
     g = AnnotatedGraph(capture, info, memory_report(capture),
-                       _source(module, spec, fake_inputs, hf_config, training))
+                       _source(module, spec, fake_inputs, hf_config))
     return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype) if compiled else g
 
 
-def _source(module, spec, fake_inputs, hf_config, training) -> Source:
+def _source(module, spec, fake_inputs, hf_config) -> Source:
     leaves, input_spec = pytree.tree_flatten(fake_inputs)
     return Source(module, spec, input_spec,
                   [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
-                   for x in leaves], hf_config, training)
+                   for x in leaves], hf_config)
 
 
 def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype) -> AnnotatedGraph:
     """The compiled view of an analysis, lowered from a copy of the model with real weights
     (Dynamo runs each region once to find it; Inductor's kernels are scheduled, not run)."""
+    step = [f"--{flag} ({value})" for flag, value in (("loss", eager.model.loss),
+            ("optimizer", eager.model.optimizer), ("amp", eager.model.amp)) if value]
+    if step:
+        raise UsageError(f"The compiled view lowers the model's own step, and {', '.join(step)} "
+                         "adds what Inductor is not given here (a loss, an optimizer, "
+                         "autocast). Analyse the compiled view without them, or the whole "
+                         "training step without --compiled.")
     if eager.model.device != "cpu":
         raise UsageError(f"The compiled view lowers for the CPU only (device="
                          f"'{eager.model.device}'): Inductor's CUDA path needs a GPU to choose "
@@ -237,7 +243,7 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
                                      recorder, seeded=loss is not None)
             if training.optimizer is not None:
                 _optimizer_step(training.optimizer, params, names, grads, recorder)
-            return recorder.finish(outputs, grads, names)
+            return recorder.finish(outputs, grads)
     except FxroofError:
         raise
     except _UNTRACEABLE as e:

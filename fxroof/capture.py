@@ -27,7 +27,7 @@ import bisect
 import collections
 import operator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple, Optional
 
 import torch
 import torch.fx as fx
@@ -67,7 +67,6 @@ class Capture:
     backward: Optional[fx.Graph]
     saved: list[str] = field(default_factory=list)  # forward nodes the backward reads
     optimizer: Optional[fx.Graph] = None  # the optimizer's step, reading params and gradients
-    gradients: list[str] = field(default_factory=list)  # parameter of each backward output
 
     def graphs(self) -> list[fx.Graph]:
         return [g for g in (self.forward, self.backward, self.optimizer) if g is not None]
@@ -116,7 +115,8 @@ class GraphRecorder(TorchDispatchMode):
         # the optimizer phase: id(parameter, gradient or state tensor) -> the parameter's name
         self.parameter_of: dict[int, str] = {}
         self.optimizer_name = ""
-        self._imported: dict = {}  # (phase, node from an earlier phase) -> its placeholder
+        self._imported: dict = {}  # node of an earlier phase -> its optimizer placeholder
+        self._backward_closed = False
 
     # ---- inputs -------------------------------------------------------------------------
     def placeholder(self, value, name: str, kind: InputKind, phase: str = FORWARD) -> fx.Node:
@@ -301,12 +301,10 @@ class GraphRecorder(TorchDispatchMode):
             tuple(self._node_for(g) if g is not None else None for g in grads))
         self._backward_closed = True
 
-    def finish(self, outputs: list[torch.Tensor], grads: Optional[list],
-               gradients: Sequence[str] = ()) -> Capture:
-        """``gradients``: the parameter each backward output is the gradient of."""
+    def finish(self, outputs: list[torch.Tensor], grads: Optional[list]) -> Capture:
         backward = None
         if grads is not None:
-            if not getattr(self, "_backward_closed", False):
+            if not self._backward_closed:
                 self.close_backward(grads)
             backward = self.graphs[BACKWARD]
         optimizer = self.graphs[OPTIMIZER]
@@ -317,7 +315,7 @@ class GraphRecorder(TorchDispatchMode):
         forward = self.graphs[FORWARD]
         saved = list(self._saved)
         forward.output(tuple(self._producer_or_none(t) for t in outputs) + tuple(saved))
-        return Capture(forward, backward, [n.name for n in saved], optimizer, list(gradients))
+        return Capture(forward, backward, [n.name for n in saved], optimizer)
 
     def _producer_or_none(self, t) -> Optional[fx.Node]:
         return self._producer.get(id(t)) if isinstance(t, torch.Tensor) else None

@@ -39,7 +39,6 @@ class Source:
     input_spec: object      # pytree spec of (args, kwargs)
     input_leaves: list      # per leaf: (is_tensor, value for non-tensor leaves)
     hf_config: Optional[dict] = None  # hf: overrides, so a rebuilt model has the same shape
-    training: object = None  # fxroof.step.TrainingStep: target, autocast, loss, optimizer
 
 
 @dataclass

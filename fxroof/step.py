@@ -235,4 +235,13 @@ class TrainingStep:
         if target is not None:
             recorder.placeholder(target, "target", InputKind("target", "loss"))
         with scope.region("loss", self.loss.layer_type):
-            return scalar_loss(self.loss, output, target)
+            try:
+                return scalar_loss(self.loss, output, target)
+            except FxroofError:
+                raise
+            except Exception as e:  # the user's function: name it, not the model
+                raise FxroofError(
+                    f"The loss '{self.loss.name}' failed on the model's output: "
+                    f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                    ". A loss function takes the model's output and returns a scalar "
+                    "tensor; fix it, or choose --loss cross_entropy.") from None
