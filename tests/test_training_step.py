@@ -4,17 +4,20 @@ back from fxroof."""
 from __future__ import annotations
 
 import collections
+import contextlib
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import fxroof
 from fxroof.errors import FxroofError, UsageError
 from fxroof.target import (CUDNN, EFFICIENT, FLASH, MATH, AttentionCall, Target, can_use_cudnn,
                            sdpa_backend)
-from fxroof.target_dispatch import _ops_with_kernel, cuda_policy
+from fxroof.target_dispatch import _ops_with_kernel, cuda_autocast, cuda_policy
 
 IN, HIDDEN, OUT, BATCH = 8, 16, 4, 2
 # parameters of the MLP below: two weights and two biases
@@ -298,3 +301,64 @@ def test_channels_last_inputs_and_weights():
     assert out.meta["val"].is_contiguous(memory_format=torch.channels_last)
     with pytest.raises(UsageError, match="memory_format"):
         fxroof.analyze(conv, torch.randn(2, 3, 16, 16), memory_format="nhwc")
+
+
+class _OpDtypes(TorchDispatchMode):
+    """(op, output dtype) of every op dispatched below autograd."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        first = out[0] if isinstance(out, (tuple, list)) and out else out
+        if isinstance(first, torch.Tensor) and func.namespace == "aten":
+            self.seen.append((func.overloadpacket.__name__, first.dtype))
+        return out
+
+
+class Mixed(nn.Module):
+    """Ops from each list of CUDA's policy: linear (fp16), layer_norm / exp / softplus (fp32),
+    softmax without a dtype (fp32_set_opt_dtype), addcmul (promote), cross-entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.ln = nn.Linear(IN, HIDDEN), nn.LayerNorm(HIDDEN)
+
+    def forward(self, x):
+        h = self.fc(x)
+        y = torch.addcmul(self.ln(h), h.exp(), F.softplus(h)).softmax(-1)
+        return F.cross_entropy(y, torch.zeros(x.shape[0], dtype=torch.long, device=x.device))
+
+
+def test_cuda_autocast_emulation_matches_the_real_autocastcuda_kernels():
+    """Ground truth: torch's own AutocastCUDA kernels run on fake CUDA tensors (the forward
+    needs no GPU; only autograd's engine does). The emulation on CPU tensors must dispatch
+    the same ops in the same dtypes."""
+    model = Mixed()
+
+    def run(device, autocast):
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            state = {n: torch.empty(p.shape, device=device, requires_grad=True)
+                     for n, p in model.named_parameters()}
+            x = torch.empty(BATCH, IN, device=device)
+            with autocast(), _OpDtypes() as log:
+                torch.func.functional_call(model, state, (x,))
+        return log.seen
+
+    @contextlib.contextmanager
+    def real_cuda_autocast():
+        torch._C.set_autocast_enabled("cuda", True)
+        torch._C.set_autocast_dtype("cuda", torch.float16)
+        torch._C.autocast_increment_nesting()
+        try:
+            yield
+        finally:
+            torch._C.autocast_decrement_nesting()
+            torch._C.set_autocast_enabled("cuda", False)
+            torch._C.clear_autocast_cache()
+
+    truth = run("cuda", real_cuda_autocast)
+    assert ("addmm", torch.float16) in truth and ("_softmax", torch.float32) in truth
+    assert run("cpu", lambda: cuda_autocast(torch.float16)) == truth
