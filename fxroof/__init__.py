@@ -19,11 +19,13 @@ if TYPE_CHECKING:  # what static tools and IDEs see
     from fxroof.analysis import analyze
     from fxroof.compile_backend import Backend, backend
     from fxroof.graph import AnnotatedGraph, ModelInfo
+    from fxroof.recording import fake, fake_model, record
     from fxroof.roofline_points import plot_roofline
 
 _PUBLIC = {"analyze": "fxroof.analysis", "AnnotatedGraph": "fxroof.graph",
            "ModelInfo": "fxroof.graph", "backend": "fxroof.compile_backend",
-           "Backend": "fxroof.compile_backend", "plot_roofline": "fxroof.roofline_points"}
+           "Backend": "fxroof.compile_backend", "plot_roofline": "fxroof.roofline_points",
+           "record": "fxroof.recording", "fake": "fxroof.recording", "fake_model": "fxroof.recording"}
 
 __all__ = [*_PUBLIC, "FxroofError", "UsageError", "__version__"]
 

@@ -18,7 +18,7 @@ from torch.utils import _pytree as pytree
 
 from fxroof.capture import GraphRecorder, InputKind, require_dense
 from fxroof.compiled import compiled_view
-from fxroof.cost_pass import annotate_costs
+from fxroof.cost_pass import annotate_costs, check_rules
 from fxroof.device import parse_dtype, random_like
 from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
@@ -32,7 +32,7 @@ from fxroof.target import Target
 from fxroof.units import dtype_name
 from fxroof import chips, validate
 
-_UNTRACEABLE = (fake_tensor.DataDependentOutputException,
+UNTRACEABLE = (fake_tensor.DataDependentOutputException,
                 fake_tensor.DynamicOutputShapeException,
                 fake_tensor.UnsupportedOperatorException)
 
@@ -246,10 +246,10 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
             return recorder.finish(outputs, grads)
     except FxroofError:
         raise
-    except _UNTRACEABLE as e:
-        raise FxroofError(_untraceable_message(e, scope)) from None
+    except UNTRACEABLE as e:
+        raise FxroofError(untraceable_message(e, scope)) from None
     except Exception as e:
-        raise FxroofError(_rejected_message(e, scope, args)) from None
+        raise FxroofError(rejected_message(e, scope, args)) from None
 
 
 def _backward(outputs, params, inputs, recorder, seeded: bool) -> tuple[list[str], list]:
@@ -329,23 +329,7 @@ def _check_arguments(device, kwargs, seq_len, rules) -> None:
                          f"{type(kwargs).__name__}.")
     if seq_len is not None:
         validate.positive_int(seq_len, "seq_len")
-    _check_rules(rules)
-
-
-def _check_rules(rules) -> None:
-    if rules is None:
-        return
-    if not isinstance(rules, dict):
-        raise FxroofError(f"rules must be a dict {{ATen op: rule function}}, not "
-                          f"{type(rules).__name__}.")
-    for op, fn in rules.items():
-        if not isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-            raise FxroofError(
-                f"rules: {op!r} is not an ATen op. Key each rule by an op such as "
-                "torch.ops.aten.mm (every overload) or torch.ops.aten.mm.default.")
-        if not callable(fn):
-            raise FxroofError(f"rules: the rule for {op} is {fn!r}, not a function returning "
-                              "op_costs.Cost.")
+    check_rules(rules)
 
 
 def _nothing_to_differentiate(params, inputs) -> str:
@@ -381,7 +365,7 @@ def _user_frame(e: BaseException) -> Optional[str]:
     return f"{f.filename}:{f.lineno} (`{(f.line or '').strip()}`)"
 
 
-def _untraceable_message(e: BaseException, scope) -> str:
+def untraceable_message(e: BaseException, scope) -> str:
     where = _user_frame(e)
     return (
         f"The model cannot be traced: {_where(scope)} runs `{getattr(e, 'func', e)}`, whose "
@@ -395,7 +379,7 @@ def _untraceable_message(e: BaseException, scope) -> str:
         "annotates every region between graph breaks.")
 
 
-def _rejected_message(e: BaseException, scope, args) -> str:
+def rejected_message(e: BaseException, scope, args) -> str:
     shapes = ", ".join(str(tuple(a.shape)) for a in pytree.tree_leaves(args)
                        if isinstance(a, torch.Tensor))
     detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -119,7 +119,10 @@ class GraphRecorder(TorchDispatchMode):
         self._backward_closed = False
 
     # ---- inputs -------------------------------------------------------------------------
-    def placeholder(self, value, name: str, kind: InputKind, phase: str = FORWARD) -> fx.Node:
+    def placeholder(self, value, name: str, kind: InputKind, phase: str = FORWARD,
+                    produces: bool = True) -> fx.Node:
+        """``produces``: later reads of ``value`` go to this node (False for a later phase's
+        copy of an earlier node's tensor: the earlier node stays its producer)."""
         graph = self.graphs[phase]
         last = self._last_placeholder[phase]
         with (graph.inserting_after(last) if last is not None else graph.inserting_before()):
@@ -128,7 +131,7 @@ class GraphRecorder(TorchDispatchMode):
         node.meta[SHAPES] = tensor_meta_tree(value)
         node.meta[INPUT] = kind
         self._last_placeholder[phase] = node
-        if isinstance(value, torch.Tensor):
+        if produces and isinstance(value, torch.Tensor):
             self._remember(value, node)
         return node
 
@@ -149,13 +152,17 @@ class GraphRecorder(TorchDispatchMode):
         if node is None and id(tensor) in self.parameter_of:  # the optimizer's state
             node = self.placeholder(tensor, "state", InputKind(
                 "optimizer_state", self.parameter_of[id(tensor)]), OPTIMIZER)
-        elif node is None:  # from outside: a plain tensor attribute, a closure constant
-            node = self.placeholder(tensor, "constant", InputKind("constant", ""), self.phase)
+        elif node is None:
+            node = self.outside_tensor(tensor)
         if self.phase == BACKWARD and node.graph is self.graphs[FORWARD]:
             node = self._saved_placeholder(node)
         elif self.phase == OPTIMIZER and node.graph is not self.graphs[OPTIMIZER]:
             node = self._optimizer_input(node, tensor)
         return node
+
+    def outside_tensor(self, tensor: torch.Tensor) -> fx.Node:
+        """A tensor from outside the step (a plain tensor attribute, a closure constant)."""
+        return self.placeholder(tensor, "constant", InputKind("constant", ""), self.phase)
 
     def _optimizer_input(self, node: fx.Node, tensor: torch.Tensor) -> fx.Node:
         """A parameter or gradient the optimizer reads, as a placeholder of its graph."""
@@ -165,14 +172,15 @@ class GraphRecorder(TorchDispatchMode):
             what = kind if kind is not None and kind.kind == "parameter" else \
                 InputKind("gradient", fqn)
             self._imported[node] = self.placeholder(
-                tensor, f"{'p' if what.kind == 'parameter' else 'grad'}_{fqn}", what, OPTIMIZER)
+                tensor, f"{'p' if what.kind == 'parameter' else 'grad'}_{fqn}", what, OPTIMIZER,
+                produces=False)
         return self._imported[node]
 
     def _saved_placeholder(self, forward_node: fx.Node) -> fx.Node:
         if forward_node not in self._saved:
             self._saved[forward_node] = self.placeholder(
                 forward_node.meta["val"], forward_node.name, InputKind("saved", forward_node.name),
-                BACKWARD)
+                BACKWARD, produces=False)
         return self._saved[forward_node]
 
     # ---- recording ----------------------------------------------------------------------
@@ -269,14 +277,14 @@ class GraphRecorder(TorchDispatchMode):
                 self._unresolved.append((node, counter, versions))
             return Origin(FORWARD, info.path if info else "", self.scope.layer_type_of(func), None)
         if self.phase == OPTIMIZER:
-            return self._optimizer_origin(args, kwargs, node.meta["val"])
+            return self._optimizer_origin(func, args, kwargs, node.meta["val"])
         forward = self._forward_node_of(torch._C._current_autograd_node())
         if forward is None:  # engine bookkeeping (gradient accumulation, seeds)
             return Origin(BACKWARD, "", op_family(func), None)
         of = forward.meta[ORIGIN]
         return Origin(BACKWARD, of.module, of.layer_type, forward.name)
 
-    def _optimizer_origin(self, args, kwargs, out) -> Origin:
+    def _optimizer_origin(self, func, args, kwargs, out) -> Origin:
         """An update op belongs to the module of the parameters it updates: a for-loop
         optimizer's op to one parameter's module, a foreach/fused op over many modules' lists
         to the optimizer itself (the root, layer type e.g. "AdamW"). Its outputs (a
@@ -290,7 +298,7 @@ class GraphRecorder(TorchDispatchMode):
         if len(modules) == 1:
             path = modules.pop()
             return Origin(OPTIMIZER, path, self.scope.class_of(path), None)
-        return Origin(OPTIMIZER, "", self.optimizer_name, None)
+        return Origin(OPTIMIZER, "", self.optimizer_name or op_family(func), None)
 
     # ---- outputs ------------------------------------------------------------------------
     def close_backward(self, grads: list) -> None:

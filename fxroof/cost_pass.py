@@ -9,6 +9,7 @@ import torch
 import torch.fx as fx
 
 import op_costs
+from fxroof.errors import FxroofError
 from fxroof.kernel import Kernel
 from fxroof.keys import COST, SHAPES  # noqa: F401 (COST re-exported)
 NodeCost = op_costs.Estimate  # flops, macs, bytes_read, bytes_written, rule, op_class
@@ -31,3 +32,19 @@ def annotate_costs(graph: fx.Graph, rules=None) -> None:
             args, kwargs = fx.node.map_arg((node.args, node.kwargs), _shapes)
             node.meta[COST] = op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES],
                                                 rules)
+
+
+def check_rules(rules) -> None:
+    if rules is None:
+        return
+    if not isinstance(rules, dict):
+        raise FxroofError(f"rules must be a dict {{ATen op: rule function}}, not "
+                          f"{type(rules).__name__}.")
+    for op, fn in rules.items():
+        if not isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            raise FxroofError(
+                f"rules: {op!r} is not an ATen op. Key each rule by an op such as "
+                "torch.ops.aten.mm (every overload) or torch.ops.aten.mm.default.")
+        if not callable(fn):
+            raise FxroofError(f"rules: the rule for {op} is {fn!r}, not a function returning "
+                              "op_costs.Cost.")

@@ -184,7 +184,8 @@ class AnnotatedGraph:
         gets (runs done, runs in all), False shows nothing."""
         if self.source is None:
             raise UsageError("This graph was not made by fxroof.analyze (it came from the "
-                             "torch.compile backend or a file): there is no model to run.")
+                             "torch.compile backend, fxroof.record or a file): there is no model "
+                             "to run. Time the model with fxroof.analyze(...).time().")
         module = self.source.module
         if any(t.is_meta for t in list(module.parameters()) + list(module.buffers())):
             if self.source.spec is None:

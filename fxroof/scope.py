@@ -32,16 +32,45 @@ class ModuleScope:
     ``current`` still names the module that rejected its input.
     """
 
-    def __init__(self, root: nn.Module):
+    def __init__(self, root: Optional[nn.Module] = None):
+        """``root``: the model whose modules are named from it; None (fxroof.record) names
+        each module that runs outside any other from its own class, as it first runs."""
         self._info: dict[int, ModuleInfo] = {}
-        for path, module in root.named_modules(remove_duplicate=False):
+        self._class_by_path: dict[str, str] = {}
+        self.tensor_names: dict[int, tuple[str, str]] = {}  # id -> ("parameter"|"buffer", fqn)
+        self.roots: list[nn.Module] = []
+        self._discover = root is None
+        if root is not None:
+            self.add_root(root)
+        self.stack: list[ModuleInfo] = []
+        self._handles = []
+
+    def add_root(self, root: nn.Module, prefix: str = "") -> None:
+        """Name ``root``'s modules, parameters and buffers, under ``prefix``."""
+        self.roots.append(root)
+        for path, module in root.named_modules(remove_duplicate=False, prefix=prefix):
             owns = not any(True for _ in module.children()) or any(
                 True for _ in module.parameters(recurse=False)) or any(
                 True for _ in module.buffers(recurse=False))
             self._info.setdefault(id(module), ModuleInfo(path, type(module).__name__, owns))
-        self._class_by_path = {info.path: info.cls for info in self._info.values()}
-        self.stack: list[ModuleInfo] = []
-        self._handles = []
+            self._class_by_path.setdefault(path, type(module).__name__)
+        for kind, named in (("parameter", root.named_parameters(prefix=prefix)),
+                            ("buffer", root.named_buffers(prefix=prefix))):
+            for fqn, t in named:
+                self.tensor_names.setdefault(id(t), (kind, fqn))
+
+    def _first_run(self, module: nn.Module) -> None:
+        """A module running outside any other, met while recording a user's own code: the
+        first is the model (paths as usual), later ones (a loss module, a second model) are
+        named by their class."""
+        prefix = ""
+        if self.roots:
+            base = prefix = type(module).__name__
+            n = 1
+            while prefix in self._class_by_path:
+                n += 1
+                prefix = f"{base}_{n}"
+        self.add_root(module, prefix)
 
     def __enter__(self):
         self._handles = [
@@ -73,6 +102,8 @@ class ModuleScope:
         return self.stack[-1] if self.stack else None
 
     def _push(self, module, args):
+        if self._discover and not self.stack and id(module) not in self._info:
+            self._first_run(module)
         info = self._info.get(id(module))
         if info is None:  # a module built during forward: name it under its parent
             parent = self.current.path if self.current else ""

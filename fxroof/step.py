@@ -231,7 +231,9 @@ class TrainingStep:
             return None
         if self.loss.fn is None:  # the model computed it from its labels
             return scalar_loss(self.loss, output, None)
+        recorder.paused = True  # the target is an input of the step, not an op in it
         target = target_for(self.loss, output)
+        recorder.paused = False
         if target is not None:
             recorder.placeholder(target, "target", InputKind("target", "loss"))
         with scope.region("loss", self.loss.layer_type):

@@ -46,6 +46,7 @@ LAYERS = [
     {"fxroof.compile_backend"},
     {"fxroof.compiled"},
     {"fxroof.analysis"},
+    {"fxroof.recording"},
     {"fxroof.roofline_points", "fxroof.probes"},
     # the top: the package's public face, the study and the command line
     {"fxroof", "fxroof.study"},
