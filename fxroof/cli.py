@@ -202,6 +202,9 @@ def _roofline_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", type=dtype_arg, metavar="{" + ",".join(FLOAT_DTYPES) + "}",
                    help="model dtype (default: the model's own)")
     p.add_argument("--chip", action="append", required=True, help="chip id (repeatable)")
+    _target_argument(p)
+    p.add_argument("--amp", choices=["fp16", "bf16"],
+                   help="analyse named models under the target's autocast in this precision")
     p.add_argument("--by", choices=["model", "layer_type", "node"], default="model",
                    help="points per model, per layer type or per node of one model")
     p.add_argument("--out", default="roofline.png", help="figure path (.png, .svg, ...)")

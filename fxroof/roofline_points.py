@@ -5,6 +5,8 @@ source carries timings (achieved), else the attainable FLOP/s on each chosen chi
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from fxroof import export, interactive, plots, rollups
 from fxroof.analysis import analyze
 from fxroof.chips import get_chip, load_chips
@@ -14,9 +16,10 @@ from fxroof.roofline import node_roof
 from fxroof.units import peak_key
 
 
-def load_sources(specs: list, batches: list[int], backward: bool, dtype) -> list[dict]:
+def load_sources(specs: list, batches: list[int], backward: bool, dtype,
+                 **target) -> list[dict]:
     """[{name, batch, records, dtype}] from AnnotatedGraphs, JSON exports or by analysing
-    model specs (each spec at every batch size)."""
+    model specs (each spec at every batch size; ``target``: analyze's device= and amp=)."""
     sources = []
     for spec in specs:
         if isinstance(spec, AnnotatedGraph):  # already analysed (and perhaps timed)
@@ -32,7 +35,7 @@ def load_sources(specs: list, batches: list[int], backward: bool, dtype) -> list
                             "records": data["nodes"], "dtype": data["model"]["dtype"]})
             continue
         for batch in batches:
-            g = analyze(spec, batch=batch, backward=backward, dtype=dtype)
+            g = analyze(spec, batch=batch, backward=backward, dtype=dtype, **target)
             sources.append({"name": g.model.name, "batch": batch, "records": g.records(),
                             "dtype": g.model.dtype})
     return sources
@@ -114,7 +117,8 @@ def points(sources: list[dict], chips: list, by: str):
 
 def plot_roofline(models: list, chips: list, out: str, by: str = "model",
                   batches: tuple = (1,), backward: bool = False, dtype=None,
-                  overwrite: bool = False) -> str:
+                  overwrite: bool = False, device: Optional[str] = None,
+                  amp: Optional[str] = None) -> str:
     """Draw ``models`` on the rooflines of ``chips`` and save the figure at ``out`` (.png,
     .svg, ...; or .html: an interactive page, hover for each point's costs and time, menus
     to filter nodes by phase and layer type); returns the path.
@@ -125,6 +129,8 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     chips: Chips or chip ids (``fxroof chips list``).
     by: "model" (one point per model and batch), or "layer_type" / "node" for the parts of
         one model as bubbles whose area is their share of time, on the first chip.
+    device, amp: the target and autocast model names are analysed for (as ``analyze``);
+        each node sits under the roof of its own dtype.
     """
     if by not in ("model", "layer_type", "node"):
         raise FxroofError(f"by={by!r}: choose 'model', 'layer_type' or 'node'.")
@@ -134,7 +140,8 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     (interactive.check_page if page else plots.check_figure)(out, overwrite)
     known = load_chips() if any(isinstance(c, str) for c in chips) else {}
     selected = [get_chip(c, known) if isinstance(c, str) else c for c in chips]
-    sources = load_sources(list(models), list(batches), backward, dtype)
+    sources = load_sources(list(models), list(batches), backward, dtype, device=device,
+                           amp=amp)
     found, sizes, title = points(sources, selected, by)
     if page:
         return interactive.write_page(interactive.figure(

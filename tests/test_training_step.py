@@ -362,3 +362,18 @@ def test_cuda_autocast_emulation_matches_the_real_autocastcuda_kernels():
     truth = run("cuda", real_cuda_autocast)
     assert ("addmm", torch.float16) in truth and ("_softmax", torch.float32) in truth
     assert run("cpu", lambda: cuda_autocast(torch.float16)) == truth
+
+
+# ---- the target on the roofline and in the study ----------------------------------------
+def test_roofline_sources_and_study_costs_are_the_targets_program(tmp_path):
+    from fxroof.roofline_points import load_sources
+    from fxroof.study.sweep import run_cost
+    (source,) = load_sources(["squeezenet1_0"], [1], False, None, device="cuda", amp="bf16")
+    assert {r["dtype"] for r in source["records"] if r["op"] == "convolution"} == {"bfloat16"}
+    on_cuda, on_cpu = run_cost("squeezenet1_0", 1, "cuda"), run_cost("squeezenet1_0", 1, "cpu")
+    ops_of = lambda result: {r["op"] for r in result["train"]["records"]}  # noqa: E731
+    # training dropout: one fused kernel on CUDA, CPU's bernoulli mask and multiply on the CPU
+    assert "native_dropout" in ops_of(on_cuda) and "native_dropout" not in ops_of(on_cpu)
+    out = tmp_path / "r.png"
+    fxroof.plot_roofline(["squeezenet1_0"], ["h100_sxm"], str(out), device="cuda", amp="bf16")
+    assert out.stat().st_size > 0

@@ -98,10 +98,12 @@ def _compact(records: list[dict]) -> list[dict]:
     return [{k: r[k] for k in RECORD_KEYS} for r in records]
 
 
-def run_cost(model: str, batch: int) -> dict:
-    infer = analyze(model, batch=batch)
+def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
+    """The costs of the program ``device`` runs (a CUDA device: the CUDA target's)."""
+    target = "cuda" if device.startswith("cuda") else "cpu"
+    infer = analyze(model, batch=batch, device=target)
     try:  # a training step can fail where inference does not (BatchNorm at batch 1)
-        train = analyze(model, batch=batch, backward=True)
+        train = analyze(model, batch=batch, backward=True, device=target)
         training = {"totals": train.totals(), "memory": train.memory.as_dict(),
                     "layer_types": {p: train.breakdown("layer_type", phase=p)
                                     for p in ("forward", "backward")},
@@ -190,7 +192,7 @@ class Sweep:
     def run_task(self, device: str, model: str, batch: int, phase: str) -> dict:
         try:
             if phase == COST:
-                return run_cost(model, batch)
+                return run_cost(model, batch, device)
             module = self._real_module(model)
             inputs = default_inputs(model, module, batch, None)
             if phase == LATENCY:
