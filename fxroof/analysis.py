@@ -25,7 +25,7 @@ from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.guard import preserved, refuse_uninitialized, silenced
 from fxroof.keys import BACKWARD, OPTIMIZER
 from fxroof.memory import memory_report
-from fxroof.models import build_model, default_inputs, ensure_module
+from fxroof.models import build_model, capture_context, default_inputs, ensure_module
 from fxroof.scope import ModuleScope
 from fxroof.step import TrainingStep
 from fxroof.target import Target
@@ -88,8 +88,9 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     recorder = _recorder(scope, params, buffers, fake_inputs)
     with preserved(module), silenced():  # the user's module stays exactly as it was
         module.train(mode == "train")
-        capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
-                            backward, training)
+        with capture_context(spec, kwargs):
+            capture = _run_step(module, params, buffers, fake_inputs, recorder, scope,
+                                fakes.mode, backward, training)
     for graph in capture.graphs():
         annotate_costs(graph, rules)
     info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,

@@ -53,6 +53,12 @@ class TargetDispatch(TorchFunctionMode):
     # ---- scaled_dot_product_attention ---------------------------------------------------
     def _attention(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
+        if torch.is_autocast_enabled("cpu"):  # the CUDA policy (cuda_autocast) is running
+            # scaled_dot_product_attention is on CUDA's lower-precision list: autocast casts
+            # q, k, v (and a float mask) before CUDA chooses a backend, so it chooses on those
+            lower = torch.get_autocast_dtype("cpu")
+            q, k, v, attn_mask = (t.to(lower) if _eligible(t) and t.dtype != lower else t
+                                  for t in (q, k, v, attn_mask))
         call = AttentionCall(
             tuple(q.shape), tuple(k.shape), tuple(v.shape), q.dtype, attn_mask is not None,
             attn_mask.dim() if attn_mask is not None else 0, dropout_p, is_causal,

@@ -377,3 +377,36 @@ def test_roofline_sources_and_study_costs_are_the_targets_program(tmp_path):
     out = tmp_path / "r.png"
     fxroof.plot_roofline(["squeezenet1_0"], ["h100_sxm"], str(out), device="cuda", amp="bf16")
     assert out.stat().st_size > 0
+
+
+def test_autocast_casts_attention_inputs_before_cuda_chooses_a_backend():
+    """q, k, v in fp32 (as rotary embeddings leave them): CUDA's autocast casts them to the
+    lower precision first (sdpa is on its lower-precision list), so flash, not the
+    fp32-only-capable memory-efficient kernel, runs; three casts precede it."""
+    class Attend(nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    q = torch.randn(1, 2, 16, 64)
+    g = fxroof.analyze(Attend(), q, q.clone(), q.clone(), device="cuda", amp="bf16")
+    ops = [(r["op"], r["dtype"]) for r in g.records()]
+    assert ops == [("_to_copy", "bfloat16")] * 3 + [
+        ("_scaled_dot_product_flash_attention", "bfloat16")]
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("transformers"),
+                    reason="transformers is an optional extra")
+def test_an_unpadded_causal_lm_runs_the_kernel_the_real_step_runs():
+    """hf: Llama on its own token ids: transformers sees no padding and no packing on real
+    data and calls SDPA with is_causal and no mask, so CUDA runs flash (sm80) or cuDNN
+    (sm90) attention, in bf16 under autocast, and no mask is built."""
+    config = {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
+    for chip, kernel in (("a100_sxm_40gb", "_scaled_dot_product_flash_attention"),
+                         ("h100_sxm", "_scaled_dot_product_cudnn_attention")):
+        g = fxroof.analyze("hf:llama", hf_config=config, seq_len=64, chip=chip, amp="bf16",
+                           loss="lm")
+        attention = [(r["op"], r["dtype"]) for r in g.records("forward")
+                     if "attention" in r["op"]]
+        assert attention == [(kernel, "bfloat16")] * 2
+        assert not any(r["op"] in ("tril", "triu", "where", "masked_fill")
+                       for r in g.records("forward"))

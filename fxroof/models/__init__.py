@@ -11,6 +11,7 @@ line in ``SOURCES``.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Optional
 
 import torch
@@ -22,7 +23,8 @@ from fxroof.models import hf, timm_zoo, user, vision
 from fxroof.models.base import construct, ensure_module
 from fxroof.suggest import did_you_mean
 
-__all__ = ["DEFAULT_MODEL", "MODEL_SOURCES", "build_model", "model_names", "construct", "default_input_shape",
+__all__ = ["DEFAULT_MODEL", "MODEL_SOURCES", "build_model", "capture_context", "model_names",
+           "construct", "default_input_shape",
            "default_inputs", "ensure_module", "parse_shape", "torchvision_names"]
 
 # prefix -> build(name after the prefix, device, config overrides)
@@ -90,6 +92,13 @@ def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[in
         raise UsageError(f"--seq-len (seq_len) sets the tokens of an hf: text model; '{name}' "
                          "takes images. Drop it, or give the inputs' shapes (--input-shape).")
     return (torch.empty(default_input_shape(spec, model, batch), device="meta"),), {}
+
+
+def capture_context(spec: Optional[str], kwargs: Optional[dict]):
+    """What a named model needs around its recorded run to take its real-data path."""
+    if spec and spec.startswith("hf:"):
+        return hf.real_data_masks(kwargs)
+    return contextlib.nullcontext()
 
 
 def default_input_shape(spec: str, model: nn.Module, batch: int) -> tuple[int, ...]:

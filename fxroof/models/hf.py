@@ -7,8 +7,11 @@ transformers is an optional extra: ``pip install fxroof[hf]``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from typing import Optional
+from unittest import mock
 
 import torch
 
@@ -134,10 +137,14 @@ def _typed(key: str, value, default, model_type: str):
 
 
 def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
-    """Keyword inputs for one step: token ids and an attention mask (plus decoder ids for
-    encoder-decoders), or pixel values for vision models. Meta tensors: shapes only.
-    ``seq_len``: tokens per sequence (default: DEFAULT_SEQ_LEN, or the model's maximum
-    positions when it has fewer)."""
+    """Keyword inputs for one step: token ids (plus decoder ids for encoder-decoders), or
+    pixel values for vision models. Meta tensors: shapes only. ``seq_len``: tokens per
+    sequence (default: DEFAULT_SEQ_LEN, or the model's maximum positions when it has fewer).
+
+    No attention mask: an unpadded batch's mask is all ones, which transformers drops on real
+    data (masking_utils' _ignore_causal_mask_sdpa: SDPA then runs is_causal, no mask, and can
+    use flash attention) but must keep on fake tensors, where it cannot read the values. Left
+    out, the recorded program is the one the real step runs."""
     config = model.config
     seq_len = _sequence_length(config, seq_len)
     if getattr(model, "main_input_name", "input_ids") == "pixel_values":
@@ -146,10 +153,26 @@ def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
         return {"pixel_values": torch.empty(batch, config.num_channels, height, width,
                                             device="meta")}
     ids = torch.zeros(batch, seq_len, dtype=torch.long, device="meta")
-    inputs = {"input_ids": ids, "attention_mask": torch.ones(batch, seq_len, dtype=torch.long,
-                                                             device="meta")}
+    inputs = {"input_ids": ids}
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = ids
     if getattr(config, "use_cache", False):
         inputs["use_cache"] = False  # a training step, no KV cache
     return inputs
+
+
+@contextlib.contextmanager
+def real_data_masks(kwargs: Optional[dict]):
+    """While an hf: model runs on fxroof's own token ids, make the mask choice transformers
+    makes on them on real data. Without position_ids, positions are 0..L-1 in every row:
+    masking_utils' find_packed_sequence_indices reads that from the values and finds no
+    packed sequences, so an unpadded causal batch runs SDPA with is_causal and no mask (flash
+    attention on CUDA). On fake tensors it cannot read values, assumes packing, and builds a
+    full mask that sends CUDA to the memory-efficient kernel instead."""
+    masking = sys.modules.get("transformers.masking_utils")
+    if masking is None or not hasattr(masking, "find_packed_sequence_indices") or \
+            "position_ids" in (kwargs or {}) or "attention_mask" in (kwargs or {}):
+        yield
+        return
+    with mock.patch.object(masking, "find_packed_sequence_indices", lambda position_ids: None):
+        yield
