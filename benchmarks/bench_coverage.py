@@ -8,16 +8,30 @@ models annotate; 0 default-rule ops in the torchvision set. Prints one JSON line
 one per set.
 
     python benchmarks/bench_coverage.py [--sets torchvision hf timm] [--batch 2]
+
+With ``--device cuda --amp bf16 --step`` (issue 15) each model is analysed as the whole
+training step for the CUDA target: CUDA's dispatch choices, its autocast policy, a loss
+(cross-entropy, or an hf: causal model's LM loss) and an AdamW update (foreach, CUDA's
+default). Unattributed nodes are backward nodes with no forward node other than the loss's
+seed (autograd's engine makes it outside any node), and nodes of any phase with neither a
+module nor a layer type.
 """
 import argparse
 import json
 import time
 from collections import Counter
 
+import os
+import sys
+
 from tqdm import tqdm
 
-import fxroof
-from fxroof.models import torchvision_names
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import script_main  # noqa: E402
+
+import fxroof  # noqa: E402
+from fxroof.models import torchvision_names  # noqa: E402
 
 HF_CONFIGS = ["gpt2", "bert", "roberta", "distilbert", "albert", "electra", "llama", "mistral",
               "qwen2", "gemma", "phi", "opt", "gpt_neox", "bart", "t5", "vit", "deit", "swin",
@@ -54,12 +68,39 @@ def hf_overrides(spec: str) -> dict:
     return keys
 
 
-def run(spec: str, batch: int) -> dict:
+def step_options(spec: str, device: str, amp, step: bool) -> dict:
+    options = {"device": device, "amp": amp}
+    if step:
+        options.update(loss=_loss_of(spec), optimizer="adamw")
+    return options
+
+
+def _loss_of(spec: str):
+    """Cross-entropy on a classifier's logits, an hf: causal model's LM loss, or the mean of
+    the output where a model gives neither (an hf: encoder's hidden states)."""
+    if not spec.startswith("hf:"):
+        return "cross_entropy"
+    import transformers
+
+    config = transformers.AutoConfig.for_model(spec[3:])
+    return "lm" if type(config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING \
+        else _mean_of_output
+
+
+def _mean_of_output(output):
+    tensor = output if hasattr(output, "mean") else next(
+        v for v in (output.values() if hasattr(output, "values") else output)
+        if hasattr(v, "mean") and v.is_floating_point())
+    return tensor.float().mean()
+
+
+def run(spec: str, batch: int, options: dict) -> dict:
     start = time.perf_counter()
     try:
         extra = {"hf_config": hf_overrides(spec), "seq_len": 128} if spec.startswith("hf:") \
             else {}
-        g = fxroof.analyze(spec, batch=batch, backward=True, **extra)
+        g = fxroof.analyze(spec, batch=batch, backward=True, **extra,
+                           **step_options(spec, **options))
     except Exception as e:  # a failure is a finding, not a crash of the benchmark
         return {"model": spec, "ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
     coverage = g.coverage()
@@ -67,8 +108,14 @@ def run(spec: str, batch: int) -> dict:
             "nodes": coverage["nodes"], "default_rule_nodes": sum(
                 coverage["default_rule_ops"].values()),
             "default_rule_ops": coverage["default_rule_ops"],
-            "unattributed_backward": sum(1 for r in g.records("backward")
-                                         if r["forward_node"] is None)}
+            "unattributed": unattributed(g)}
+
+
+def unattributed(g) -> int:
+    seeds = 1 if g.model.loss else 0  # loss.backward()'s ones_like, made by the engine
+    backward = sum(1 for r in g.records("backward") if r["forward_node"] is None)
+    anonymous = sum(1 for r in g.records() if not r["module"] and not r["layer_type"])
+    return max(backward - seeds, 0) + anonymous
 
 
 def main():
@@ -76,11 +123,17 @@ def main():
     parser.add_argument("--sets", nargs="+", default=["torchvision", "hf", "timm"],
                         choices=["torchvision", "hf", "timm"])
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="the target recorded (cuda needs no GPU)")
+    parser.add_argument("--amp", choices=["fp16", "bf16"], help="autocast precision")
+    parser.add_argument("--step", action="store_true",
+                        help="the whole training step: loss and AdamW update")
     args = parser.parse_args()
+    options = {"device": args.device, "amp": args.amp, "step": args.step}
     for name in args.sets:
         rows = []
         for spec, _ in tqdm(specs(name), desc=name, unit="model"):
-            rows.append(run(spec, args.batch))
+            rows.append(run(spec, args.batch, options))
             print(json.dumps({"benchmark": "coverage", "set": name, **rows[-1]}), flush=True)
         ok = [r for r in rows if r["ok"]]
         ops = Counter()
@@ -93,10 +146,11 @@ def main():
             "default_rule_nodes": sum(r["default_rule_nodes"] for r in ok),
             "models_with_default_rule_ops": sum(1 for r in ok if r["default_rule_nodes"]),
             "default_rule_ops": dict(ops),
-            "unattributed_backward": sum(r["unattributed_backward"] for r in ok),
+            "unattributed": sum(r["unattributed"] for r in ok),
             "seconds": round(sum(r.get("seconds", 0) for r in ok), 1),
             "failures": {r["model"]: r["error"] for r in rows if not r["ok"]}}), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    script_main(main, __file__)

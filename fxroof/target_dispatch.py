@@ -39,6 +39,17 @@ class TargetDispatch(TorchFunctionMode):
         self.target = target
         self.sdpa_choices: list[str] = []  # the backend of each attention call, in order
 
+    def __enter__(self):
+        # _cudnn_rnn_backward has a CUDA kernel only: give fake tensors its shapes while the
+        # step is recorded, so a training RNN's backward is cuDNN's one call too
+        self._library = torch.library.Library("aten", "IMPL")
+        self._library.impl("_cudnn_rnn_backward", _cudnn_rnn_backward_shapes, "Meta")
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self._library._destroy()
+        return super().__exit__(*exc)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
@@ -96,11 +107,7 @@ class TargetDispatch(TorchFunctionMode):
         bidirectional, batch_first) -> cuDNN's one call over the whole stack."""
         x, hx, params, has_biases, layers, dropout, train, bidirectional, batch_first = args
         mode = {"lstm": "LSTM", "gru": "GRU"}[name]
-        differentiable = torch.is_grad_enabled() and any(
-            t.requires_grad for t in (x, *params) if isinstance(t, torch.Tensor))
-        # _cudnn_rnn_backward has no kernel fake CPU tensors reach: training keeps the
-        # per-layer program (a known gap, named in the README)
-        if differentiable or (not isinstance(hx, (tuple, list)) and name == "lstm") or \
+        if (not isinstance(hx, (tuple, list)) and name == "lstm") or \
                 not cudnn_rnn(self.target, mode, x.dtype):
             return func(*args, **kwargs)
         h0, c0 = (hx if name == "lstm" else (hx, None))
@@ -115,6 +122,14 @@ class TargetDispatch(TorchFunctionMode):
             {"LSTM": 2, "GRU": 3}[mode], hidden, 0, layers, batch_first, dropout, train,
             bidirectional, [], None)
         return (out[0], out[1], out[2]) if name == "lstm" else (out[0], out[1])
+
+
+def _cudnn_rnn_backward_shapes(x, weight, weight_stride0, weight_buf, hx, cx, *args):
+    """(grad_input, grad_hx, grad_cx, grad_weight) as RNN.cpp's cuDNN kernel returns them:
+    the shapes of input, hx, cx and each weight (an empty grad_cx for a GRU)."""
+    grad_cx = cx.new_empty(cx.shape) if cx is not None else x.new_empty(0)
+    return (x.new_empty(x.shape), hx.new_empty(hx.shape), grad_cx,
+            [w.new_empty(w.shape) for w in weight])
 
 
 # ---- autocast ---------------------------------------------------------------------------------

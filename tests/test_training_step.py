@@ -285,6 +285,24 @@ def test_lstm_inference_on_cuda_is_one_cudnn_call_for_the_stack():
     assert _ops(fxroof.analyze(lstm, torch.randn(5, 3, 8)))["mkldnn_rnn_layer"] == 2
 
 
+@pytest.mark.parametrize("cls,gates,cell", [(nn.LSTM, 4, 22), (nn.GRU, 3, 16)])
+def test_rnn_training_on_cuda_is_one_cudnn_call_each_way(cls, gates, cell):
+    """Backward of a 2-layer RNN over R = T*B rows, I = 8, H = 16: per layer, grad_input,
+    the recurrent gradient and grad_weight repeat the forward's R*G*H*(I_l + H) MACs twice
+    (4 FLOP per MAC), plus the cell's backward per hidden unit (LSTM 22, GRU 16) and the
+    bias gradient R*G*H."""
+    rnn = cls(8, 16, num_layers=2)
+    g = fxroof.analyze(rnn, torch.randn(5, 3, 8), device="cuda", loss=lambda out: out[0].sum())
+    backward = [r for r in g.records("backward") if "rnn" in r["op"]]
+    assert [r["op"] for r in backward] == ["_cudnn_rnn_backward"]
+    rows, hidden = 5 * 3, 16
+    expected = sum(4 * rows * gates * hidden * (inputs + hidden) + rows * hidden * cell
+                   + rows * gates * hidden for inputs in (8, 16))
+    assert backward[0]["flops"] == expected
+    assert backward[0]["forward_node"] is not None
+    assert all(p.grad is None for p in rnn.parameters())
+
+
 def test_a_gpu_chip_implies_the_cuda_target_and_its_capability():
     assert Target.of(None, fxroof.chips.get_chip("h100_sxm")) == Target("cuda", (9, 0),
                                                                          "h100_sxm")
