@@ -4,11 +4,13 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
 
     schema_version: 1
     fxroof_version: str
-    model:   {name, batch, inputs: [{shape, dtype}], dtype, mode, backward, parameters, device}
-    totals:  {forward, [backward], overall}: each {nodes, flops, macs, bytes_read,
-              bytes_written, bytes, intensity, [time_s]}
+    model:   {name, batch, inputs: [{shape, dtype}], dtype, mode, backward, parameters, device,
+              view, amp, loss, optimizer}
+    totals:  {forward, [backward], [optimizer], overall}: each {nodes, flops, macs,
+              bytes_read, bytes_written, bytes, intensity, [time_s]}
     memory:  {parameter_bytes, buffer_bytes, input_bytes, activation_bytes,
-              saved_for_backward_bytes, gradient_bytes, peak_bytes, peak_node}
+              saved_for_backward_bytes, gradient_bytes, optimizer_state_bytes, peak_bytes,
+              peak_node}
     coverage: {nodes, costed_nodes, default_rule_ops: {target: count}}
     nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype, flops,
               macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s,
@@ -21,7 +23,8 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
               eager_s, ratio}: per phase, seconds
 
 Later passes extend it (the timing pass adds ``time_s`` per node and a ``timing`` section)
-without changing the meaning of any key above.
+without changing the meaning of any key above. The training step (issue 15) added keys and a
+third phase value, ``optimizer``, and changed the meaning of none, so the version stays 1.
 """
 from __future__ import annotations
 
