@@ -86,11 +86,11 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     params, buffers, fake_inputs = fakes.state_and_inputs(module, inputs, kwargs, backward)
     scope = ModuleScope(module)
     recorder = _recorder(scope, params, buffers, fake_inputs)
-    with preserved(module), silenced():  # the user's module stays exactly as it was
+    # the user's module stays exactly as it was; a named model takes its real-data path
+    with preserved(module), silenced(), capture_context(spec, kwargs):
         module.train(mode == "train")
-        with capture_context(spec, kwargs):
-            capture = _run_step(module, params, buffers, fake_inputs, recorder, scope,
-                                fakes.mode, backward, training)
+        capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
+                            backward, training)
     for graph in capture.graphs():
         annotate_costs(graph, rules)
     info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,
