@@ -81,8 +81,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
                                      seq_len, dtype)
     kwargs = training.model_kwargs(kwargs)
     _check_model(module, inputs, kwargs)
-    fakes = _Fakes(dtype, "cpu",
-                   torch.channels_last if validate.memory_format(memory_format) else None)
+    fakes = _Fakes(dtype, "cpu", memory_format)
     params, buffers, fake_inputs = fakes.state_and_inputs(module, inputs, kwargs, backward)
     scope = ModuleScope(module)
     recorder = _recorder(scope, params, buffers, fake_inputs)
@@ -144,10 +143,11 @@ class _Fakes:
     capture device, floating ones in the requested dtype."""
 
     def __init__(self, dtype: Optional[torch.dtype], device: str,
-                 memory_format: Optional[torch.memory_format] = None):
+                 memory_format: Optional[str] = None):
         self.dtype = dtype
         self.device = device
-        self.memory_format = memory_format
+        self.memory_format = torch.channels_last if validate.memory_format(memory_format) \
+            else None
         self.mode = fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
 
     def state_and_inputs(self, module, inputs, kwargs, backward: bool) -> tuple:
