@@ -411,8 +411,6 @@ def test_autocast_casts_attention_inputs_before_cuda_chooses_a_backend():
         ("_scaled_dot_product_flash_attention", "bfloat16")]
 
 
-@pytest.mark.skipif(not __import__("importlib").util.find_spec("transformers"),
-                    reason="transformers is an optional extra")
 def test_an_unpadded_causal_lm_runs_the_kernel_the_real_step_runs():
     """hf: Llama on its own token ids: transformers sees no padding and no packing on real
     data and calls SDPA with is_causal and no mask, so CUDA runs flash (sm80) or cuDNN
