@@ -169,7 +169,6 @@ class StepRecorder(GraphRecorder):
     def __init__(self, scope: ModuleScope, target: Target):
         super().__init__(scope)
         self.target = target
-        self.in_backward = False
         self.stepped = False
         self.optimizers: list[str] = []      # "adamw (foreach)", one per recorded step
         self.autograd_grads: list = []       # what torch.autograd.grad returned
@@ -235,10 +234,10 @@ class StepRecorder(GraphRecorder):
         if self._backward_closed:
             raise FxroofError(_second_step())
         self.resolve_grad_fns()
-        self.phase, self.in_backward, self._backward_ran = BACKWARD, True, True
+        self.phase, self._backward_ran = BACKWARD, True
 
     def exit_backward(self) -> None:
-        self.phase, self.in_backward = FORWARD, False
+        self.phase = FORWARD
 
     def begin_update(self) -> None:
         """The gradients are final: the backward graph returns them, and the optimizer phase

@@ -87,7 +87,8 @@ def test_record_gives_the_program_analyze_gives():
         for key in ("flops", "bytes"):
             assert rec.graph.totals()[phase][key] == built.totals()[phase][key], (phase, key)
     assert rec.graph.memory.optimizer_state_bytes == built.memory.optimizer_state_bytes
-    convs = {r["module"] for r in rec.graph.records("backward") if r["op"] == "convolution_backward"}
+    convs = {r["module"] for r in rec.graph.records("backward")
+             if r["op"] == "convolution_backward"}
     assert "layer4.1.conv2" in convs  # backward nodes keep the module they differentiate
 
 
