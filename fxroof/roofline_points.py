@@ -24,7 +24,7 @@ def load_sources(specs: list, batches: list[int], backward: bool, dtype,
     for spec in specs:
         if isinstance(spec, AnnotatedGraph):  # already analysed (and perhaps timed)
             sources.append({"name": spec.model.name, "batch": spec.model.batch,
-                            "records": spec.records(), "dtype": spec.model.dtype})
+                            "records": spec.records(), "dtype": _roof_dtype(spec.model.as_dict())})
             continue
         if not isinstance(spec, str):
             raise FxroofError(f"Cannot place {type(spec).__name__} on a roofline: give an "
@@ -32,13 +32,19 @@ def load_sources(specs: list, batches: list[int], backward: bool, dtype,
         if spec.endswith(".json"):
             data = export.read_json(spec)
             sources.append({"name": data["model"]["name"], "batch": data["model"]["batch"],
-                            "records": data["nodes"], "dtype": data["model"]["dtype"]})
+                            "records": data["nodes"], "dtype": _roof_dtype(data["model"])})
             continue
         for batch in batches:
             g = analyze(spec, batch=batch, backward=backward, dtype=dtype, **target)
             sources.append({"name": g.model.name, "batch": batch, "records": g.records(),
-                            "dtype": g.model.dtype})
+                            "dtype": _roof_dtype(g.model.as_dict())})
     return sources
+
+
+def _roof_dtype(model: dict) -> str:
+    """The dtype whose roof a figure draws: autocast's precision where the step ran under
+    autocast (its matmuls and convolutions do; parameters stay fp32), else the model's."""
+    return {"fp16": "float16", "bf16": "bfloat16"}.get(model.get("amp"), model["dtype"])
 
 
 def roof_dtype(sources: list[dict]) -> str:

@@ -387,6 +387,7 @@ def test_roofline_sources_and_study_costs_are_the_targets_program(tmp_path):
     from fxroof.roofline_points import load_sources
     from fxroof.study.sweep import run_cost
     (source,) = load_sources(["squeezenet1_0"], [1], False, None, device="cuda", amp="bf16")
+    assert source["dtype"] == "bfloat16"  # the figure draws the roof autocast's matmuls use
     assert {r["dtype"] for r in source["records"] if r["op"] == "convolution"} == {"bfloat16"}
     on_cuda, on_cpu = run_cost("squeezenet1_0", 1, "cuda"), run_cost("squeezenet1_0", 1, "cpu")
     ops_of = lambda result: {r["op"] for r in result["train"]["records"]}  # noqa: E731
