@@ -52,7 +52,7 @@ from fxroof.scope import ModuleScope
 from fxroof.step import TrainingStep
 from fxroof.target import Target, check_amp
 from fxroof.units import dtype_name
-from fxroof import chips
+from fxroof import chips, validate
 
 _shared_mode: Optional[fake_tensor.FakeTensorMode] = None
 
@@ -101,8 +101,8 @@ class record:  # noqa: N801 (used like FlopCounterMode: ``with fxroof.record() a
 
     def __init__(self, device: Optional[str] = None, *, amp: Optional[str] = None, chip=None,
                  name: str = "recorded step", rules: Optional[dict] = None):
-        if device is not None and str(device).split(":")[0] not in ("cpu", "cuda"):
-            raise UsageError(f"device must be 'cpu' or 'cuda', not {device!r}.")
+        if device is not None:
+            validate.device(device)  # the same names analyze() takes
         check_rules(rules)
         chip = chips.get_chip(chip) if isinstance(chip, str) else chip
         target = Target.of(device, chip)
