@@ -9,7 +9,8 @@ is then run for real, eager and through torch.compile (Inductor's C++ backend, a
 compile and a warm-up), and the medians compared. Reported per batch: compiled / eager bytes,
 the predicted and the measured speed-up (eager / compiled time), and Spearman rho between the
 two over the models (issue 17's goal: rho >= 0.9, compiled bytes <= eager bytes).
-The chip is this machine's (`fxroof chips measure`, run first if --chip names none saved).
+The chip is this machine's (`fxroof chips measure --full`, run first if --chip names none
+saved or one without the torch.compile probes).
 Measure on an idle machine: every model is compiled for real (about 20 s each on 2 cores).
 """
 from __future__ import annotations
@@ -39,15 +40,20 @@ from fxroof.roofline import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS  # noqa: E402
 
 
-def median_latency(fn, x, repeats: int) -> float:
+def median_latencies(fns: dict, x, repeats: int) -> dict:
+    """Median seconds per call of each function, the calls interleaved (eager, compiled,
+    eager, ...) so that a neighbour's load on this shared machine falls on both alike."""
+    times = {name: [] for name in fns}
     with torch.no_grad():
-        fn(x)  # warm-up (and, compiled, the compile itself)
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
+        for fn in fns.values():
+            fn(x)  # warm-up (and, compiled, the compile itself)
             fn(x)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                fn(x)
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def row(model: str, batch: int, chip, repeats: int) -> dict:
@@ -55,10 +61,10 @@ def row(model: str, batch: int, chip, repeats: int) -> dict:
     compiled = fxroof.analyze(model, batch=batch, compiled=True)
     module = build_model(model, device="cpu").eval()
     x = torch.randn(default_input_shape(model, module, batch))
-    eager_s = median_latency(module, x, repeats)
     torch._dynamo.reset()
-    compiled_s = median_latency(torch.compile(module), x, repeats)
+    measured = median_latencies({"eager": module, "compiled": torch.compile(module)}, x, repeats)
     torch._dynamo.reset()
+    eager_s, compiled_s = measured["eager"], measured["compiled"]
     predicted = {view: predict(g.records(), chip)["overall"]["predicted_s"]
                  for view, g in (("eager", eager), ("compiled", compiled))}
     bytes_ = {view: g.totals()["overall"]["bytes"]
@@ -88,9 +94,10 @@ def summary(rows: list[dict]) -> list[str]:
 
 def _chip(chip_id: str):
     chips = load_chips()
-    if chip_id not in chips:
-        print(f"measuring this machine as {chip_id} (fxroof chips measure)", file=sys.stderr)
-        save(measure_calibrated("cpu", quick=True))
+    if chip_id not in chips or "fused" not in chips[chip_id].calibration:
+        print(f"measuring this machine as {chip_id} (fxroof chips measure --full: the "
+              "compiled view's kernels need its torch.compile probes)", file=sys.stderr)
+        save(measure_calibrated("cpu", quick=False, compiled=True), force=True)
         chips = load_chips()
     return chips[chip_id]
 

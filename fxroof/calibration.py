@@ -39,6 +39,12 @@ from fxroof.errors import FxroofError
 
 CALIBRATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.yaml")
 CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
+# Classes only a device's own probes measure (fxroof.probes), and the class a chip without
+# them uses instead: channels-last convolutions (oneDNN runs them without the layout reorders
+# an NCHW convolution pays on a CPU) and kernels Inductor generates (one call from its
+# wrapper, no eager dispatch, a whole fused chain per pass over memory).
+FALLBACK = {"conv_cl": "conv", "fused": "elementwise"}
+MEASURED_CLASSES = CLASSES + tuple(FALLBACK)
 
 _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convolution",
              "mkldnn_convolution", "conv_depthwise2d", "_conv_depthwise2d",
@@ -66,8 +72,12 @@ def op_class_of(record: dict) -> Optional[str]:
     if record["op_class"] == "view":
         return None
     op = record["op"]
+    if record.get("rule", "").startswith("inductor generated"):
+        return "fused"
     if record["op_class"] == "matrix":
-        return "conv" if op.startswith(_CONV_OPS) else "gemm"
+        if op.startswith(_CONV_OPS):
+            return "conv_cl" if record.get("layout") == "channels_last" else "conv"
+        return "gemm"
     if any(name in op for name in _SOFTMAX_OPS):
         return "softmax"
     if any(name in op for name in _NORM_OPS):
@@ -83,7 +93,7 @@ def gemm_dims(record: dict) -> Optional[tuple]:
     shape = record.get("shape")
     if not shape:
         return None
-    if op_class_of(record) == "conv" and len(shape) >= 3:
+    if op_class_of(record) in ("conv", "conv_cl") and len(shape) >= 3:
         batch, m, n = 1, math.prod(shape[:1] + shape[2:]), shape[1]
     else:
         m, n = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1])
@@ -168,7 +178,10 @@ class Calibration:
 
     def params(self, chip_id: str, chip_class: str, op_class: str) -> Optional[Params]:
         own = self.chips.get(chip_id, {}).get(op_class)
-        return own or self.families.get(chip_class, {}).get(op_class)
+        found = own or self.families.get(chip_class, {}).get(op_class)
+        if found is None and op_class in FALLBACK:
+            return self.params(chip_id, chip_class, FALLBACK[op_class])
+        return found
 
     def covers(self, chip_id: str, chip_class: str) -> bool:
         return chip_id in self.chips or chip_class in self.families

@@ -18,7 +18,7 @@ from typing import Optional
 
 import yaml
 
-from fxroof.calibration import CLASSES as CALIBRATED_CLASSES, parse_params
+from fxroof.calibration import MEASURED_CLASSES as CALIBRATED_CLASSES, parse_params
 from fxroof.errors import FxroofError
 from fxroof.suggest import did_you_mean
 from fxroof.units import op_unit

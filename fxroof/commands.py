@@ -208,7 +208,8 @@ def run_chips_measure(args) -> int:
     check_target(target, args.force)  # refuse before measuring, not after
     entry = measure_calibrated(args.device, quick=not args.full,
                                progress=lambda message: print(f"measuring {message}",
-                                                              file=sys.stderr))
+                                                              file=sys.stderr),
+                               compiled=args.full)
     path = save(entry, target, force=args.force)
     chip = parse_chip(entry, path)
     print(render.chips_table([chip]))

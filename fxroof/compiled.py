@@ -41,7 +41,7 @@ from fxroof.graph import AnnotatedGraph, ModelInfo
 from fxroof.kernel import Kernel
 from fxroof.keys import BACKWARD, COST, FORWARD, KERNEL, ORIGIN, SHAPES
 from fxroof.scope import op_family
-from op_costs import Estimate
+from op_costs import Estimate, TensorMeta
 
 
 class _Probe:
@@ -88,10 +88,20 @@ def _kernel_record(node) -> dict:
     ir = node.node
     return {"extern": extern,
             "op": getattr(ir, "op_overload", None) if extern else None,
+            "stride": _stride(ir) if extern else None,
             "origins": sorted({o.name for n in node.get_nodes() if n.node is not None
                                for o in n.node.get_origins()}),
             "bytes_read": int(node.get_read_write_buffers_sizes_impl(True, False)),
             "bytes_written": int(node.get_read_write_buffers_sizes_impl(False, True))}
+
+
+def _stride(ir) -> Optional[tuple]:
+    """The output strides Inductor chose for an extern kernel (with layout optimisation on,
+    a CPU convolution runs channels-last), or None where they are not plain integers."""
+    try:
+        return tuple(int(s) for s in ir.get_layout().stride)
+    except Exception:  # no fixed layout (multi-output, symbolic strides)
+        return None
 
 
 def _regions(module: torch.nn.Module, args, kwargs, train: bool) -> list:
@@ -190,6 +200,10 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     origin = owner.meta[ORIGIN] if owner is not None else Origin(FORWARD, "", "copy", None)
     node.meta[ORIGIN] = Origin(origin.phase, origin.module, origin.layer_type, None)
     node.meta[SHAPES] = owner.meta[SHAPES] if owner is not None else ()
+    shapes, stride = node.meta[SHAPES], kernel["stride"]
+    if kernel["extern"] and isinstance(shapes, TensorMeta) and stride \
+            and len(stride) == len(shapes.shape):
+        node.meta[SHAPES] = TensorMeta(shapes.shape, stride, shapes.dtype)  # as Inductor lays it out
     node.meta[COST] = estimate
     node.meta[KERNEL] = [n.name for n in mine]
     return node

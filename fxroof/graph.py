@@ -68,6 +68,25 @@ def _output_shape(node: fx.Node):
     return [], None
 
 
+def _layout(node: fx.Node) -> Optional[str]:
+    """"channels_last" or "contiguous" for a node whose first output is 4-D and laid out so
+    (dimensions of size 1 do not count), else None: what a convolution's cost on a CPU
+    depends on (fxroof.calibration's conv_cl class)."""
+    shapes = node.meta.get(SHAPES)
+    first = shapes if isinstance(shapes, TensorMeta) else (shapes[0] if shapes else None)
+    if not isinstance(first, TensorMeta) or len(first.shape) != 4:
+        return None
+    n, c, h, w = first.shape
+    for name, order in (("contiguous", (0, 1, 2, 3)), ("channels_last", (0, 2, 3, 1))):
+        expected, step = [0] * 4, 1
+        for dim in reversed(order):
+            expected[dim], step = step, step * first.shape[dim]
+        if all(size == 1 or stride == want
+               for size, stride, want in zip(first.shape, first.stride, expected)):
+            return name
+    return None
+
+
 def node_record(node: fx.Node) -> dict:
     """The flat record of one ATen node (the JSON schema's node record), from its meta."""
     origin, cost = node.meta[ORIGIN], node.meta[COST]
@@ -78,7 +97,7 @@ def node_record(node: fx.Node) -> dict:
         "name": node.name, "phase": origin.phase, "target": str(node.target),
         "op": node.target.overloadpacket.__name__, "layer_type": origin.layer_type,
         "module": origin.module, "forward_node": origin.forward_node,
-        "shape": shape, "dtype": dtype,
+        "shape": shape, "dtype": dtype, "layout": _layout(node),
         "flops": cost.flops, "macs": cost.macs,
         "bytes_read": cost.bytes_read, "bytes_written": cost.bytes_written, "bytes": moved,
         "intensity": cost.flops / moved if moved else None,

@@ -20,6 +20,7 @@ from torch import nn
 from fxroof import calibration as cal
 from fxroof.analysis import analyze
 from fxroof.chips import Chip, parse_chip
+from fxroof.compiled_probes import calibrate_fused
 from fxroof.device import Stopwatch, check_device, repeat
 from fxroof.measure import measure
 from fxroof.roofline import peak_for
@@ -52,9 +53,20 @@ PROBES = [
 ]
 
 
+# The convolution probes again, channels-last (the layout Inductor gives a CPU convolution,
+# and `--memory-format channels_last`'s): oneDNN runs these without the reorders an NCHW
+# convolution pays on the way in and out, so they have rates of their own.
+PROBES += [("conv_cl", label + " channels-last", make, shape)
+           for op_class, label, make, shape in PROBES if op_class == "conv"]
+
+
+def _layout(op_class: str) -> torch.memory_format:
+    return torch.channels_last if op_class == "conv_cl" else torch.contiguous_format
+
+
 def _cost(module: nn.Module, shape: tuple, op_class: str) -> tuple[int, int]:
     """(FLOPs, bytes) of the probe's nodes of ``op_class``, by fxroof's own cost rules."""
-    g = analyze(module, torch.empty(shape, device="meta"))
+    g = analyze(module, torch.empty(shape, device="meta").to(memory_format=_layout(op_class)))
     nodes = [r for r in g.records() if cal.op_class_of(r) == op_class]
     return sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes)
 
@@ -68,9 +80,9 @@ def sweep(device: torch.device, quick: bool = True,
     found: dict = {}
     for op_class, label, make, shape in PROBES:
         say(f"probe {label}")
-        module = make().to(device)
+        module = make().to(device, memory_format=_layout(op_class))
         flops, nbytes = _cost(module, shape, op_class)
-        x = torch.randn(shape, device=device)
+        x = torch.randn(shape, device=device).to(memory_format=_layout(op_class))
         with torch.no_grad():
             seconds = min(repeat(lambda: watch.time(lambda: module(x)), 2, repeats))
         found.setdefault(op_class, []).append((flops, nbytes, seconds))
@@ -79,19 +91,21 @@ def sweep(device: torch.device, quick: bool = True,
 
 
 def calibrate(device: str, chip: Chip, quick: bool = True,
-              progress: Optional[Callable[[str], None]] = None) -> dict:
+              progress: Optional[Callable[[str], None]] = None, compiled: bool = False) -> dict:
     """Fitted parameters per op class for ``device`` (measured as ``chip``), as a chip
     entry's ``calibration``: t0 (s), compute and memory fractions, the band of measured /
     predicted on the probes, and the source. Fractions are of the peak the roofline uses for
-    fp32 ops of the class on this chip, and of its bandwidth."""
+    fp32 ops of the class on this chip, and of its bandwidth. ``compiled``: also calibrate
+    the kernels torch.compile generates (fxroof.compiled_probes; compiles each probe)."""
     dev = check_device(device)
     measured = sweep(dev, quick, progress)
     entries = {}
     for op_class, (flops, nbytes, seconds) in measured.items():
-        kind = "matrix" if op_class in ("gemm", "conv") else "vector"
-        peak, _ = peak_for(chip, kind, "float32", "convolution" if op_class == "conv" else "")
+        conv = op_class in ("conv", "conv_cl")
+        kind = "matrix" if conv or op_class == "gemm" else "vector"
+        peak, _ = peak_for(chip, kind, "float32", "convolution" if conv else "")
         params = cal.fit(flops, nbytes, seconds, peak, chip.bandwidth,
-                         compute_cap=2.25 if op_class == "conv" else 1.0, cache=True)
+                         compute_cap=2.25 if conv else 1.0, cache=True)
         ratio = seconds / cal.predict(flops, nbytes, peak, chip.bandwidth, params)
         entries[op_class] = {
             "t0": float(f"{params.t0:.4g}"), "compute": round(params.compute, 4),
@@ -102,13 +116,18 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
                      round(float(np.percentile(ratio, 90)), 3)],
             "source": f"fxroof chips measure: {len(seconds)} probes of this class on "
                       f"{device}, MAPE {float(np.mean(np.abs(1 / ratio - 1))) * 100:.1f}%"}
+    if compiled:
+        peak, _ = peak_for(chip, "vector", "float32", "")
+        entries["fused"] = calibrate_fused(dev, peak, chip.bandwidth, quick, progress)
     return entries
 
 
 def measure_calibrated(device: str = "cpu", quick: bool = True,
-                       progress: Optional[Callable[[str], None]] = None) -> dict:
+                       progress: Optional[Callable[[str], None]] = None,
+                       compiled: bool = False) -> dict:
     """A chip entry with this device's measured roofs (fxroof.measure) and its calibrated
     time model (``calibration``), ready to save as a user chip."""
     entry = measure(device, quick, progress)
-    entry["calibration"] = calibrate(device, parse_chip(entry, "(measured)"), quick, progress)
+    entry["calibration"] = calibrate(device, parse_chip(entry, "(measured)"), quick, progress,
+                                     compiled)
     return entry

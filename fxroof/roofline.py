@@ -122,17 +122,25 @@ def check_roof(roof: str) -> str:
     return roof
 
 
+def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
+    """The chip's parameters for an op class: its own measured set, else the shipped ones
+    (fxroof.calibration), else those of the class it falls back to."""
+    own = chip.calibration.get(op_class)
+    if own is None and op_class in cal.FALLBACK and chip.calibration:
+        own = chip.calibration.get(cal.FALLBACK[op_class])
+    return own or calibration().params(chip.id, chip.cls, op_class)
+
+
 def node_time(record: dict, chip: Chip, roof: str = "calibrated",
               roof_of_node: Optional[NodeRoof] = None) -> NodeTime:
     """The predicted time of one node on ``chip`` (seconds), with its band."""
     ideal = (roof_of_node or node_roof(record, chip)).predicted_s
     op_class = cal.op_class_of(record)
-    params = (chip.calibration.get(op_class) or calibration().params(chip.id, chip.cls, op_class)) \
-        if roof == "calibrated" and op_class is not None else None
+    params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
     peak, _ = peak_for(chip, record["op_class"], record["dtype"], record["op"])
-    dims = cal.gemm_dims(record) if op_class in ("gemm", "conv") else None
+    dims = cal.gemm_dims(record) if op_class in ("gemm", "conv", "conv_cl") else None
     used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile) \
         if dims is not None else 1.0
     expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,

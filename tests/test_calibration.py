@@ -143,3 +143,49 @@ def test_a_node_time_by_hand_on_a_calibrated_chip():
     assert (t.low_s, t.high_s) == pytest.approx((expected * p.band[0], expected * p.band[1]))
     assert t.ideal_s == pytest.approx(1e8 / chip.bandwidth)
     assert math.isclose(roofline.node_time(record, chip, "ideal").predicted_s, t.ideal_s)
+
+
+def test_generated_kernels_and_channels_last_convolutions_have_classes_of_their_own():
+    def r(op, op_class, rule, layout=None):
+        return {"op": op, "op_class": op_class, "rule": rule, "layout": layout}
+
+    assert cal.op_class_of(r("fused_add_relu", "vector", "inductor generated")) == "fused"
+    assert cal.op_class_of(r("copy", "memory", "inductor generated")) == "fused"
+    assert cal.op_class_of(r("convolution", "matrix", "conv", "channels_last")) == "conv_cl"
+    assert cal.op_class_of(r("convolution", "matrix", "conv", "contiguous")) == "conv"
+    assert cal.op_class_of(r("convolution", "matrix", "inductor extern[conv]",
+                             "channels_last")) == "conv_cl"
+    assert cal.op_class_of(r("addmm", "matrix", "inductor extern[addmm]")) == "gemm"
+
+
+def test_a_chip_never_probed_for_them_uses_the_class_they_fall_back_to():
+    shipped = cal.load()
+    assert shipped.params("t4", "gpu", "conv_cl") == shipped.params("t4", "gpu", "conv")
+    assert shipped.params("t4", "gpu", "fused") == shipped.params("t4", "gpu", "elementwise")
+
+
+def _measured_chip(classes: dict):
+    from fxroof.chips import parse_chip
+
+    entry = {"id": "probe-cpu", "name": "probe cpu", "class": "cpu",
+             "peaks": {"fp32": {"value": 1e11, "unit": "matrix", "derivation": "test"}},
+             "bandwidth": {"value": 1e10, "derivation": "test"},
+             "calibration": {c: {"t0": t0, "compute": 0.5, "memory": 0.25, "band": [0.9, 1.1],
+                                 "source": "test"} for c, t0 in classes.items()}}
+    return parse_chip(entry, "(test)")
+
+
+def test_a_channels_last_convolution_is_priced_by_its_own_probes_or_else_the_conv_ones():
+    conv = {"op": "convolution", "op_class": "matrix", "dtype": "float32", "flops": 1e8,
+            "bytes": 1e6, "phase": "forward", "shape": [1, 100, 10, 10], "rule": "conv",
+            "layout": "channels_last"}
+    # 1e8 FLOP at 0.5 x 1e11 FLOP/s = 2 ms; 1e6 B at 0.25 x 1e10 B/s = 0.4 ms
+    both = _measured_chip({"conv": 30e-6, "conv_cl": 10e-6})
+    assert roofline.node_time(conv, both).predicted_s == pytest.approx(10e-6 + 2e-3)
+    assert roofline.node_time({**conv, "layout": "contiguous"}, both).predicted_s == \
+        pytest.approx(30e-6 + 2e-3)
+    assert roofline.node_time(conv, _measured_chip({"conv": 30e-6})).predicted_s == \
+        pytest.approx(30e-6 + 2e-3)
+    # Inductor's extern call of the same convolution costs what the library call costs
+    extern = {**conv, "rule": "inductor extern[conv]"}
+    assert roofline.node_time(extern, both).predicted_s == pytest.approx(10e-6 + 2e-3)

@@ -55,6 +55,21 @@ def test_conv_bn_relu_in_eval_is_an_extern_convolution_and_one_fused_epilogue():
     assert epilogue["layer_type"] == "BatchNorm2d"  # its costliest node's
 
 
+def test_a_convolution_is_laid_out_as_inductor_runs_it():
+    """Inductor's layout optimisation runs a CPU convolution channels-last: the view's
+    record says so (and the time model prices it as one), the eager record keeps the
+    model's own layout, which the user chooses with the input's memory format."""
+    x = torch.randn(2, 8, 12, 12)
+    (conv,) = [r for r in fxroof.analyze(ConvBnRelu().eval(), x, compiled=True).records()
+               if r["op"] == "convolution"]
+    assert conv["layout"] == "channels_last"
+    eager = {fmt: [r["layout"] for r in fxroof.analyze(
+        ConvBnRelu().eval(), x.to(memory_format=fmt)).records() if r["op"] == "convolution"]
+        for fmt in (torch.contiguous_format, torch.channels_last)}
+    assert eager == {torch.contiguous_format: ["contiguous"],
+                     torch.channels_last: ["channels_last"]}
+
+
 class Attention(nn.Module):
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v)

@@ -1,5 +1,6 @@
 """Measured roofs of this machine: a quick CPU measurement saved as a user chip."""
 import pytest
+import torch
 
 import fxroof
 from fxroof import chips as chips_module
@@ -26,7 +27,7 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert lint(chip) == []
     assert "fxroof chips measure" in chip.sources[0] and "(measured)" in chip.name
     # the calibrated time model of this device, one parameter set per op class, is used
-    assert set(chip.calibration) == {"gemm", "conv", "elementwise", "norm", "softmax"}
+    assert set(chip.calibration) == {"gemm", "conv", "conv_cl", "elementwise", "norm", "softmax"}
     assert all(p.band[0] <= 1 <= p.band[1] and p.t0 > 0 for p in chip.calibration.values())
     g = fxroof.analyze("tests.fixtures.user_models:small_net", input_shapes=[(2, 3, 16, 16)])
     assert g.roofline(chip)["forward"]["model"] == "calibrated"
@@ -126,3 +127,39 @@ def test_a_peak_is_the_fastest_run_and_a_busy_machine_is_named(monkeypatch):
     said.clear()
     measure_module.measure_peaks(measure_module.check_device("cpu"), quick=True, say=said.append)
     assert not any("busy" in line for line in said)
+
+
+def test_longer_probe_chains_compile_to_more_kernels():
+    """The per-kernel and per-call costs of compiled code are told apart by chains whose
+    kernel counts differ: Inductor must not fuse a longer chain into as few kernels."""
+    from fxroof import compiled_probes
+
+    counts = [len(compiled_probes._kernels(compiled_probes._Chain(steps), (8, 8), False))
+              for steps in compiled_probes.CHAINS]
+    assert counts == sorted(set(counts)) and counts[0] >= 1
+
+
+def test_the_fused_fit_recovers_the_costs_its_timings_were_made_from(monkeypatch):
+    """Timings made from known costs -- 20 us per compiled call, 3 us per kernel, a quarter
+    of 1e10 B/s -- with kernels of known size: the fit finds the per-kernel cost and the
+    per-call cost again, and predicts every probe within 1%."""
+    from fxroof import compiled_probes as cp
+
+    per_call, per_kernel, rate = 20e-6, 3e-6, 0.25 * 1e10
+
+    def kernels(module, shape, channels_last):
+        if isinstance(module, cp._Chain):  # 3 kernels per step, too small to count bytes
+            return [{"flops": 0, "bytes": 0}] * (3 * module.steps)
+        numel = int(torch.Size(shape).numel())
+        return [{"flops": 3 * numel, "bytes": 8 * numel}]
+
+    def seconds(module, x, watch, repeats):
+        found = kernels(module, tuple(x.shape), False)
+        return per_call + sum(per_kernel + k["bytes"] / rate for k in found)
+
+    monkeypatch.setattr(cp, "_kernels", kernels)
+    monkeypatch.setattr(cp, "_seconds", seconds)
+    entry = cp.calibrate_fused(torch.device("cpu"), peak=1e11, bandwidth=1e10, quick=True)
+    assert entry["t0"] == pytest.approx(per_kernel, rel=1e-3)
+    assert "20.0 us per compiled call" in entry["source"]
+    assert 0.99 <= entry["band"][0] <= entry["band"][1] <= 1.01

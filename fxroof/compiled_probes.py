@@ -1,0 +1,148 @@
+"""Calibrating the kernels torch.compile generates on the local device (the "fused" class).
+
+fxroof's eager classes are fitted on eager modules: each op pays a Python module call and
+the dispatcher, and reads and writes its tensors once per op. A kernel Inductor generates
+pays neither -- its wrapper calls it directly -- and it is vectorised code over a whole
+fused chain, so the compiled view needs rates of its own. The probes compile small modules
+with Inductor (the same ``torch.compile`` a user runs), time them, and take their kernels'
+FLOPs and bytes from fxroof's compiled view of the same module (fxroof.compiled), so the
+fitted rates are rates of exactly what the view predicts with.
+
+A compiled call costs a fixed amount per call (guards, the wrapper) plus each kernel's
+time. Chains of 1 to 16 tiny kernels separate the two: their times against their kernel
+counts give the cost per kernel (the slope, ``t0``) and per call (the intercept), each
+the fastest of many calls. The sized probes (pointwise chains, row sums, softmax, layer norm,
+inference batch norm + ReLU; 4 KB to 64 MB) then give the sustained bandwidth and cache
+rates with ``t0`` held, after the per-call cost is taken off.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from fxroof import calibration as cal
+from fxroof.analysis import analyze
+from fxroof.device import Stopwatch, repeat
+
+
+class _Chain(nn.Module):
+    """``steps`` softmaxes over alternate dimensions of a tiny input: a few kernels each
+    (Inductor fuses reductions along one dimension into one kernel, not across a
+    transpose)."""
+
+    def __init__(self, steps: int):
+        super().__init__()
+        self.steps = steps
+
+    def forward(self, x):
+        for _ in range(self.steps):
+            x = torch.softmax(x, 0).t().contiguous()
+        return x
+
+
+class _Pointwise(nn.Module):
+    def forward(self, x):
+        return (x * 2 + 1).relu()
+
+
+class _RowSum(nn.Module):
+    def forward(self, x):
+        return x.sum(-1)
+
+
+class _BatchNormReLU(nn.Sequential):
+    def __init__(self, channels: int):
+        super().__init__(nn.BatchNorm2d(channels), nn.ReLU())
+        self.eval()
+
+
+CHAINS = (1, 2, 4, 8)
+# (label, module factory, input shape, channels-last input)
+SIZED = [
+    *[(f"x*2+1 relu {n}", _Pointwise, (n,), False) for n in (1024, 65536, 2 ** 20, 2 ** 23)],
+    *[(f"row sum {r}x{c}", _RowSum, (r, c), False) for r, c in ((128, 512), (4096, 2048))],
+    *[(f"softmax {r}x{c}", lambda: nn.Softmax(-1), (r, c), False)
+      for r, c in ((128, 512), (1024, 1024), (4096, 2048))],
+    *[(f"layernorm {r}x{c}", lambda c=c: nn.LayerNorm(c), (r, c), False)
+      for r, c in ((128, 768), (1024, 1024))],
+    *[(f"batchnorm+relu c{c} {s}px", lambda c=c: _BatchNormReLU(c), (b, c, s, s), True)
+      for b, c, s in ((1, 64, 56), (1, 256, 14), (8, 64, 56))],
+]
+
+
+def _input(shape: tuple, channels_last: bool, device) -> torch.Tensor:
+    x = torch.randn(shape, device=device)
+    return x.to(memory_format=torch.channels_last) if channels_last else x
+
+
+def _kernels(module: nn.Module, shape: tuple, channels_last: bool) -> list[dict]:
+    """The generated kernels of the module's compiled view (records)."""
+    graph = analyze(module, _input(shape, channels_last, "meta"), compiled=True)
+    return [r for r in graph.records() if cal.op_class_of(r) == "fused"]
+
+
+def _seconds(module: nn.Module, x: torch.Tensor, watch: Stopwatch, repeats: int) -> float:
+    """Seconds per compiled call after the compile: the fastest of the repeats (a sustained
+    rate, as for the eager probes)."""
+    torch._dynamo.reset()  # static shapes: no recompile of an earlier probe as dynamic
+    compiled = torch.compile(module)
+    with torch.no_grad():
+        times = repeat(lambda: watch.time(lambda: compiled(x)), 3, repeats)
+    torch._dynamo.reset()
+    return float(min(times))
+
+
+def call_costs(device: torch.device, repeats: int, say: Callable[[str], None]) -> tuple:
+    """(seconds per compiled call, seconds per generated kernel), fitted on chains of tiny
+    kernels: time = per call + kernels x per kernel."""
+    watch, counts, times = Stopwatch(device), [], []
+    for steps in CHAINS:
+        say(f"compiled probe: chain of {steps} softmaxes")
+        module = _Chain(steps)
+        counts.append(len(_kernels(module, (8, 8), False)))
+        times.append(_seconds(module, torch.randn(8, 8, device=device), watch, 20 * repeats))
+    per_kernel, per_call = np.polyfit(np.array(counts, dtype=float), np.array(times), 1)
+    return max(float(per_call), 0.0), max(float(per_kernel), 1e-7)
+
+
+def sweep(device: torch.device, repeats: int, per_call: float,
+          say: Callable[[str], None]) -> tuple:
+    """(flops, bytes, seconds) arrays, one entry per sized probe: its kernels' sums, and
+    its time less the per-call cost."""
+    watch, rows = Stopwatch(device), []
+    for label, make, shape, channels_last in SIZED:
+        say(f"compiled probe: {label}")
+        module = make().to(device)
+        kernels = _kernels(module, shape, channels_last)
+        seconds = _seconds(module, _input(shape, channels_last, device), watch, repeats)
+        rows.append((sum(r["flops"] for r in kernels), sum(r["bytes"] for r in kernels),
+                     max(seconds - per_call, 1e-7), len(kernels)))
+    return tuple(np.array(column, dtype=float) for column in zip(*rows))
+
+
+def calibrate_fused(device: torch.device, peak: float, bandwidth: float, quick: bool,
+                    progress: Optional[Callable[[str], None]] = None) -> dict:
+    """The "fused" class of a chip entry's calibration: t0 (s, per kernel), the fitted
+    fractions and cache, the band of measured / predicted on the probes, and the source."""
+    say = progress or (lambda message: None)
+    repeats = 3 if quick else 10
+    per_call, per_kernel = call_costs(device, repeats, say)
+    flops, nbytes, seconds, kernels = sweep(device, repeats, per_call, say)
+    # a probe of k kernels pays t0 k times; the fit holds one t0 per probe
+    seconds_one = np.maximum(seconds - (kernels - 1) * per_kernel, 1e-7)
+    params = cal.fit(flops, nbytes, seconds_one, peak, bandwidth, t0=per_kernel, cache=True)
+    ratio = seconds_one / cal.predict(flops, nbytes, peak, bandwidth, params)
+    return {
+        "t0": float(f"{params.t0:.4g}"), "compute": round(params.compute, 4),
+        "memory": round(params.memory, 4), "small_tile": 1.0,
+        "cache_bytes": float(f"{params.cache_bytes:.4g}"),
+        "cache_memory": round(params.cache_memory, 4),
+        "band": [round(float(np.percentile(ratio, 10)), 3),
+                 round(float(np.percentile(ratio, 90)), 3)],
+        "source": f"fxroof chips measure: {len(seconds)} torch.compile (Inductor) probes on "
+                  f"{device}, MAPE {float(np.mean(np.abs(1 / ratio - 1))) * 100:.1f}%; "
+                  f"t0 per kernel and {per_call * 1e6:.1f} us per compiled call (not in t0) "
+                  f"from chains of {CHAINS[0]}-{CHAINS[-1]} kernels"}
