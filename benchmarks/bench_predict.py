@@ -10,16 +10,20 @@ compares the measured eager latency (inference) and the measured eager training 
 (forward + backward) with fxroof's prediction on the measured chip, ideal and calibrated:
 median and worst |predicted / measured - 1|, and Spearman rho between predicted and measured
 per batch size. Issue 16's goal on this CPU: median <= 15%, worst <= 40%, rho >= 0.98.
+With --leave-one-out, a third prediction (in_model): calibrated on the probes and on the
+timed nodes of every studied model but the one predicted (fxroof.model_probes).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
 import sys
 import time
 
+import torch
 from scipy.stats import spearmanr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,6 +31,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import script_main  # noqa: E402
 
+from fxroof import calibration as cal, model_probes, probes  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
 from fxroof.roofline import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study  # noqa: E402
@@ -34,10 +39,16 @@ from fxroof.study.cache import Cache  # noqa: E402
 from fxroof.study.sweep import COST, LATENCY, TRAIN, measure_roofs  # noqa: E402
 
 
+def found_chip(config: StudyConfig, out: str):
+    """The study's measured chip of this CPU."""
+    return measure_roofs(config, Cache(out), force=False, progress=False,
+                         allow_measure=False)["cpu"]
+
+
 def points(config: StudyConfig, out: str) -> list[dict]:
     """One point per (phase, model, batch) with a measurement: measured and predicted s."""
     cache = Cache(out)
-    chip = measure_roofs(config, cache, force=False, progress=False, allow_measure=False)["cpu"]
+    chip = found_chip(config, out)
     found = []
     for model in config.models:
         for batch in config.batches_for("cpu"):
@@ -60,7 +71,35 @@ def points(config: StudyConfig, out: str) -> list[dict]:
 def _point(phase, model, batch, measured, records, chip) -> dict:
     return {"phase": phase, "model": model, "batch": batch, "measured_s": measured,
             "ideal_s": predict(records, chip, "ideal")["overall"]["predicted_s"],
-            "calibrated_s": predict(records, chip)["overall"]["predicted_s"]}
+            "calibrated_s": predict(records, chip)["overall"]["predicted_s"],
+            "records": records}
+
+
+def leave_one_model_out(found: list[dict], config: StudyConfig, chip, repeats: int) -> None:
+    """Add "in_model_s" to every point: the prediction on a chip calibrated on this CPU's
+    probes and on the timed nodes (fxroof.model_probes) of every studied model but the
+    point's own -- what `chips measure --full` does with its calibration models, validated
+    on models it never saw."""
+    say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    cpu = torch.device("cpu")
+    probe_rows, faults = probes.sweep(cpu, quick=False), probes.fresh_rate(cpu, 10)
+    own: dict = {}
+    for model in config.models:
+        runs = [(model, b, False) for b in config.batches_for("cpu")] + \
+            [(model, b, True) for b in config.train_batches]
+        own[model] = model_probes.model_rows("cpu", runs, repeats, say)
+    for model in config.models:
+        rows = {c: list(r) for c, r in probe_rows.items()}
+        for other, by_class in own.items():
+            for op_class, r in by_class.items():
+                if other != model:
+                    rows.setdefault(op_class, []).extend(r)
+        fitted = probes.fit_classes(rows, chip, faults, f"leave {model} out")
+        unseen = dataclasses.replace(chip, calibration={
+            c: cal.parse_params(e, c) for c, e in fitted.items()})
+        for p in found:
+            if p["model"] == model:
+                p["in_model_s"] = predict(p["records"], unseen)["overall"]["predicted_s"]
 
 
 def summary(found: list[dict]) -> dict:
@@ -69,7 +108,9 @@ def summary(found: list[dict]) -> dict:
         mine = [p for p in found if p["phase"] == phase]
         if not mine:
             continue
-        for model in ("ideal", "calibrated"):
+        for model in ("ideal", "calibrated", "in_model"):
+            if not all(f"{model}_s" in p for p in mine):
+                continue
             errors = [abs(p[f"{model}_s"] / p["measured_s"] - 1) for p in mine]
             rho = {}
             for batch in sorted({p["batch"] for p in mine}):
@@ -92,15 +133,25 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
     parser.add_argument("--train-batch", type=int, nargs="+", default=[1])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed runs first (a CPU's small-batch latency keeps falling "
+                             "over the first few)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--json", help="also write the points and the summary here")
+    parser.add_argument("--leave-one-out", action="store_true",
+                        help="also calibrate on the timed nodes of every model but the one "
+                             "predicted (in_model), probes included")
     args = parser.parse_args(argv)
     config = StudyConfig(models=args.models, batches=args.batch, train_batches=args.train_batch,
-                         repeats=args.repeats, warmup=1).resolved()
+                         repeats=args.repeats, warmup=args.warmup).resolved()
     start = time.perf_counter()
     if not args.report_only:
         run_study(config, args.out)
     found = points(config, args.out)
+    if args.leave_one_out:
+        leave_one_model_out(found, config, found_chip(config, args.out), args.repeats)
+    for p in found:
+        del p["records"]
     result = {"benchmark": "predict", "device": "cpu", "wall_s":
               round(time.perf_counter() - start, 1), **summary(found)}
     print(json.dumps(result, indent=1))

@@ -13,9 +13,11 @@ and bandwidth W bytes/s. Real kernels fall short of it in three ways this model 
   in 128-, 64- or 32-wide tiles run in waves over the S multiprocessors (ceil(T / S) waves for
   T tiles, so the last one may run part-empty), a long reduction is split (split-K) when there
   are fewer tiles than multiprocessors, and smaller tiles run at ``small_tile`` of the rate;
-* on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth.
+* on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth;
+  and the first touch of an output large enough to be freshly mapped (``fresh_bytes``: the
+  kernel faults in and zeroes every page, call after call) at ``fresh_rate`` bytes/s.
 
-    time = t0 + max(F / (P x compute x utilization), memory time)
+    time = t0 + max(F / (P x compute x utilization), memory time) + fresh bytes / fresh_rate
 
 Parameters per (chip, op class) are fitted on measurements (``fit``) and shipped in
 ``calibration.yaml`` beside this module, each set with what it was fitted on and its error;
@@ -43,7 +45,10 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # them uses instead: channels-last convolutions (oneDNN runs them without the layout reorders
 # an NCHW convolution pays on a CPU) and kernels Inductor generates (one call from its
 # wrapper, no eager dispatch, a whole fused chain per pass over memory).
-FALLBACK = {"conv_cl": "conv", "fused": "elementwise"}
+# Pooling and data movement (copies, concatenation, allocation) are probed on a CPU; the
+# GPU kernel data has neither, so there they take the elementwise parameters.
+FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "pool": "elementwise",
+            "copy": "elementwise"}
 MEASURED_CLASSES = CLASSES + tuple(FALLBACK)
 
 _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convolution",
@@ -65,6 +70,8 @@ class Params:
     source: str = ""              # what it was fitted on
     cache_bytes: float = 0.0      # bytes an op moves at cache speed before memory speed
     cache_memory: float = 1.0     # the cache's rate, as a multiple of the memory bandwidth
+    fresh_rate: float = 0.0       # bytes/s of first touch of freshly mapped memory (0: none)
+    k_half: float = 0.0           # CPU GEMM/conv: reduction length at half the compute rate
 
 
 def op_class_of(record: dict) -> Optional[str]:
@@ -82,7 +89,27 @@ def op_class_of(record: dict) -> Optional[str]:
         return "softmax"
     if any(name in op for name in _NORM_OPS):
         return "norm"
+    if "pool" in op:
+        return "pool"
+    if record["op_class"] == "memory":
+        return "copy"
     return "elementwise"
+
+
+# glibc's malloc serves an allocation this large or larger with a fresh mmap (the dynamic
+# threshold stops rising at DEFAULT_MMAP_THRESHOLD_MAX, 4 * 1024 * 1024 * sizeof(long) on a
+# 64-bit system: mallopt(3)), so the kernel faults in and zeroes its pages on first touch,
+# call after call. Smaller ones reuse the heap once the threshold has adapted.
+MMAP_THRESHOLD = 32 * 2 ** 20
+
+
+def fresh_bytes(record: dict) -> int:
+    """Bytes a node writes to a freshly mapped output (bytes): its output bytes when it
+    allocates its output (not an in-place op, not a view) at or above MMAP_THRESHOLD."""
+    if record["op_class"] == "view" or record["op"].endswith("_"):
+        return 0
+    written = record.get("bytes_written", 0)
+    return written if written >= MMAP_THRESHOLD else 0
 
 
 def gemm_dims(record: dict) -> Optional[tuple]:
@@ -102,6 +129,12 @@ def gemm_dims(record: dict) -> Optional[tuple]:
     return batch, m, n, k
 
 
+def reduction_length(record: dict) -> float:
+    """k of a GEMM-like node (gemm_dims), inf where it is unknown or the node is not one."""
+    dims = gemm_dims(record) if op_class_of(record) in ("gemm", "conv", "conv_cl") else None
+    return float(dims[3]) if dims else math.inf
+
+
 def _tile_utilization(batch, m, n, k, units: int, tile: int):
     """Useful over issued work when (batch x m x n) is cut in tile x tile output tiles run in
     waves of ``units`` multiprocessors, splitting k (split-K, in slices of at least 256) when
@@ -112,57 +145,98 @@ def _tile_utilization(batch, m, n, k, units: int, tile: int):
     return batch * m * n / (waves * units * tile * tile / split)
 
 
-def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0):
+def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0,
+                k_half: float = 0.0):
     """The best of 128-, 64- and 32-wide tiles (a library picks smaller tiles for small
-    problems, at ``small_tile`` of the rate per halving); 1 when ``units`` is unknown."""
+    problems, at ``small_tile`` of the rate per halving). Where ``units`` is unknown (a
+    CPU), k / (k + k_half): a short reduction -- a depthwise convolution's 9 products per
+    output against a dense one's hundreds -- cannot keep the vector units' accumulators busy
+    between loads and stores of the output, and the rate rises with k to its asymptote."""
     if not units:
-        return np.ones_like(np.asarray(m, dtype=float))
+        k = np.asarray(k, dtype=float)
+        if not k_half:
+            return np.ones_like(k)
+        k = np.where(np.isinf(k), 1e30, k)  # k unknown: no penalty
+        return k / (k + k_half)
     b, m, n, k = (np.asarray(a, dtype=float) for a in (batch, m, n, k))
     return np.maximum.reduce([_tile_utilization(b, m, n, k, units, tile) * small_tile ** i
                               for i, tile in enumerate((128, 64, 32))])
 
 
-def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0):
+def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=0.0):
     """Seconds per op (arrays or scalars): t0 + max(F / (P c u), memory time), the memory
     time being B / (W m) -- or, with a cache, its first ``cache_bytes`` at the cache's rate
     and the rest at W m (on a CPU an op whose operands fit in the last-level cache runs
-    several times faster than one that streams from DRAM)."""
+    several times faster than one that streams from DRAM) -- plus, where the device's page
+    faults were measured, ``fresh`` bytes (fresh_bytes) at ``fresh_rate``."""
     compute = np.asarray(flops, dtype=float) / (peak * params.compute * np.asarray(utilized))
     nbytes = np.asarray(nbytes, dtype=float)
     cached = np.minimum(nbytes, params.cache_bytes)
     memory = (cached / (bandwidth * params.cache_memory)
               + (nbytes - cached) / (bandwidth * params.memory))
-    return params.t0 + np.maximum(compute, memory)
+    faults = np.asarray(fresh, dtype=float) / params.fresh_rate if params.fresh_rate else 0.0
+    return params.t0 + np.maximum(compute, memory) + faults
 
 
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
-        compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False) -> Params:
+        compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False,
+        fresh=0.0, fresh_rate: float = 0.0) -> Params:
     """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization. Parameters are fitted in log space (all positive); the fractions are capped
     at 1 -- ``compute_cap`` for convolutions, where Winograd's transforms do up to 2.25x fewer
     multiplies than the direct count. ``t0``: hold the fixed cost at this value (a launch
     floor known from another op class) instead of fitting it. ``cache``: also fit the cache
-    size and rate (CPU probes span cache-resident and DRAM-streaming sizes)."""
+    size and rate (CPU probes span cache-resident and DRAM-streaming sizes). ``fresh``,
+    ``fresh_rate``: bytes per op written to freshly mapped memory, and the measured rate of
+    that first touch, held (fresh_bytes)."""
     from scipy.optimize import least_squares  # heavy; only fitting needs it
 
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
     caps = (math.log(compute_cap), 0.0, 0.0)
+    reduction = dims is not None and not units   # a CPU: the rate rises with k
 
     def params(x) -> Params:
         fractions = [math.exp(min(v, c)) for v, c in zip(x[1:4], caps)]
+        extra = iter(x[4:])
+        cache_bytes, cache_memory = (math.exp(next(extra)), math.exp(next(extra))) \
+            if cache else (0.0, 1.0)
         return Params(t0 if t0 is not None else math.exp(x[0]), *fractions,
-                      cache_bytes=math.exp(x[4]) if cache else 0.0,
-                      cache_memory=math.exp(x[5]) if cache else 1.0)
+                      cache_bytes=cache_bytes, cache_memory=cache_memory,
+                      fresh_rate=fresh_rate,
+                      k_half=math.exp(next(extra)) if reduction else 0.0)
 
     def residuals(x):
         p = params(x)
-        used = utilization(*dims, units, p.small_tile) if dims is not None else 1.0
-        return np.log(predict(flops, nbytes, peak, bandwidth, p, used) / seconds)
+        used = utilization(*dims, units, p.small_tile, p.k_half) if dims is not None else 1.0
+        return np.log(predict(flops, nbytes, peak, bandwidth, p, used, fresh) / seconds)
 
     start = [max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8]
-    start += [1e7, 3.0] if cache else []  # 10 MB at 3x the memory rate: a CPU's L3
-    return params(least_squares(residuals, np.log(start), loss="soft_l1", f_scale=0.1).x)
+    low, high = [0.0] * 4, [np.inf] * 4  # unbounded (log space) but for what follows
+    if cache:  # 10 MB at 3x the memory rate (a CPU's L3), within what a cache can be
+        start, low, high = start + [1e7, 3.0], low + [1e5, 0.01], high + [1e9, 50.0]
+    if reduction:
+        start, low, high = start + [16.0], low + [0.1], high + [1e5]
+    with np.errstate(divide="ignore"):  # log(0) = -inf: no lower bound
+        bounds = np.log(np.array(low)), np.log(np.array(high))
+    return params(least_squares(residuals, np.log(start), bounds=bounds, loss="soft_l1",
+                                f_scale=0.1).x)
+
+
+def probe_entry(params: Params, ratio, source: str) -> dict:
+    """A parameter set fitted on a device's probes as its chip entry's calibration class
+    (YAML-ready, rounded), its band the p10 and p90 of measured / predicted (``ratio``) on
+    the probes. No tiles: a device's probes do not know its multiprocessors."""
+    ratio = np.asarray(ratio, dtype=float)
+    return {"t0": float(f"{params.t0:.4g}"), "compute": float(f"{params.compute:.4g}"),
+            "memory": float(f"{params.memory:.4g}"), "small_tile": 1.0,
+            "cache_bytes": float(f"{params.cache_bytes:.4g}"),
+            "cache_memory": round(params.cache_memory, 4),
+            "fresh_rate": float(f"{params.fresh_rate:.4g}"),
+            "k_half": float(f"{params.k_half:.4g}"),
+            "band": [round(float(np.percentile(ratio, 10)), 3),
+                     round(float(np.percentile(ratio, 90)), 3)],
+            "source": f"{source}, MAPE {float(np.mean(np.abs(1 / ratio - 1))) * 100:.1f}%"}
 
 
 @dataclass
@@ -193,14 +267,18 @@ def parse_params(entry: dict, where: str) -> Params:
                         float(entry.get("small_tile", 1.0)),
                         tuple(float(b) for b in entry["band"]), str(entry.get("source", "")),
                         float(entry.get("cache_bytes", 0.0)),
-                        float(entry.get("cache_memory", 1.0)))
+                        float(entry.get("cache_memory", 1.0)),
+                        float(entry.get("fresh_rate", 0.0)),
+                        float(entry.get("k_half", 0.0)))
     except (KeyError, TypeError, ValueError) as e:
         raise FxroofError(f"{where}: a calibration entry needs t0, compute, memory and band "
                           f"({type(e).__name__}: {e}). Measure it again (`fxroof chips "
                           "measure --force`) or remove the entry.") from None
-    values = (params.t0, params.compute, params.memory, params.cache_bytes, params.cache_memory)
+    values = (params.t0, params.compute, params.memory, params.cache_bytes, params.cache_memory,
+              params.fresh_rate, params.k_half)
     if not (params.t0 >= 0 and 0 < params.compute <= 10 and 0 < params.memory <= 10
             and params.cache_bytes >= 0 and 0 < params.cache_memory <= 1000
+            and params.fresh_rate >= 0 and params.k_half >= 0
             and all(math.isfinite(v) for v in values)):
         raise FxroofError(f"{where}: calibration values out of range ({params}).")
     return params

@@ -17,6 +17,7 @@ from fxroof.errors import FxroofError
 from fxroof.files import check_writable
 from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
 from fxroof.measure import check_target, datasheet_chip, default_path, save, versus_datasheet
+from fxroof.model_probes import CALIBRATION_MODELS
 from fxroof.models import MODEL_SOURCES, build_model, model_names, parse_shape
 from fxroof.models.hf import parse_overrides
 from fxroof.probes import measure_calibrated
@@ -209,7 +210,8 @@ def run_chips_measure(args) -> int:
     entry = measure_calibrated(args.device, quick=not args.full,
                                progress=lambda message: print(f"measuring {message}",
                                                               file=sys.stderr),
-                               compiled=args.full)
+                               compiled=args.full,
+                               models=CALIBRATION_MODELS if args.full else ())
     path = save(entry, target, force=args.force)
     chip = parse_chip(entry, path)
     print(render.chips_table([chip]))

@@ -9,11 +9,11 @@ FLOPs and bytes from fxroof's compiled view of the same module (fxroof.compiled)
 fitted rates are rates of exactly what the view predicts with.
 
 A compiled call costs a fixed amount per call (guards, the wrapper) plus each kernel's
-time. Chains of 1 to 16 tiny kernels separate the two: their times against their kernel
-counts give the cost per kernel (the slope, ``t0``) and per call (the intercept), each
-the fastest of many calls. The sized probes (pointwise chains, row sums, softmax, layer norm,
-inference batch norm + ReLU; 4 KB to 64 MB) then give the sustained bandwidth and cache
-rates with ``t0`` held, after the per-call cost is taken off.
+time. Chains of 1 to 8 tiny softmaxes (a few kernels each) separate the two: their times
+against their kernel counts give the cost per kernel (the slope, ``t0``) and per call (the
+intercept), each the fastest of many calls. The sized probes (pointwise chains, row sums,
+softmax, layer norm, inference batch norm + ReLU; 4 KB to 64 MB) then give the sustained
+bandwidth and cache rates with ``t0`` held, after the per-call cost is taken off.
 """
 from __future__ import annotations
 
@@ -110,8 +110,8 @@ def call_costs(device: torch.device, repeats: int, say: Callable[[str], None]) -
 
 def sweep(device: torch.device, repeats: int, per_call: float,
           say: Callable[[str], None]) -> tuple:
-    """(flops, bytes, seconds) arrays, one entry per sized probe: its kernels' sums, and
-    its time less the per-call cost."""
+    """(flops, bytes, fresh bytes, seconds, kernels) arrays, one entry per sized probe: its
+    kernels' sums, its time less the per-call cost, and its kernel count."""
     watch, rows = Stopwatch(device), []
     for label, make, shape, channels_last in SIZED:
         say(f"compiled probe: {label}")
@@ -119,30 +119,27 @@ def sweep(device: torch.device, repeats: int, per_call: float,
         kernels = _kernels(module, shape, channels_last)
         seconds = _seconds(module, _input(shape, channels_last, device), watch, repeats)
         rows.append((sum(r["flops"] for r in kernels), sum(r["bytes"] for r in kernels),
-                     max(seconds - per_call, 1e-7), len(kernels)))
+                     sum(cal.fresh_bytes(r) for r in kernels), max(seconds - per_call, 1e-7),
+                     len(kernels)))
     return tuple(np.array(column, dtype=float) for column in zip(*rows))
 
 
 def calibrate_fused(device: torch.device, peak: float, bandwidth: float, quick: bool,
-                    progress: Optional[Callable[[str], None]] = None) -> dict:
+                    progress: Optional[Callable[[str], None]] = None,
+                    fresh_rate: float = 0.0) -> dict:
     """The "fused" class of a chip entry's calibration: t0 (s, per kernel), the fitted
-    fractions and cache, the band of measured / predicted on the probes, and the source."""
+    fractions and cache, the band of measured / predicted on the probes, and the source.
+    ``fresh_rate``: the device's first-touch rate (fxroof.probes.fresh_rate), held."""
     say = progress or (lambda message: None)
     repeats = 3 if quick else 10
     per_call, per_kernel = call_costs(device, repeats, say)
-    flops, nbytes, seconds, kernels = sweep(device, repeats, per_call, say)
+    flops, nbytes, fresh, seconds, kernels = sweep(device, repeats, per_call, say)
     # a probe of k kernels pays t0 k times; the fit holds one t0 per probe
     seconds_one = np.maximum(seconds - (kernels - 1) * per_kernel, 1e-7)
-    params = cal.fit(flops, nbytes, seconds_one, peak, bandwidth, t0=per_kernel, cache=True)
-    ratio = seconds_one / cal.predict(flops, nbytes, peak, bandwidth, params)
-    return {
-        "t0": float(f"{params.t0:.4g}"), "compute": round(params.compute, 4),
-        "memory": round(params.memory, 4), "small_tile": 1.0,
-        "cache_bytes": float(f"{params.cache_bytes:.4g}"),
-        "cache_memory": round(params.cache_memory, 4),
-        "band": [round(float(np.percentile(ratio, 10)), 3),
-                 round(float(np.percentile(ratio, 90)), 3)],
-        "source": f"fxroof chips measure: {len(seconds)} torch.compile (Inductor) probes on "
-                  f"{device}, MAPE {float(np.mean(np.abs(1 / ratio - 1))) * 100:.1f}%; "
-                  f"t0 per kernel and {per_call * 1e6:.1f} us per compiled call (not in t0) "
-                  f"from chains of {CHAINS[0]}-{CHAINS[-1]} kernels"}
+    params = cal.fit(flops, nbytes, seconds_one, peak, bandwidth, t0=per_kernel, cache=True,
+                     fresh=fresh, fresh_rate=fresh_rate)
+    ratio = seconds_one / cal.predict(flops, nbytes, peak, bandwidth, params, fresh=fresh)
+    return cal.probe_entry(params, ratio, f"fxroof chips measure: {len(seconds)} torch.compile "
+                                    f"(Inductor) probes on {device}; t0 per kernel, and "
+                                    f"{per_call * 1e6:.1f} us per compiled call (not in t0), "
+                                    f"from chains of {CHAINS[0]}-{CHAINS[-1]} softmaxes")

@@ -23,7 +23,21 @@ from fxroof.chips import Chip, parse_chip
 from fxroof.compiled_probes import calibrate_fused
 from fxroof.device import Stopwatch, check_device, repeat
 from fxroof.measure import measure
+from fxroof.model_probes import model_rows
 from fxroof.roofline import peak_for
+
+class _Cat(nn.Module):
+    def forward(self, x):
+        return torch.cat([x, x], 1)
+
+
+class _ChannelShuffle(nn.Module):
+    """ShuffleNet's channel shuffle: a transpose made contiguous (one strided copy)."""
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        return x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous()
+
 
 # (op class, label, module factory, input shape)
 PROBES = [
@@ -44,6 +58,18 @@ PROBES = [
     *[("elementwise", f"relu {n}", lambda: nn.ReLU(), (n,))
       for n in (256, 4096, 65536, 2 ** 20, 2 ** 23)],
     *[("elementwise", f"gelu {n}", lambda: nn.GELU(), (n,)) for n in (4096, 2 ** 20)],
+    *[("elementwise", f"relu_ {n}", lambda: nn.ReLU(inplace=True), (n,))  # models' ReLU
+      for n in (65536, 2 ** 20, 2 ** 23)],
+    *[("pool", f"maxpool 3x3/2 {b}x{c}x{s}px", lambda: nn.MaxPool2d(3, 2, 1), (b, c, s, s))
+      for b, c, s in ((1, 64, 112), (8, 64, 112), (1, 192, 28))],
+    *[("pool", f"avgpool 2x2/2 c{c} {s}px", lambda: nn.AvgPool2d(2, 2), (1, c, s, s))
+      for c, s in ((256, 56), (128, 28))],
+    *[("pool", f"avgpool 3x3/1 c{c} {s}px", lambda: nn.AvgPool2d(3, 1, 1), (b, c, s, s))
+      for b, c, s in ((1, 192, 35), (8, 256, 17))],  # Inception's pooling branches
+    *[("copy", f"cat {b}x{c}x{s}px", lambda: _Cat(), (b, c, s, s))
+      for b, c, s in ((1, 32, 28), (1, 128, 56), (8, 256, 56))],  # the last is freshly mapped
+    *[("copy", f"channel shuffle {b}x{c}x{s}px", lambda: _ChannelShuffle(), (b, c, s, s))
+      for b, c, s in ((1, 58, 28), (1, 116, 56), (8, 232, 28))],
     *[("norm", f"batchnorm c{c} {s}px", lambda c=c: nn.BatchNorm2d(c).eval(), (1, c, s, s))
       for c, s in ((16, 16), (64, 56), (256, 14), (128, 56))],
     *[("norm", f"layernorm {r}x{c}", lambda c=c: nn.LayerNorm(c), (r, c))
@@ -64,16 +90,19 @@ def _layout(op_class: str) -> torch.memory_format:
     return torch.channels_last if op_class == "conv_cl" else torch.contiguous_format
 
 
-def _cost(module: nn.Module, shape: tuple, op_class: str) -> tuple[int, int]:
-    """(FLOPs, bytes) of the probe's nodes of ``op_class``, by fxroof's own cost rules."""
+def _cost(module: nn.Module, shape: tuple, op_class: str) -> tuple:
+    """(FLOPs, bytes, bytes written to fresh mappings) of the probe's nodes of ``op_class``,
+    by fxroof's own cost rules, and the reduction length k of the costliest."""
     g = analyze(module, torch.empty(shape, device="meta").to(memory_format=_layout(op_class)))
     nodes = [r for r in g.records() if cal.op_class_of(r) == op_class]
-    return sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes)
+    return (sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
+            sum(cal.fresh_bytes(r) for r in nodes),
+            cal.reduction_length(max(nodes, key=lambda r: r["flops"])))
 
 
 def sweep(device: torch.device, quick: bool = True,
           progress: Optional[Callable[[str], None]] = None) -> dict:
-    """{op class: (flops, bytes, seconds) arrays} measured on ``device``."""
+    """{op class: [(flops, bytes, fresh bytes, seconds, k), ...]} measured on ``device``."""
     say = progress or (lambda message: None)
     repeats = 3 if quick else 15
     watch = Stopwatch(device)
@@ -81,53 +110,81 @@ def sweep(device: torch.device, quick: bool = True,
     for op_class, label, make, shape in PROBES:
         say(f"probe {label}")
         module = make().to(device, memory_format=_layout(op_class))
-        flops, nbytes = _cost(module, shape, op_class)
         x = torch.randn(shape, device=device).to(memory_format=_layout(op_class))
         with torch.no_grad():
             seconds = min(repeat(lambda: watch.time(lambda: module(x)), 2, repeats))
-        found.setdefault(op_class, []).append((flops, nbytes, seconds))
-    return {c: tuple(np.array(column, dtype=float) for column in zip(*rows))
-            for c, rows in found.items()}
+        flops, nbytes, fresh, k = _cost(module, shape, op_class)
+        found.setdefault(op_class, []).append((flops, nbytes, fresh, seconds, k))
+    return found
+
+
+def fresh_rate(device: torch.device, repeats: int) -> float:
+    """Bytes/s of the first touch of freshly mapped memory (a CPU's page faults, see
+    calibration.fresh_bytes): ReLU of 64 MiB into a new output less the same ReLU in place
+    (equal bytes read and written); 0 where the two do not differ (no such cost, or a GPU,
+    whose caching allocator maps nothing per call)."""
+    if device.type != "cpu":
+        return 0.0
+    x, watch = torch.randn(16 * 2 ** 20), Stopwatch(device)
+    fresh = min(repeat(lambda: watch.time(lambda: torch.relu(x)), 2, repeats))
+    in_place = min(repeat(lambda: watch.time(lambda: x.relu_()), 2, repeats))
+    return x.numel() * 4 / (fresh - in_place) if fresh > 1.05 * in_place else 0.0
+
+
+def fit_classes(rows: dict, chip: Chip, fresh: float, source: str) -> dict:
+    """A chip entry's calibration: per op class of ``rows`` ({class: [(flops, bytes, fresh
+    bytes, seconds, k), ...]}), the fitted parameters with their band and ``source``. GEMMs
+    and convolutions also fit how their rate rises with the reduction length k."""
+    entries = {}
+    for op_class, found in rows.items():
+        flops, nbytes, fresh_bytes, seconds, k = (np.array(c, dtype=float) for c in zip(*found))
+        conv = op_class in ("conv", "conv_cl")
+        matrix = conv or op_class == "gemm"
+        peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
+                           "convolution" if conv else "")
+        ones = np.ones_like(k)
+        dims = (ones, ones, ones, k) if matrix else None
+        params = cal.fit(flops, nbytes, seconds, peak, chip.bandwidth, dims=dims,
+                         compute_cap=2.25 if conv else 1.0, cache=True, fresh=fresh_bytes,
+                         fresh_rate=fresh)
+        used = cal.utilization(*dims, None, 1.0, params.k_half) if matrix else 1.0
+        ratio = seconds / cal.predict(flops, nbytes, peak, chip.bandwidth, params, used,
+                                      fresh_bytes)
+        entries[op_class] = cal.probe_entry(params, ratio, f"{source}: {len(seconds)} "
+                                                           "measurements of this class")
+    return entries
 
 
 def calibrate(device: str, chip: Chip, quick: bool = True,
-              progress: Optional[Callable[[str], None]] = None, compiled: bool = False) -> dict:
+              progress: Optional[Callable[[str], None]] = None, compiled: bool = False,
+              models=()) -> dict:
     """Fitted parameters per op class for ``device`` (measured as ``chip``), as a chip
     entry's ``calibration``: t0 (s), compute and memory fractions, the band of measured /
-    predicted on the probes, and the source. Fractions are of the peak the roofline uses for
-    fp32 ops of the class on this chip, and of its bandwidth. ``compiled``: also calibrate
-    the kernels torch.compile generates (fxroof.compiled_probes; compiles each probe)."""
+    predicted on what they were fitted on, and the source. Fractions are of the peak the
+    roofline uses for fp32 ops of the class on this chip, and of its bandwidth.
+    ``compiled``: also calibrate the kernels torch.compile generates (fxroof.compiled_probes;
+    compiles each probe). ``models``: also fit on the nodes of these (model, batch,
+    backward) runs, timed node by node (fxroof.model_probes)."""
     dev = check_device(device)
-    measured = sweep(dev, quick, progress)
-    entries = {}
-    for op_class, (flops, nbytes, seconds) in measured.items():
-        conv = op_class in ("conv", "conv_cl")
-        kind = "matrix" if conv or op_class == "gemm" else "vector"
-        peak, _ = peak_for(chip, kind, "float32", "convolution" if conv else "")
-        params = cal.fit(flops, nbytes, seconds, peak, chip.bandwidth,
-                         compute_cap=2.25 if conv else 1.0, cache=True)
-        ratio = seconds / cal.predict(flops, nbytes, peak, chip.bandwidth, params)
-        entries[op_class] = {
-            "t0": float(f"{params.t0:.4g}"), "compute": round(params.compute, 4),
-            "memory": round(params.memory, 4), "small_tile": 1.0,
-            "cache_bytes": float(f"{params.cache_bytes:.4g}"),
-            "cache_memory": round(params.cache_memory, 4),
-            "band": [round(float(np.percentile(ratio, 10)), 3),
-                     round(float(np.percentile(ratio, 90)), 3)],
-            "source": f"fxroof chips measure: {len(seconds)} probes of this class on "
-                      f"{device}, MAPE {float(np.mean(np.abs(1 / ratio - 1))) * 100:.1f}%"}
+    faults = fresh_rate(dev, 3 if quick else 10)
+    rows = sweep(dev, quick, progress)
+    for op_class, found in model_rows(device, models, progress=progress).items():
+        rows.setdefault(op_class, []).extend(found)
+    source = f"fxroof chips measure on {device}: probes" + (
+        " and the nodes of " + ", ".join(f"{m} b{b}" for m, b, _ in models) if models else "")
+    entries = fit_classes(rows, chip, faults, source)
     if compiled:
         peak, _ = peak_for(chip, "vector", "float32", "")
-        entries["fused"] = calibrate_fused(dev, peak, chip.bandwidth, quick, progress)
+        entries["fused"] = calibrate_fused(dev, peak, chip.bandwidth, quick, progress, faults)
     return entries
 
 
 def measure_calibrated(device: str = "cpu", quick: bool = True,
                        progress: Optional[Callable[[str], None]] = None,
-                       compiled: bool = False) -> dict:
+                       compiled: bool = False, models=()) -> dict:
     """A chip entry with this device's measured roofs (fxroof.measure) and its calibrated
     time model (``calibration``), ready to save as a user chip."""
     entry = measure(device, quick, progress)
     entry["calibration"] = calibrate(device, parse_chip(entry, "(measured)"), quick, progress,
-                                     compiled)
+                                     compiled, models)
     return entry

@@ -141,10 +141,11 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
     peak, _ = peak_for(chip, record["op_class"], record["dtype"], record["op"])
     dims = cal.gemm_dims(record) if op_class in ("gemm", "conv", "conv_cl") else None
-    used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile) \
+    used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile,
+                           params.k_half) \
         if dims is not None else 1.0
     expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,
-                                 used))
+                                 used, cal.fresh_bytes(record)))
     low, high = params.band
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated")
 

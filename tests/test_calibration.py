@@ -189,3 +189,49 @@ def test_a_channels_last_convolution_is_priced_by_its_own_probes_or_else_the_con
     # Inductor's extern call of the same convolution costs what the library call costs
     extern = {**conv, "rule": "inductor extern[conv]"}
     assert roofline.node_time(extern, both).predicted_s == pytest.approx(10e-6 + 2e-3)
+
+
+def test_pooling_and_data_movement_have_classes_of_their_own():
+    def r(op, op_class):
+        return {"op": op, "op_class": op_class, "rule": op}
+
+    assert cal.op_class_of(r("max_pool2d_with_indices", "vector")) == "pool"
+    assert cal.op_class_of(r("avg_pool2d_backward", "vector")) == "pool"
+    assert cal.op_class_of(r("cat", "memory")) == "copy"
+    assert cal.op_class_of(r("empty", "memory")) == "copy"
+    # the GPU kernel data has neither: there they are priced as elementwise ops
+    shipped = cal.load()
+    assert shipped.params("t4", "gpu", "pool") == shipped.params("t4", "gpu", "elementwise")
+
+
+def test_fresh_output_bytes_by_hand():
+    big, small = 64 * 2 ** 20, 16 * 2 ** 20
+
+    def r(op, written, op_class="vector"):
+        return {"op": op, "op_class": op_class, "bytes_written": written}
+
+    assert cal.fresh_bytes(r("relu", big)) == big       # a new 64 MiB output: mmap'd afresh
+    assert cal.fresh_bytes(r("relu_", big)) == 0        # in place: no new memory
+    assert cal.fresh_bytes(r("relu", small)) == 0       # below glibc's 32 MiB threshold
+    assert cal.fresh_bytes(r("view", big, "view")) == 0
+    # 1e9 fresh bytes at 1e9 B/s add one second to what the op otherwise costs
+    p = cal.Params(t0=0.0, compute=1.0, memory=1.0, fresh_rate=1e9)
+    assert cal.predict(0, 1e9, 1e12, 1e10, p, fresh=1e9) == pytest.approx(0.1 + 1.0)
+    assert cal.predict(0, 1e9, 1e12, 1e10, p) == pytest.approx(0.1)
+
+
+def test_a_cpu_gemm_rate_rises_with_its_reduction_length():
+    # k / (k + k_half): half the rate at k = k_half, a ninth at k = k_half / 8
+    assert cal.utilization(1, 1, 1, 9, units=None, k_half=9) == pytest.approx(0.5)
+    assert cal.utilization(1, 1, 1, 2, units=None, k_half=16) == pytest.approx(1 / 9)
+    assert cal.utilization(1, 1, 1, math.inf, units=None, k_half=16) == pytest.approx(1.0)
+    assert cal.utilization(1, 1, 1, 9, units=None) == pytest.approx(1.0)  # none fitted
+    # the fit finds k_half again from compute-bound ops of known k
+    rng = np.random.default_rng(1)
+    k = 2.0 ** rng.uniform(1, 12, 200)
+    flops = 10 ** rng.uniform(7, 10, 200)
+    seconds = 5e-6 + flops / (1e11 * 0.6 * k / (k + 40.0))
+    ones = np.ones_like(k)
+    found = cal.fit(flops, np.full_like(k, 1e3), seconds, 1e11, 1e10, dims=(ones, ones, ones, k))
+    assert found.k_half == pytest.approx(40.0, rel=0.02)
+    assert found.compute == pytest.approx(0.6, rel=0.02)

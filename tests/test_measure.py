@@ -1,4 +1,6 @@
 """Measured roofs of this machine: a quick CPU measurement saved as a user chip."""
+import math
+
 import pytest
 import torch
 
@@ -27,7 +29,8 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert lint(chip) == []
     assert "fxroof chips measure" in chip.sources[0] and "(measured)" in chip.name
     # the calibrated time model of this device, one parameter set per op class, is used
-    assert set(chip.calibration) == {"gemm", "conv", "conv_cl", "elementwise", "norm", "softmax"}
+    assert set(chip.calibration) == {"gemm", "conv", "conv_cl", "elementwise", "pool", "copy",
+                                     "norm", "softmax"}
     assert all(p.band[0] <= 1 <= p.band[1] and p.t0 > 0 for p in chip.calibration.values())
     g = fxroof.analyze("tests.fixtures.user_models:small_net", input_shapes=[(2, 3, 16, 16)])
     assert g.roofline(chip)["forward"]["model"] == "calibrated"
@@ -149,9 +152,11 @@ def test_the_fused_fit_recovers_the_costs_its_timings_were_made_from(monkeypatch
 
     def kernels(module, shape, channels_last):
         if isinstance(module, cp._Chain):  # 3 kernels per step, too small to count bytes
-            return [{"flops": 0, "bytes": 0}] * (3 * module.steps)
+            return [{"op": "fused", "op_class": "vector", "flops": 0, "bytes": 0,
+                     "bytes_written": 0}] * (3 * module.steps)
         numel = int(torch.Size(shape).numel())
-        return [{"flops": 3 * numel, "bytes": 8 * numel}]
+        return [{"op": "fused", "op_class": "vector", "flops": 3 * numel, "bytes": 8 * numel,
+                 "bytes_written": 4 * numel}]
 
     def seconds(module, x, watch, repeats):
         found = kernels(module, tuple(x.shape), False)
@@ -163,3 +168,39 @@ def test_the_fused_fit_recovers_the_costs_its_timings_were_made_from(monkeypatch
     assert entry["t0"] == pytest.approx(per_kernel, rel=1e-3)
     assert "20.0 us per compiled call" in entry["source"]
     assert 0.99 <= entry["band"][0] <= entry["band"][1] <= 1.01
+
+
+def test_a_calibration_models_nodes_are_timed_rows_of_their_class():
+    """Every timed node of resnet18 becomes a row of its class, convolutions with their
+    reduction length: 3 x 7 x 7 = 147 for the stem, 64 x 3 x 3 = 576 in layer1, and the
+    classifier a GEMM over 512 features."""
+    from fxroof import model_probes
+
+    records = model_probes.timed_records("resnet18", 1, False, repeats=1)
+    rows = model_probes.class_rows(records)
+    assert sum(len(r) for r in rows.values()) == len(records)
+    conv_k = sorted({round(row[4]) for row in rows["conv"]})
+    assert 147 in conv_k and 576 in conv_k and len(rows["conv"]) == 20
+    assert [round(row[4]) for row in rows["gemm"]] == [512]
+    assert "pool" in rows and all(row[3] > 0 for r in rows.values() for row in r)
+
+
+def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
+    """What `chips measure --full` hands to each class fit: its probes and, appended, the
+    nodes of the calibration models (timings stubbed: the data path, not the machine)."""
+    from fxroof import probes
+
+    probe_rows = {"conv": [(1e8, 1e6, 0, 1e-3, 576.0)] * 3,
+                  "elementwise": [(1e5, 1e6, 0, 1e-4, math.inf)] * 3}
+    node_rows = {"conv": [(2e8, 2e6, 0, 3e-3, 9.0)] * 2, "pool": [(1e5, 1e6, 0, 5e-4, math.inf)]}
+    monkeypatch.setattr(probes, "sweep",
+                        lambda *a, **k: {c: list(r) for c, r in probe_rows.items()})
+    monkeypatch.setattr(probes, "model_rows", lambda *a, **k: node_rows)
+    monkeypatch.setattr(probes, "fresh_rate", lambda *a: 2e9)
+    fitted = []
+    monkeypatch.setattr(probes, "fit_classes",
+                        lambda rows, chip, fresh, source: fitted.append((rows, fresh, source)))
+    probes.calibrate("cpu", None, models=[("resnet18", 1, True)])
+    (rows, fresh, source), = fitted
+    assert {c: len(r) for c, r in rows.items()} == {"conv": 5, "elementwise": 3, "pool": 1}
+    assert fresh == 2e9 and "resnet18 b1" in source

@@ -1,0 +1,60 @@
+"""Calibrating the time model inside whole models: the timing pass's per-node times.
+
+An isolated probe runs one op again and again on the same tensors, so its weights and input
+stay in the cache and its output buffer is reused: it finds the rates of an op with the
+machine to itself. Inside a model an op reads weights no op before it touched this step and
+writes where the previous layer's tensors were; on a 2-core CPU, the nodes of the study's
+models took 1.3-2x what the probe-fitted parameters predicted (fxroof's timing pass against
+`fxroof chips measure`'s quick calibration, benchmarks/README.md). So a full measurement
+also times a few built-in models node by node with the same interpreter `fxroof profile`
+uses (fxroof.timing), and each op class is fitted on probes and model nodes together.
+
+What a model node is timed as: the interpreter's time for that node in a full forward (and
+backward) run, overhead of the timer taken off, median over the repeats.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from fxroof import calibration as cal
+from fxroof.analysis import analyze
+
+# (model, batch, with backward): small zoo models whose nodes span every CPU class --
+# dense, 1x1, depthwise and grouped convolutions, batch norm, pooling, concatenation and
+# channel shuffles -- at two batch sizes, one with its backward
+CALIBRATION_MODELS = (("resnet18", 1, True), ("mobilenet_v2", 8, False),
+                      ("squeezenet1_0", 1, False), ("shufflenet_v2_x1_0", 8, False),
+                      ("densenet121", 1, False))
+
+
+def timed_records(model: str, batch: int, backward: bool, device: str = "cpu",
+                  repeats: int = 5) -> list[dict]:
+    """The timed node records of one model (those that launch work)."""
+    graph = analyze(model, batch=batch, backward=backward)
+    graph.time(device, repeats=repeats, warmup=1, progress=False)
+    return [r for r in graph.records()
+            if r["time_s"] is not None and cal.op_class_of(r) is not None]
+
+
+def class_rows(records: Iterable[dict]) -> dict:
+    """{op class: [(flops, bytes, fresh bytes, seconds, k), ...]} of timed node records (k:
+    the reduction length of a GEMM or convolution, calibration.reduction_length)."""
+    rows: dict = {}
+    for r in records:
+        rows.setdefault(cal.op_class_of(r), []).append(
+            (r["flops"], r["bytes"], cal.fresh_bytes(r), max(r["time_s"], 1e-7),
+             cal.reduction_length(r)))
+    return rows
+
+
+def model_rows(device: str, models=CALIBRATION_MODELS, repeats: int = 5,
+               progress: Optional[Callable[[str], None]] = None) -> dict:
+    """class_rows of every node of the calibration models, timed on ``device``."""
+    say = progress or (lambda message: None)
+    rows: dict = {}
+    for model, batch, backward in models:
+        say(f"model {model} batch {batch}{' with backward' if backward else ''}, node by node")
+        for op_class, found in class_rows(timed_records(model, batch, backward, device,
+                                                        repeats)).items():
+            rows.setdefault(op_class, []).extend(found)
+    return rows
