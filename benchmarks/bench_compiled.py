@@ -34,6 +34,7 @@ import fxroof  # noqa: E402
 from fxroof.chips import load_chips  # noqa: E402
 from fxroof.files import atomic, check_writable  # noqa: E402
 from fxroof.measure import save  # noqa: E402
+from fxroof.model_probes import CALIBRATION_MODELS  # noqa: E402
 from fxroof.models import build_model, default_input_shape  # noqa: E402
 from fxroof.probes import measure_calibrated  # noqa: E402
 from fxroof.roofline import predict  # noqa: E402
@@ -97,7 +98,8 @@ def _chip(chip_id: str):
     if chip_id not in chips or "fused" not in chips[chip_id].calibration:
         print(f"measuring this machine as {chip_id} (fxroof chips measure --full: the "
               "compiled view's kernels need its torch.compile probes)", file=sys.stderr)
-        save(measure_calibrated("cpu", quick=False, compiled=True), force=True)
+        save(measure_calibrated("cpu", quick=False, compiled=True, models=CALIBRATION_MODELS),
+             force=True)
         chips = load_chips()
     return chips[chip_id]
 

@@ -85,8 +85,8 @@ def leave_one_model_out(found: list[dict], config: StudyConfig, chip, repeats: i
     probe_rows, faults = probes.sweep(cpu, quick=False), probes.fresh_rate(cpu, 10)
     own: dict = {}
     for model in config.models:
-        runs = [(model, b, False) for b in config.batches_for("cpu")] + \
-            [(model, b, True) for b in config.train_batches]
+        runs = [model_probes.Run(model, b) for b in config.batches_for("cpu")] + \
+            [model_probes.Run(model, b, backward=True) for b in config.train_batches]
         own[model] = model_probes.model_rows("cpu", runs, repeats, say)
     for model in config.models:
         rows = {c: list(r) for c, r in probe_rows.items()}

@@ -12,8 +12,8 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
               saved_for_backward_bytes, gradient_bytes, optimizer_state_bytes, peak_bytes,
               peak_node}
     coverage: {nodes, costed_nodes, default_rule_ops: {target: count}}
-    nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype, flops,
-              macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s,
+    nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype,
+              layout (4-D outputs: "contiguous" | "channels_last"), flops, macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s,
               achieved_flops_per_s, achieved_bytes_per_s,
               + after g.roofline(chip): attainable_flops_per_s, bound, ideal_s (the roof
               time), predicted_s, low_s, high_s (the time model's expectation and band),

@@ -14,23 +14,40 @@ backward) run, overhead of the timer taken off, median over the repeats.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, NamedTuple, Optional
 
 from fxroof import calibration as cal
 from fxroof.analysis import analyze
+from fxroof.errors import FxroofError
 
-# (model, batch, with backward): small zoo models whose nodes span every CPU class --
-# dense, 1x1, depthwise and grouped convolutions, batch norm, pooling, concatenation and
-# channel shuffles -- at two batch sizes, one with its backward
-CALIBRATION_MODELS = (("resnet18", 1, True), ("mobilenet_v2", 8, False),
-                      ("squeezenet1_0", 1, False), ("shufflenet_v2_x1_0", 8, False),
-                      ("densenet121", 1, False))
+class Run(NamedTuple):
+    """One calibration run: a built-in model at a batch size, with its backward or not, in a
+    memory format (None: contiguous)."""
+
+    model: str
+    batch: int
+    backward: bool = False
+    memory_format: Optional[str] = None
+
+    def __str__(self) -> str:
+        return (f"{self.model} b{self.batch}" + (" with backward" if self.backward else "")
+                + (f" {self.memory_format}" if self.memory_format else ""))
 
 
-def timed_records(model: str, batch: int, backward: bool, device: str = "cpu",
-                  repeats: int = 5) -> list[dict]:
-    """The timed node records of one model (those that launch work)."""
-    graph = analyze(model, batch=batch, backward=backward)
+# Small zoo models whose nodes span every CPU class -- dense, 1x1, depthwise and grouped
+# convolutions, batch norm, pooling, concatenation and channel shuffles -- at two batch
+# sizes, one with its backward, and two channels-last (the conv_cl class: the layout
+# torch.compile gives a CPU convolution).
+CALIBRATION_MODELS = (Run("resnet18", 1, True), Run("mobilenet_v2", 8),
+                      Run("squeezenet1_0", 1), Run("shufflenet_v2_x1_0", 8),
+                      Run("densenet121", 1), Run("resnet18", 8, memory_format="channels_last"),
+                      Run("mobilenet_v2", 1, memory_format="channels_last"))
+
+
+def timed_records(run: Run, device: str = "cpu", repeats: int = 5) -> list[dict]:
+    """The timed node records of one run (those that launch work)."""
+    graph = analyze(run.model, batch=run.batch, backward=run.backward,
+                    memory_format=run.memory_format)
     graph.time(device, repeats=repeats, warmup=1, progress=False)
     return [r for r in graph.records()
             if r["time_s"] is not None and cal.op_class_of(r) is not None]
@@ -47,14 +64,19 @@ def class_rows(records: Iterable[dict]) -> dict:
     return rows
 
 
-def model_rows(device: str, models=CALIBRATION_MODELS, repeats: int = 5,
+def model_rows(device: str, models: Iterable[Run] = CALIBRATION_MODELS, repeats: int = 5,
                progress: Optional[Callable[[str], None]] = None) -> dict:
-    """class_rows of every node of the calibration models, timed on ``device``."""
+    """class_rows of every node of the calibration runs, timed on ``device``; a run that
+    cannot run is skipped, with its reason."""
     say = progress or (lambda message: None)
     rows: dict = {}
-    for model, batch, backward in models:
-        say(f"model {model} batch {batch}{' with backward' if backward else ''}, node by node")
-        for op_class, found in class_rows(timed_records(model, batch, backward, device,
-                                                        repeats)).items():
+    for run in models:
+        say(f"model {run}, node by node")
+        try:
+            records = timed_records(run, device, repeats)
+        except FxroofError as e:  # e.g. Inception's training batch norm at batch 1
+            say(f"  skipped {run}: {str(e).splitlines()[0][:200]}")
+            continue
+        for op_class, found in class_rows(records).items():
             rows.setdefault(op_class, []).extend(found)
     return rows

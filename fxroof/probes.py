@@ -2,9 +2,11 @@
 with fxroof's own rules, and fit fxroof.calibration's parameters per op class.
 
 The probes cover each class the model distinguishes -- GEMMs (square, skinny, batched),
-convolutions (dense 3x3, 1x1, depthwise, strided), elementwise ops, norms (batch and layer
-norm) and softmax -- over sizes from a few microseconds to tens of milliseconds, so both the
-fixed cost per op and the sustained rates are seen. Each probe runs eagerly under no_grad,
+convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last), elementwise ops
+(new outputs and in place), pooling, copies (concatenation, channel shuffle), norms (batch
+and layer norm) and softmax -- over sizes from a few microseconds to tens of milliseconds, so
+both the fixed cost per op and the sustained rates are seen. One more probe measures the
+rate at which a CPU first touches a freshly mapped output (calibration.fresh_bytes). Each probe runs eagerly under no_grad,
 as a model's layers do, and its time is the fastest of its repeats (a sustained rate, not a
 busy machine's median). FLOPs and bytes come from ``fxroof.analyze`` of the same module, so
 the fitted fractions are fractions of exactly what fxroof predicts with.
@@ -25,6 +27,7 @@ from fxroof.device import Stopwatch, check_device, repeat
 from fxroof.measure import measure
 from fxroof.model_probes import model_rows
 from fxroof.roofline import peak_for
+
 
 class _Cat(nn.Module):
     def forward(self, x):
@@ -163,15 +166,15 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
     predicted on what they were fitted on, and the source. Fractions are of the peak the
     roofline uses for fp32 ops of the class on this chip, and of its bandwidth.
     ``compiled``: also calibrate the kernels torch.compile generates (fxroof.compiled_probes;
-    compiles each probe). ``models``: also fit on the nodes of these (model, batch,
-    backward) runs, timed node by node (fxroof.model_probes)."""
+    compiles each probe). ``models``: also fit on the nodes of these runs
+    (fxroof.model_probes.Run), timed node by node."""
     dev = check_device(device)
     faults = fresh_rate(dev, 3 if quick else 10)
     rows = sweep(dev, quick, progress)
     for op_class, found in model_rows(device, models, progress=progress).items():
         rows.setdefault(op_class, []).extend(found)
     source = f"fxroof chips measure on {device}: probes" + (
-        " and the nodes of " + ", ".join(f"{m} b{b}" for m, b, _ in models) if models else "")
+        " and the nodes of " + ", ".join(map(str, models)) if models else "")
     entries = fit_classes(rows, chip, faults, source)
     if compiled:
         peak, _ = peak_for(chip, "vector", "float32", "")

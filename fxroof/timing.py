@@ -81,8 +81,19 @@ def _node_failed(n: fx.Node, e: Exception) -> str:
             "device or dtype it does not support here -- try --device cpu or the default dtype.")
 
 
+def laid_out(tensor: torch.Tensor, meta) -> torch.Tensor:
+    """``tensor`` channels-last where the graph recorded it so (a `--memory-format
+    channels_last` analysis): the timed run must take the analysed program's kernels, and an
+    NCHW convolution is not the channels-last one."""
+    channels_last = tensor.dim() == 4 and torch.empty_strided(
+        meta.shape, meta.stride, device="meta").is_contiguous(memory_format=torch.channels_last)
+    if channels_last and not tensor.is_contiguous(memory_format=torch.channels_last):
+        return tensor.contiguous(memory_format=torch.channels_last)
+    return tensor
+
+
 def _random_like(meta, device) -> torch.Tensor:
-    return random_like(meta.shape, meta.dtype, device)
+    return laid_out(random_like(meta.shape, meta.dtype, device), meta)
 
 
 def model_state(graph: fx.Graph, module: torch.nn.Module, device) -> dict:
@@ -94,8 +105,8 @@ def model_state(graph: fx.Graph, module: torch.nn.Module, device) -> dict:
         kind = n.meta.get(INPUT)
         if n.op == "placeholder" and kind.kind in ("parameter", "buffer"):
             tensor = own[kind.label].detach()
-            state[kind.label] = tensor.to(device=device, dtype=n.meta[SHAPES].dtype,
-                                          copy=kind.kind == "buffer")
+            state[kind.label] = laid_out(tensor.to(device=device, dtype=n.meta[SHAPES].dtype,
+                                                   copy=kind.kind == "buffer"), n.meta[SHAPES])
     return state
 
 

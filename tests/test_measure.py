@@ -176,7 +176,7 @@ def test_a_calibration_models_nodes_are_timed_rows_of_their_class():
     classifier a GEMM over 512 features."""
     from fxroof import model_probes
 
-    records = model_probes.timed_records("resnet18", 1, False, repeats=1)
+    records = model_probes.timed_records(model_probes.Run("resnet18", 1), repeats=1)
     rows = model_probes.class_rows(records)
     assert sum(len(r) for r in rows.values()) == len(records)
     conv_k = sorted({round(row[4]) for row in rows["conv"]})
@@ -188,7 +188,7 @@ def test_a_calibration_models_nodes_are_timed_rows_of_their_class():
 def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
     """What `chips measure --full` hands to each class fit: its probes and, appended, the
     nodes of the calibration models (timings stubbed: the data path, not the machine)."""
-    from fxroof import probes
+    from fxroof import model_probes, probes
 
     probe_rows = {"conv": [(1e8, 1e6, 0, 1e-3, 576.0)] * 3,
                   "elementwise": [(1e5, 1e6, 0, 1e-4, math.inf)] * 3}
@@ -200,7 +200,25 @@ def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
     fitted = []
     monkeypatch.setattr(probes, "fit_classes",
                         lambda rows, chip, fresh, source: fitted.append((rows, fresh, source)))
-    probes.calibrate("cpu", None, models=[("resnet18", 1, True)])
+    probes.calibrate("cpu", None, models=[model_probes.Run("resnet18", 1, True)])
     (rows, fresh, source), = fitted
     assert {c: len(r) for c, r in rows.items()} == {"conv": 5, "elementwise": 3, "pool": 1}
     assert fresh == 2e9 and "resnet18 b1" in source
+
+
+def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatch):
+    from fxroof import model_probes
+    from fxroof.errors import FxroofError
+
+    def timed(run, device, repeats):
+        if run.backward:
+            raise FxroofError("Expected more than 1 value per channel when training")
+        return [{"op": "relu", "op_class": "vector", "rule": "relu", "flops": 10, "bytes": 80,
+                 "bytes_written": 40, "time_s": 1e-6}]
+
+    monkeypatch.setattr(model_probes, "timed_records", timed)
+    said = []
+    runs = [model_probes.Run("m", 1), model_probes.Run("m", 1, backward=True)]
+    rows = model_probes.model_rows("cpu", runs, progress=said.append)
+    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf)]}
+    assert any("skipped m b1 with backward: Expected more than 1" in s for s in said)

@@ -191,3 +191,19 @@ def test_timing_shows_its_progress(capsys):
     assert "timing Linear" in err and "/2 " in err  # a bar of the 2 runs
     g.time(repeats=2, warmup=0, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_a_channels_last_analysis_is_timed_channels_last():
+    """The timed run must take the analysed program's kernels: inputs and weights the graph
+    recorded channels-last are made so (an NCHW convolution is another kernel)."""
+    from fxroof import timing
+    from fxroof.keys import SHAPES
+
+    g = fxroof.analyze(torch.nn.Conv2d(3, 8, 3), torch.randn(2, 3, 8, 8),
+                       memory_format="channels_last")
+    metas = [n.meta[SHAPES] for n in g.forward.nodes if n.op == "placeholder"]
+    laid = {tuple(m.shape): timing.laid_out(torch.randn(m.shape), m) for m in metas}
+    assert set(laid) == {(8, 3, 3, 3), (8,), (2, 3, 8, 8)}  # weight, bias, input
+    assert laid[(8, 3, 3, 3)].is_contiguous(memory_format=torch.channels_last)
+    assert laid[(2, 3, 8, 8)].is_contiguous(memory_format=torch.channels_last)
+    assert laid[(8,)].is_contiguous()
