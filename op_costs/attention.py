@@ -17,7 +17,7 @@ from __future__ import annotations
 from op_costs.matmul import matmul_cost
 from op_costs.norm import norm_forward_flops
 from op_costs.pointwise import GELU_ERF
-from op_costs.registry import MATRIX, Cost, TensorMeta, register
+from op_costs.registry import MATRIX, Cost, TensorMeta, register, tensors_in, total_bytes
 
 aten = __import__("torch").ops.aten
 
@@ -119,10 +119,31 @@ def multi_head_attention_cost(query, key, value, embed_dim, num_head, masked) ->
     return Cost(flops=sum(p.flops for p in parts), macs=sum(p.macs for p in parts))
 
 
+def fast_path_intermediate_elements(query, key, embed_dim: int, num_head: int) -> int:
+    """Elements the fast path's kernel (ATen's native_multi_head_attention, CPU) writes to
+    memory and reads back once more, between its operands and its result:
+      qkv = in-projection               (B, T, 3D)  written, read by the bias/rescale/split
+      q, k, v per head                  3 x (B, H, T, E)  written, read by the two bmm
+      scores = q k^T, softmax(scores)   (B, H, T, S)  written twice, read twice
+      context = p v                     (B, H, T, E)  written, read by the out-projection
+    i.e. 7*B*T*D + 2*B*H*T*S elements each way. The CUDA kernel replaces the bmm-softmax-bmm
+    by fused SDPA when it can, and then never writes the scores: there this overcounts by
+    2*B*H*T*S elements each way."""
+    batch, length, source = query.shape[0], query.shape[-2], key.shape[-2]
+    return 7 * batch * length * embed_dim + 2 * batch * num_head * length * source
+
+
 @register(aten._native_multi_head_attention, op_class=MATRIX)
 def native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
                                 proj_weight, proj_bias, mask=None, *_, out, **__):
-    return multi_head_attention_cost(query, key, value, embed_dim, num_head, mask is not None)
+    cost = multi_head_attention_cost(query, key, value, embed_dim, num_head, mask is not None)
+    operands = [t for t in (query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                            mask) if t is not None]
+    # q, k and v are one tensor in self-attention; the registry's default reads it once
+    distinct = {id(t): t for t in operands}.values()
+    extra = fast_path_intermediate_elements(query, key, embed_dim, num_head) * query.itemsize
+    return Cost(flops=cost.flops, macs=cost.macs, bytes_read=total_bytes(distinct) + extra,
+                bytes_written=total_bytes(tensors_in(out)) + extra)
 
 
 @register(aten._transformer_encoder_layer_fwd, op_class=MATRIX)

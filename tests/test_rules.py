@@ -13,6 +13,7 @@ from tests.conftest import T
 
 aten = torch.ops.aten
 F4 = 4  # bytes per float32
+SELF = T(2, 6, 32)  # one (B=2, T=6, D=32) tensor passed as query, key and value
 
 
 def est(op, *args, out, **kwargs):
@@ -125,6 +126,13 @@ CASES = [
      (T(2, 6, 32), T(2, 6, 32), T(2, 6, 32), 32, 4, T(96, 32), T(96), T(32, 32), T(32)), {},
      (T(2, 6, 32), T(0)),
      dict(macs=49152 + 4608, flops=2 * 49152 + 4 * 384 + 288 * 38)),
+    # its bytes, in self-attention (q, k, v one tensor, read once by one in-projection GEMM):
+    # operands x 384 + weights 96*32 + 96 + 32*32 + 32 = 4608 elements; the CPU kernel's
+    # intermediates, each written and read back: qkv 2*6*96 = 1152, q/k/v per head 1152,
+    # scores 2*4*6*6 = 288 twice (bmm, softmax), context 384 -> 3264 elements each way
+    ("native multi-head attention bytes", aten._native_multi_head_attention.default,
+     (SELF, SELF, SELF, 32, 4, T(96, 32), T(96), T(32, 32), T(32)), {}, (T(2, 6, 32), T(0)),
+     dict(bytes_read=F4 * (4608 + 3264), bytes_written=F4 * (384 + 3264))),
     # + FFN 32 -> 64 -> 32 (2 x 24576 MACs, bias 768 + 384), relu 768, 2 residual adds 768,
     # 2 layer norms 2 x 384 x 8
     ("transformer encoder layer", aten._transformer_encoder_layer_fwd.default,
