@@ -180,7 +180,7 @@ def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=
 
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False,
-        fresh=0.0, fresh_rate: float = 0.0) -> Params:
+        fresh=0.0, fresh_rate: float = 0.0, offset=0.0) -> Params:
     """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization. Parameters are fitted in log space (all positive); the fractions are capped
@@ -189,7 +189,9 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     floor known from another op class) instead of fitting it. ``cache``: also fit the cache
     size and rate (CPU probes span cache-resident and DRAM-streaming sizes). ``fresh``,
     ``fresh_rate``: bytes per op written to freshly mapped memory, and the measured rate of
-    that first touch, held (fresh_bytes)."""
+    that first touch, held (fresh_bytes). ``offset``: seconds per measurement outside the
+    model, held (a compiled call's fixed cost): the fit compares offset + predicted with the
+    measured time, rather than subtracting it from a measurement it may exceed by noise."""
     from scipy.optimize import least_squares  # heavy; only fitting needs it
 
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
@@ -209,7 +211,8 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     def residuals(x):
         p = params(x)
         used = utilization(*dims, units, p.small_tile, p.k_half) if dims is not None else 1.0
-        return np.log(predict(flops, nbytes, peak, bandwidth, p, used, fresh) / seconds)
+        return np.log((predict(flops, nbytes, peak, bandwidth, p, used, fresh) + offset)
+                      / seconds)
 
     start = [max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8]
     low, high = [0.0] * 4, [np.inf] * 4  # unbounded (log space) but for what follows

@@ -108,10 +108,9 @@ def call_costs(device: torch.device, repeats: int, say: Callable[[str], None]) -
     return max(float(per_call), 0.0), max(float(per_kernel), 1e-7)
 
 
-def sweep(device: torch.device, repeats: int, per_call: float,
-          say: Callable[[str], None]) -> tuple:
+def sweep(device: torch.device, repeats: int, say: Callable[[str], None]) -> tuple:
     """(flops, bytes, fresh bytes, seconds, kernels) arrays, one entry per sized probe: its
-    kernels' sums, its time less the per-call cost, and its kernel count."""
+    kernels' sums, its time per compiled call, and its kernel count."""
     watch, rows = Stopwatch(device), []
     for label, make, shape, channels_last in SIZED:
         say(f"compiled probe: {label}")
@@ -119,8 +118,7 @@ def sweep(device: torch.device, repeats: int, per_call: float,
         kernels = _kernels(module, shape, channels_last)
         seconds = _seconds(module, _input(shape, channels_last, device), watch, repeats)
         rows.append((sum(r["flops"] for r in kernels), sum(r["bytes"] for r in kernels),
-                     sum(cal.fresh_bytes(r) for r in kernels), max(seconds - per_call, 1e-7),
-                     len(kernels)))
+                     sum(cal.fresh_bytes(r) for r in kernels), seconds, len(kernels)))
     return tuple(np.array(column, dtype=float) for column in zip(*rows))
 
 
@@ -133,12 +131,14 @@ def calibrate_fused(device: torch.device, peak: float, bandwidth: float, quick: 
     say = progress or (lambda message: None)
     repeats = 3 if quick else 10
     per_call, per_kernel = call_costs(device, repeats, say)
-    flops, nbytes, fresh, seconds, kernels = sweep(device, repeats, per_call, say)
-    # a probe of k kernels pays t0 k times; the fit holds one t0 per probe
-    seconds_one = np.maximum(seconds - (kernels - 1) * per_kernel, 1e-7)
-    params = cal.fit(flops, nbytes, seconds_one, peak, bandwidth, t0=per_kernel, cache=True,
-                     fresh=fresh, fresh_rate=fresh_rate)
-    ratio = seconds_one / cal.predict(flops, nbytes, peak, bandwidth, params, fresh=fresh)
+    flops, nbytes, fresh, seconds, kernels = sweep(device, repeats, say)
+    # a probe's call pays the per-call cost once and t0 once per kernel; the model of one
+    # kernel holds one t0, the rest are held outside it. Held, not subtracted: the smallest
+    # probes take about the fixed costs, and a difference within noise of 0 has no logarithm.
+    offset = per_call + (kernels - 1) * per_kernel
+    params = cal.fit(flops, nbytes, seconds, peak, bandwidth, t0=per_kernel, cache=True,
+                     fresh=fresh, fresh_rate=fresh_rate, offset=offset)
+    ratio = seconds / (cal.predict(flops, nbytes, peak, bandwidth, params, fresh=fresh) + offset)
     return cal.probe_entry(params, ratio, f"fxroof chips measure: {len(seconds)} torch.compile "
                                     f"(Inductor) probes on {device}; t0 per kernel, and "
                                     f"{per_call * 1e6:.1f} us per compiled call (not in t0), "

@@ -235,3 +235,17 @@ def test_a_cpu_gemm_rate_rises_with_its_reduction_length():
     found = cal.fit(flops, np.full_like(k, 1e3), seconds, 1e11, 1e10, dims=(ones, ones, ones, k))
     assert found.k_half == pytest.approx(40.0, rel=0.02)
     assert found.compute == pytest.approx(0.6, rel=0.02)
+
+
+def test_a_held_offset_is_added_to_the_prediction_not_taken_off_the_measurement():
+    """Probes timed per compiled call: 30 us of call and kernel launches around each, and
+    the smallest measured below that (noise). Held as an offset, the fit still finds the
+    memory fraction; subtracting it would leave a non-positive time with no logarithm."""
+    nbytes = np.array([4e3, 4e4, 4e5, 4e6, 4e7, 4e8])
+    offset = np.full_like(nbytes, 30e-6)
+    seconds = offset + 2e-6 + nbytes / (1e10 * 0.4)
+    seconds[0] = 29e-6  # 1 us under the fixed cost alone
+    assert seconds[0] - offset[0] <= 0
+    found = cal.fit(np.zeros_like(nbytes), nbytes, seconds, 1e11, 1e10, t0=2e-6,
+                    offset=offset)
+    assert found.memory == pytest.approx(0.4, rel=0.02)
