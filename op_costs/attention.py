@@ -139,7 +139,8 @@ def native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weig
     cost = multi_head_attention_cost(query, key, value, embed_dim, num_head, mask is not None)
     operands = [t for t in (query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias,
                             mask) if t is not None]
-    # q, k and v are one tensor in self-attention; the registry's default reads it once
+    # q, k and v are one tensor in self-attention, read once by one in-projection GEMM
+    # (the registry's default would count it three times)
     distinct = {id(t): t for t in operands}.values()
     extra = fast_path_intermediate_elements(query, key, embed_dim, num_head) * query.itemsize
     return Cost(flops=cost.flops, macs=cost.macs, bytes_read=total_bytes(distinct) + extra,
