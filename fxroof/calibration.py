@@ -47,13 +47,22 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # wrapper, no eager dispatch, a whole fused chain per pass over memory).
 # Pooling and data movement (copies, concatenation, allocation) are probed on a CPU; the
 # GPU kernel data has neither, so there they take the elementwise parameters.
+# The backward kernels of convolutions and norms are classes of their own where a device
+# measured them (chips measure --full times a training run node by node), since neither is
+# the forward kernel run again: a convolution's backward also reduces the weight gradient
+# over every output position, and a norm's backward (or a training batch norm's forward,
+# which computes the batch statistics) makes a reduction pass before its elementwise one.
 FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "pool": "elementwise",
-            "copy": "elementwise"}
+            "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm"}
+CONV_CLASSES = ("conv", "conv_cl", "conv_bwd")
+MATRIX_CLASSES = ("gemm",) + CONV_CLASSES
 MEASURED_CLASSES = CLASSES + tuple(FALLBACK)
 
 _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convolution",
              "mkldnn_convolution", "conv_depthwise2d", "_conv_depthwise2d",
              "slow_conv_transpose2d", "slow_conv_dilated2d")
+# op_costs/norm.py names a training batch norm's kernel so: "batch_norm[batch stats]"
+BATCH_STATS_VARIANT = "[batch stats]"
 _NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
@@ -83,12 +92,16 @@ def op_class_of(record: dict) -> Optional[str]:
         return "fused"
     if record["op_class"] == "matrix":
         if op.startswith(_CONV_OPS):
+            if "_backward" in op:
+                return "conv_bwd"
             return "conv_cl" if record.get("layout") == "channels_last" else "conv"
         return "gemm"
     if any(name in op for name in _SOFTMAX_OPS):
         return "softmax"
     if any(name in op for name in _NORM_OPS):
-        return "norm"
+        batch_stats = "_backward" in op or record.get("rule", "").endswith(
+            BATCH_STATS_VARIANT)
+        return "norm_train" if batch_stats else "norm"
     if "pool" in op:
         return "pool"
     if record["op_class"] == "memory":
@@ -120,7 +133,7 @@ def gemm_dims(record: dict) -> Optional[tuple]:
     shape = record.get("shape")
     if not shape:
         return None
-    if op_class_of(record) in ("conv", "conv_cl") and len(shape) >= 3:
+    if op_class_of(record) in CONV_CLASSES and len(shape) >= 3:
         batch, m, n = 1, math.prod(shape[:1] + shape[2:]), shape[1]
     else:
         m, n = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1])
@@ -131,7 +144,7 @@ def gemm_dims(record: dict) -> Optional[tuple]:
 
 def reduction_length(record: dict) -> float:
     """k of a GEMM-like node (gemm_dims), inf where it is unknown or the node is not one."""
-    dims = gemm_dims(record) if op_class_of(record) in ("gemm", "conv", "conv_cl") else None
+    dims = gemm_dims(record) if op_class_of(record) in MATRIX_CLASSES else None
     return float(dims[3]) if dims else math.inf
 
 

@@ -36,9 +36,11 @@ class Run(NamedTuple):
 
 # Small zoo models whose nodes span every CPU class -- dense, 1x1, depthwise and grouped
 # convolutions, batch norm, pooling, concatenation and channel shuffles -- at two batch
-# sizes, one with its backward, and two channels-last (the conv_cl class: the layout
+# sizes, two with their backward (the conv_bwd and norm_train classes: dense and depthwise
+# convolution backward, training batch norm), and two channels-last (the conv_cl class: the layout
 # torch.compile gives a CPU convolution).
-CALIBRATION_MODELS = (Run("resnet18", 1, True), Run("mobilenet_v2", 8),
+CALIBRATION_MODELS = (Run("resnet18", 1, True), Run("mobilenet_v2", 1, True),
+                      Run("mobilenet_v2", 8),
                       Run("squeezenet1_0", 1), Run("shufflenet_v2_x1_0", 8),
                       Run("densenet121", 1), Run("resnet18", 8, memory_format="channels_last"),
                       Run("mobilenet_v2", 1, memory_format="channels_last"))

@@ -141,8 +141,8 @@ def fit_classes(rows: dict, chip: Chip, fresh: float, source: str) -> dict:
     entries = {}
     for op_class, found in rows.items():
         flops, nbytes, fresh_bytes, seconds, k = (np.array(c, dtype=float) for c in zip(*found))
-        conv = op_class in ("conv", "conv_cl")
-        matrix = conv or op_class == "gemm"
+        conv = op_class in cal.CONV_CLASSES
+        matrix = op_class in cal.MATRIX_CLASSES
         peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
                            "convolution" if conv else "")
         ones = np.ones_like(k)

@@ -140,7 +140,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
     peak, _ = peak_for(chip, record["op_class"], record["dtype"], record["op"])
-    dims = cal.gemm_dims(record) if op_class in ("gemm", "conv", "conv_cl") else None
+    dims = cal.gemm_dims(record) if op_class in cal.MATRIX_CLASSES else None
     used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile,
                            params.k_half) \
         if dims is not None else 1.0

@@ -24,6 +24,9 @@ from op_costs.registry import VECTOR, Cost, register
 aten = __import__("torch").ops.aten
 
 STATS, NORMALISE = 4, 2
+# A batch norm that computes its statistics runs another kernel than one that applies
+# running statistics: a reduction over the batch before the elementwise pass.
+BATCH_STATS = "batch stats"
 
 
 def norm_forward_flops(numel: int, batch_stats: bool, weight, bias) -> int:
@@ -52,13 +55,14 @@ def batch_norm(x, weight, bias, running_mean=None, running_var=None, training=Tr
     # The `no_stats` overload has no running stats, so `training` lands on a float there;
     # without running stats the op can only use batch statistics.
     training = training if isinstance(training, bool) else True
-    return Cost(flops=norm_forward_flops(x.numel, training, weight, bias))
+    return Cost(flops=norm_forward_flops(x.numel, training, weight, bias),
+                variant=BATCH_STATS if training else None)
 
 
 @register(aten._batch_norm_with_update, aten._batch_norm_with_update_functional,
           op_class=VECTOR)
 def batch_norm_with_update(x, weight, bias, *_, out, **__):
-    return Cost(flops=norm_forward_flops(x.numel, True, weight, bias))
+    return Cost(flops=norm_forward_flops(x.numel, True, weight, bias), variant=BATCH_STATS)
 
 
 @register(aten._native_batch_norm_legit_no_training, aten._batch_norm_no_update,

@@ -81,6 +81,10 @@ class Cost:
     macs: int = 0
     bytes_read: Optional[int] = None
     bytes_written: Optional[int] = None
+    # the kernel this call runs where one rule covers several ("batch stats": a batch norm
+    # computing its statistics): the estimate's rule is then "name[variant]", which a time
+    # model may price as a class of its own
+    variant: Optional[str] = None
 
 
 class Rule(NamedTuple):
@@ -282,4 +286,5 @@ def estimate(op, args, kwargs, out, overrides=None) -> Estimate:
         written = written if cost.bytes_written is None else cost.bytes_written
     else:
         read, written = cost.bytes_read, cost.bytes_written
-    return Estimate(int(cost.flops), int(cost.macs), int(read), int(written), rule.name, rule.op_class)
+    name = f"{rule.name}[{cost.variant}]" if cost.variant else rule.name
+    return Estimate(int(cost.flops), int(cost.macs), int(read), int(written), name, rule.op_class)

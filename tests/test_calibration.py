@@ -65,9 +65,9 @@ def test_op_classes_of_records():
     def r(op, op_class):
         return {"op": op, "op_class": op_class}
 
-    assert cal.op_class_of(r("convolution_backward", "matrix")) == "conv"
+    assert cal.op_class_of(r("convolution", "matrix")) == "conv"
     assert cal.op_class_of(r("addmm", "matrix")) == "gemm"
-    assert cal.op_class_of(r("native_layer_norm_backward", "vector")) == "norm"
+    assert cal.op_class_of(r("native_layer_norm", "vector")) == "norm"
     assert cal.op_class_of(r("_softmax", "vector")) == "softmax"
     assert cal.op_class_of(r("add", "vector")) == "elementwise"
     assert cal.op_class_of(r("view", "view")) is None
@@ -158,10 +158,43 @@ def test_generated_kernels_and_channels_last_convolutions_have_classes_of_their_
     assert cal.op_class_of(r("addmm", "matrix", "inductor extern[addmm]")) == "gemm"
 
 
+def test_training_kernels_of_convolutions_and_norms_have_classes_of_their_own():
+    def r(op, op_class, rule=""):
+        return {"op": op, "op_class": op_class, "rule": rule, "layout": "contiguous"}
+
+    assert cal.op_class_of(r("convolution_backward", "matrix")) == "conv_bwd"
+    assert cal.op_class_of({**r("convolution_backward", "matrix"),
+                            "layout": "channels_last"}) == "conv_bwd"
+    assert cal.op_class_of(r("native_layer_norm_backward", "vector")) == "norm_train"
+    assert cal.op_class_of(r("native_batch_norm_backward", "vector")) == "norm_train"
+    # one ATen op, two kernels: a batch norm computing its statistics, or applying running ones
+    assert cal.op_class_of(r("native_batch_norm", "vector", "batch_norm[batch stats]")) == \
+        "norm_train"
+    assert cal.op_class_of(r("native_batch_norm", "vector", "batch_norm")) == "norm"
+
+
+def test_the_batch_norm_rule_names_the_kernel_that_computes_batch_statistics():
+    import torch
+
+    from op_costs import TensorMeta, estimate
+
+    aten = torch.ops.aten
+    x, c = TensorMeta((2, 3, 4, 4), (48, 16, 4, 1), torch.float32), \
+        TensorMeta((3,), (1,), torch.float32)
+    out = (x, c, c)
+    train = estimate(aten.native_batch_norm.default, (x, c, c, c, c, True, 0.1, 1e-5), {}, out)
+    held = estimate(aten.native_batch_norm.default, (x, c, c, c, c, False, 0.1, 1e-5), {}, out)
+    assert (train.rule, held.rule) == ("batch_norm[batch stats]", "batch_norm")
+    # the variant names the kernel; the counts stay the rule's (stats: 4 FLOP per element)
+    assert train.flops - held.flops == 4 * 2 * 3 * 4 * 4
+
+
 def test_a_chip_never_probed_for_them_uses_the_class_they_fall_back_to():
     shipped = cal.load()
     assert shipped.params("t4", "gpu", "conv_cl") == shipped.params("t4", "gpu", "conv")
     assert shipped.params("t4", "gpu", "fused") == shipped.params("t4", "gpu", "elementwise")
+    assert shipped.params("t4", "gpu", "conv_bwd") == shipped.params("t4", "gpu", "conv")
+    assert shipped.params("t4", "gpu", "norm_train") == shipped.params("t4", "gpu", "norm")
 
 
 def _measured_chip(classes: dict):
