@@ -282,3 +282,19 @@ def test_a_held_offset_is_added_to_the_prediction_not_taken_off_the_measurement(
     found = cal.fit(np.zeros_like(nbytes), nbytes, seconds, 1e11, 1e10, t0=2e-6,
                     offset=offset)
     assert found.memory == pytest.approx(0.4, rel=0.02)
+
+
+def test_a_fit_keeps_the_rates_its_rows_barely_constrain_physical():
+    # every probe fits in the cache: the rows say nothing about the memory rate beyond it,
+    # which an unbounded fit let drift to ~1e-159 (a 100 MB op then took 1e150 s)
+    rng = np.random.default_rng(3)
+    nbytes = 10 ** rng.uniform(4, 6.5, 60)
+    flops = nbytes / 4
+    bandwidth, peak = 1e10, 1e11
+    seconds = 5e-6 + nbytes / (3 * bandwidth) * rng.uniform(0.9, 1.1, 60)
+    found = cal.fit(flops, nbytes, seconds, peak, bandwidth, cache=True)
+    assert found.compute >= cal.MIN_FRACTION and found.memory >= cal.MIN_FRACTION
+    # the cache ends within what was measured, so the largest rows were fitted on memory
+    assert found.cache_bytes <= np.quantile(nbytes, 0.9) * (1 + 1e-6)
+    big = float(cal.predict(1e8 / 4, 1e8, peak, bandwidth, found))
+    assert big <= 1e8 / (bandwidth * cal.MIN_FRACTION) + found.t0 + 1e-9
