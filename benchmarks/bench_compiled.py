@@ -1,7 +1,7 @@
 """Eager vs compiled on this CPU: what the compiled view predicts, and what torch.compile does.
 
     python benchmarks/bench_compiled.py [--models ...] [--batch 1 8] [--repeats 10]
-                                        [--chip this-cpu] [--json r.json]
+                                        [--chip this-cpu] [--json r.json] [--measured r0.json]
 
 For every (model, batch): the eager analysis and the compiled view (fxroof.compiled) give the
 bytes each moves and a predicted time on the measured chip (calibrated time model); the model
@@ -57,14 +57,22 @@ def median_latencies(fns: dict, x, repeats: int) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def row(model: str, batch: int, chip, repeats: int) -> dict:
-    eager = fxroof.analyze(model, batch=batch)
-    compiled = fxroof.analyze(model, batch=batch, compiled=True)
+def measure(model: str, batch: int, repeats: int) -> dict:
+    """Measured seconds per call, eager and compiled."""
     module = build_model(model, device="cpu").eval()
     x = torch.randn(default_input_shape(model, module, batch))
     torch._dynamo.reset()
     measured = median_latencies({"eager": module, "compiled": torch.compile(module)}, x, repeats)
     torch._dynamo.reset()
+    return measured
+
+
+def row(model: str, batch: int, chip, repeats: int, measured=None) -> dict:
+    """One (model, batch): bytes and predicted times of both views, and the measured ones
+    (``measured``: {"eager": s, "compiled": s} of an earlier run, to predict again only)."""
+    eager = fxroof.analyze(model, batch=batch)
+    compiled = fxroof.analyze(model, batch=batch, compiled=True)
+    measured = measured or measure(model, batch, repeats)
     eager_s, compiled_s = measured["eager"], measured["compiled"]
     predicted = {view: predict(g.records(), chip)["overall"]["predicted_s"]
                  for view, g in (("eager", eager), ("compiled", compiled))}
@@ -104,6 +112,18 @@ def _chip(chip_id: str):
     return chips[chip_id]
 
 
+def _earlier(path: str) -> dict:
+    """{(model, batch): {"eager": s, "compiled": s}} of an earlier run's --json."""
+    try:
+        with open(path) as f:
+            rows = json.load(f)["rows"]
+        return {(r["model"], r["batch"]): {"eager": r["measured_eager_s"],
+                                           "compiled": r["measured_compiled_s"]} for r in rows}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--measured {path}: not a bench_compiled --json ({e}). Pass the "
+                         "file an earlier `bench_compiled.py --json` wrote.") from None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
@@ -111,13 +131,19 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--chip", default="this-cpu")
     p.add_argument("--json", metavar="PATH")
+    p.add_argument("--measured", metavar="PATH",
+                   help="an earlier run's --json: predict again (another chip measurement, "
+                        "a changed time model) against its measured latencies, running nothing")
     args = p.parse_args()
     if args.json:
         check_writable(args.json, overwrite=True)
+    earlier = _earlier(args.measured) if args.measured else {}
     chip, rows = _chip(args.chip), []
     for model in args.models:
         for batch in args.batch:
-            r = row(model, batch, chip, args.repeats)
+            if args.measured and (model, batch) not in earlier:
+                continue
+            r = row(model, batch, chip, args.repeats, earlier.get((model, batch)))
             rows.append(r)
             print(f"{model} b{batch}: bytes compiled/eager "
                   f"{r['compiled_bytes'] / r['eager_bytes']:.2f}, speed-up predicted "
