@@ -134,6 +134,9 @@ CLI = [
     ("study --repeats 0 --out never", USAGE, ["--repeats"]),
     ("study --out exists.json", FAILED, ["is a file, not a folder"]),
     ("study --report-only --out folder", FAILED, ["holds no study"]),
+    # a training batch the sweep would never reach was skipped in silence
+    ("study --models alexnet --batch 1 --train-batch 8 --out never", USAGE,
+     ["--train-batch 8", "(1)", "--batch"]),
 ]
 
 

@@ -28,6 +28,7 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
     else:
         for device in config.devices:
             check_device(device)  # before any work: CUDA asked for but absent
+            config.check_train_batches(device)
         config = config.resolved()
         claim(out, config.as_dict(), force)
     with locked(out):

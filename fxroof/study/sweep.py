@@ -27,7 +27,7 @@ from tqdm import tqdm
 from fxroof.analysis import analyze
 from fxroof.chips import read_file
 from fxroof.device import Stopwatch, check_device, random_like, repeat
-from fxroof.errors import FxroofError
+from fxroof.errors import FxroofError, UsageError
 from fxroof.measure import save
 from fxroof.models import build_model, default_inputs
 from fxroof.probes import measure_calibrated
@@ -68,6 +68,19 @@ class StudyConfig:
     def train_batches_for(self, device: str) -> list[int]:
         return self.train_batches_by_device.get(device) or self.train_batches or \
             self.batches_for(device)[:1]
+
+    def check_train_batches(self, device: str) -> None:
+        """Refuse training batches the sweep would never reach: it times the training step
+        only at batches it also runs inference at (their cost task holds the training
+        graph), so another one would be skipped in silence."""
+        batches = self.batches_for(device)
+        missing = [b for b in self.train_batches if b not in batches]
+        if missing:
+            raise UsageError(
+                f"--train-batch {' '.join(map(str, missing))}: the study times training only "
+                f"at batches it also runs on {device} ({' '.join(map(str, batches))}). Add "
+                f"{'it' if len(missing) == 1 else 'them'} to --batch, or choose training "
+                "batches among those.")
 
     def resolved(self) -> "StudyConfig":
         return StudyConfig(**{**asdict(self),
