@@ -142,6 +142,7 @@ def main() -> int:
     for model in args.models:
         for batch in args.batch:
             if args.measured and (model, batch) not in earlier:
+                print(f"{model} b{batch}: not in {args.measured}, skipped", file=sys.stderr)
                 continue
             r = row(model, batch, chip, args.repeats, earlier.get((model, batch)))
             rows.append(r)
