@@ -94,7 +94,8 @@ def leave_one_model_out(found: list[dict], config: StudyConfig, chip, repeats: i
             for op_class, r in by_class.items():
                 if other != model:
                     rows.setdefault(op_class, []).extend(r)
-        fitted = probes.fit_classes(rows, chip, faults, f"leave {model} out")
+        fitted = probes.fit_classes(rows, chip, faults, f"leave {model} out",
+                                    layout=probes.layout_rate(cpu, chip.bandwidth))
         unseen = dataclasses.replace(chip, calibration={
             c: cal.parse_params(e, c) for c, e in fitted.items()})
         for p in found:

@@ -15,9 +15,14 @@ and bandwidth W bytes/s. Real kernels fall short of it in three ways this model 
   are fewer tiles than multiprocessors, and smaller tiles run at ``small_tile`` of the rate;
 * on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth;
   and the first touch of an output large enough to be freshly mapped (``fresh_bytes``: the
-  kernel faults in and zeroes every page, call after call) at ``fresh_rate`` bytes/s.
+  kernel faults in and zeroes every page, call after call) at ``fresh_rate`` bytes/s;
+* on a CPU, the layout passes of an NCHW convolution (``layout_bytes``): oneDNN computes in
+  a blocked layout, so it reorders the input and weights into it and the output back, each
+  pass reading and writing its tensor, at ``layout_rate`` bytes/s, none of it overlapped
+  with the convolution -- and the blocked copies are new buffers, freshly mapped when large.
 
     time = t0 + max(F / (P x compute x utilization), memory time) + fresh bytes / fresh_rate
+           + layout bytes / layout_rate
 
 Parameters per (chip, op class) are fitted on measurements (``fit``) and shipped in
 ``calibration.yaml`` beside this module, each set with what it was fitted on and its error;
@@ -32,7 +37,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 import yaml
@@ -81,6 +86,19 @@ class Params:
     cache_memory: float = 1.0     # the cache's rate, as a multiple of the memory bandwidth
     fresh_rate: float = 0.0       # bytes/s of first touch of freshly mapped memory (0: none)
     k_half: float = 0.0           # CPU GEMM/conv: reduction length at half the compute rate
+    layout_rate: float = 0.0      # bytes/s of a CPU convolution's layout reorders (0: none)
+
+
+class Row(NamedTuple):
+    """One measured op, as the fits take it."""
+
+    flops: float
+    bytes: float
+    fresh: float             # bytes written to freshly mapped memory (fresh_bytes)
+    seconds: float
+    k: float                 # reduction length of a GEMM or convolution, else inf
+    layout: float = 0.0      # bytes its layout reorders move (layout_bytes)
+    layout_fresh: float = 0.0  # of which written to freshly mapped buffers
 
 
 def op_class_of(record: dict) -> Optional[str]:
@@ -125,6 +143,27 @@ def fresh_bytes(record: dict) -> int:
         return 0
     written = record.get("bytes_written", 0)
     return written if written >= MMAP_THRESHOLD else 0
+
+
+# The classes whose CPU kernels (oneDNN's) reorder an NCHW operand into a blocked layout and
+# the result back, unless the tensors are channels-last already.
+REORDERED_CLASSES = ("conv", "conv_bwd")
+
+
+def layout_bytes(record: dict) -> tuple[int, int]:
+    """(bytes moved, bytes freshly mapped) by the layout reorders of an NCHW convolution or
+    convolution backward on a CPU: each operand (input, weights, gradients) is reordered into
+    oneDNN's blocked layout and each result back (ONEDNN_VERBOSE shows a reorder per tensor
+    per call), every pass reading and writing its tensor -- twice the op's bytes in all;
+    and the blocked copies are new buffers, so those at or above MMAP_THRESHOLD are faulted
+    in afresh like a new output (the node's bytes read and written, each taken as one
+    buffer). (0, 0) for every other node. An approximation where an input has fewer
+    channels than a block (a stem convolution on RGB reads it as it is)."""
+    if op_class_of(record) not in REORDERED_CLASSES or record.get("layout") == "channels_last":
+        return 0, 0
+    read, written = record.get("bytes_read", 0), record.get("bytes_written", 0)
+    fresh = sum(b for b in (read, written) if b >= MMAP_THRESHOLD)
+    return 2 * record["bytes"], fresh
 
 
 def gemm_dims(record: dict) -> Optional[tuple]:
@@ -178,19 +217,33 @@ def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0,
                               for i, tile in enumerate((128, 64, 32))])
 
 
-def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=0.0):
+def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=0.0,
+            layout=0.0, layout_fresh=0.0):
     """Seconds per op (arrays or scalars): t0 + max(F / (P c u), memory time), the memory
     time being B / (W m) -- or, with a cache, its first ``cache_bytes`` at the cache's rate
     and the rest at W m (on a CPU an op whose operands fit in the last-level cache runs
     several times faster than one that streams from DRAM) -- plus, where the device's page
-    faults were measured, ``fresh`` bytes (fresh_bytes) at ``fresh_rate``."""
+    faults were measured, ``fresh`` bytes (fresh_bytes) at ``fresh_rate``, and where its
+    layout reorders were, ``layout`` bytes (layout_bytes) at ``layout_rate`` and the first
+    touch of their new buffers (``layout_fresh`` bytes) at ``fresh_rate``."""
     compute = np.asarray(flops, dtype=float) / (peak * params.compute * np.asarray(utilized))
     nbytes = np.asarray(nbytes, dtype=float)
     cached = np.minimum(nbytes, params.cache_bytes)
     memory = (cached / (bandwidth * params.cache_memory)
               + (nbytes - cached) / (bandwidth * params.memory))
     faults = np.asarray(fresh, dtype=float) / params.fresh_rate if params.fresh_rate else 0.0
-    return params.t0 + np.maximum(compute, memory) + faults
+    return (params.t0 + np.maximum(compute, memory) + faults
+            + reorder_seconds(params.layout_rate, params.fresh_rate, layout, layout_fresh))
+
+
+def reorder_seconds(layout_rate: float, fresh_rate: float, layout=0.0, layout_fresh=0.0):
+    """Seconds of an op's layout reorders (layout_bytes): ``layout`` bytes at ``layout_rate``
+    and the first touch of ``layout_fresh`` of them at ``fresh_rate``; 0 on a device whose
+    reorders were not measured (a GPU: cuDNN reads NCHW as it is)."""
+    if not layout_rate:
+        return 0.0
+    faults = np.asarray(layout_fresh, dtype=float) / fresh_rate if fresh_rate else 0.0
+    return np.asarray(layout, dtype=float) / layout_rate + faults
 
 
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
@@ -204,9 +257,10 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     floor known from another op class) instead of fitting it. ``cache``: also fit the cache
     size and rate (CPU probes span cache-resident and DRAM-streaming sizes). ``fresh``,
     ``fresh_rate``: bytes per op written to freshly mapped memory, and the measured rate of
-    that first touch, held (fresh_bytes). ``offset``: seconds per measurement outside the
-    model, held (a compiled call's fixed cost): the fit compares offset + predicted with the
-    measured time, rather than subtracting it from a measurement it may exceed by noise."""
+    that first touch, held (fresh_bytes). ``offset``: seconds per measurement (or an array,
+    one per row) that the fitted terms do not model, held -- a compiled call's fixed cost, a
+    convolution's layout reorders (reorder_seconds): the fit compares offset + predicted with
+    the measured time, rather than subtracting it from a measurement it may exceed by noise."""
     from scipy.optimize import least_squares  # heavy; only fitting needs it
 
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
@@ -263,6 +317,7 @@ def probe_entry(params: Params, ratio, source: str) -> dict:
             "cache_memory": round(params.cache_memory, 4),
             "fresh_rate": float(f"{params.fresh_rate:.4g}"),
             "k_half": float(f"{params.k_half:.4g}"),
+            "layout_rate": float(f"{params.layout_rate:.4g}"),
             "band": [round(float(np.percentile(ratio, 10)), 3),
                      round(float(np.percentile(ratio, 90)), 3)],
             "source": f"{source}, MAPE {float(np.mean(np.abs(1 / ratio - 1))) * 100:.1f}%"}
@@ -298,16 +353,17 @@ def parse_params(entry: dict, where: str) -> Params:
                         float(entry.get("cache_bytes", 0.0)),
                         float(entry.get("cache_memory", 1.0)),
                         float(entry.get("fresh_rate", 0.0)),
-                        float(entry.get("k_half", 0.0)))
+                        float(entry.get("k_half", 0.0)),
+                        float(entry.get("layout_rate", 0.0)))
     except (KeyError, TypeError, ValueError) as e:
         raise FxroofError(f"{where}: a calibration entry needs t0, compute, memory and band "
                           f"({type(e).__name__}: {e}). Measure it again (`fxroof chips "
                           "measure --force`) or remove the entry.") from None
     values = (params.t0, params.compute, params.memory, params.cache_bytes, params.cache_memory,
-              params.fresh_rate, params.k_half)
+              params.fresh_rate, params.k_half, params.layout_rate)
     if not (params.t0 >= 0 and 0 < params.compute <= 10 and 0 < params.memory <= 10
             and params.cache_bytes >= 0 and 0 < params.cache_memory <= 1000
-            and params.fresh_rate >= 0 and params.k_half >= 0
+            and params.fresh_rate >= 0 and params.k_half >= 0 and params.layout_rate >= 0
             and all(math.isfinite(v) for v in values)):
         raise FxroofError(f"{where}: calibration values out of range ({params}).")
     return params

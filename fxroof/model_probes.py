@@ -56,13 +56,12 @@ def timed_records(run: Run, device: str = "cpu", repeats: int = 5) -> list[dict]
 
 
 def class_rows(records: Iterable[dict]) -> dict:
-    """{op class: [(flops, bytes, fresh bytes, seconds, k), ...]} of timed node records (k:
-    the reduction length of a GEMM or convolution, calibration.reduction_length)."""
+    """{op class: [calibration.Row, ...]} of timed node records."""
     rows: dict = {}
     for r in records:
         rows.setdefault(cal.op_class_of(r), []).append(
-            (r["flops"], r["bytes"], cal.fresh_bytes(r), max(r["time_s"], 1e-7),
-             cal.reduction_length(r)))
+            cal.Row(r["flops"], r["bytes"], cal.fresh_bytes(r), max(r["time_s"], 1e-7),
+                    cal.reduction_length(r), *cal.layout_bytes(r)))
     return rows
 
 

@@ -6,13 +6,14 @@ convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last), eleme
 (new outputs and in place), pooling, copies (concatenation, channel shuffle), norms (batch
 and layer norm) and softmax -- over sizes from a few microseconds to tens of milliseconds, so
 both the fixed cost per op and the sustained rates are seen. One more probe measures the
-rate at which a CPU first touches a freshly mapped output (calibration.fresh_bytes). Each probe runs eagerly under no_grad,
-as a model's layers do, and its time is the fastest of its repeats (a sustained rate, not a
-busy machine's median). FLOPs and bytes come from ``fxroof.analyze`` of the same module, so
+rate at which a CPU first touches a freshly mapped output (calibration.fresh_bytes). Each
+probe runs eagerly under no_grad, as a model's layers do, and its time is the fastest of its
+repeats (a sustained rate, not a busy machine's median). FLOPs and bytes come from ``fxroof.analyze`` of the same module, so
 the fitted fractions are fractions of exactly what fxroof predicts with.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional
 
 import numpy as np
@@ -93,19 +94,27 @@ def _layout(op_class: str) -> torch.memory_format:
     return torch.channels_last if op_class == "conv_cl" else torch.contiguous_format
 
 
-def _cost(module: nn.Module, shape: tuple, op_class: str) -> tuple:
-    """(FLOPs, bytes, bytes written to fresh mappings) of the probe's nodes of ``op_class``,
-    by fxroof's own cost rules, and the reduction length k of the costliest."""
-    g = analyze(module, torch.empty(shape, device="meta").to(memory_format=_layout(op_class)))
-    nodes = [r for r in g.records() if cal.op_class_of(r) == op_class]
-    return (sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
-            sum(cal.fresh_bytes(r) for r in nodes),
-            cal.reduction_length(max(nodes, key=lambda r: r["flops"])))
+def _records(module: nn.Module, shape: tuple, memory_format: torch.memory_format) -> list:
+    return analyze(module, torch.empty(shape, device="meta").to(
+        memory_format=memory_format)).records()
+
+
+def _cost(module: nn.Module, shape: tuple, op_class: str, seconds: float) -> cal.Row:
+    """The probe's nodes of ``op_class`` as one row: their FLOPs, bytes, bytes written to
+    fresh mappings and moved by layout reorders, by fxroof's own cost rules, and the
+    reduction length k of the costliest."""
+    nodes = [r for r in _records(module, shape, _layout(op_class))
+             if cal.op_class_of(r) == op_class]
+    layout = [cal.layout_bytes(r) for r in nodes]
+    return cal.Row(sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
+                   sum(cal.fresh_bytes(r) for r in nodes), seconds,
+                   cal.reduction_length(max(nodes, key=lambda r: r["flops"])),
+                   sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout))
 
 
 def sweep(device: torch.device, quick: bool = True,
           progress: Optional[Callable[[str], None]] = None) -> dict:
-    """{op class: [(flops, bytes, fresh bytes, seconds, k), ...]} measured on ``device``."""
+    """{op class: [calibration.Row, ...]} measured on ``device``."""
     say = progress or (lambda message: None)
     repeats = 3 if quick else 15
     watch = Stopwatch(device)
@@ -116,8 +125,7 @@ def sweep(device: torch.device, quick: bool = True,
         x = torch.randn(shape, device=device).to(memory_format=_layout(op_class))
         with torch.no_grad():
             seconds = min(repeat(lambda: watch.time(lambda: module(x)), 2, repeats))
-        flops, nbytes, fresh, k = _cost(module, shape, op_class)
-        found.setdefault(op_class, []).append((flops, nbytes, fresh, seconds, k))
+        found.setdefault(op_class, []).append(_cost(module, shape, op_class, seconds))
     return found
 
 
@@ -134,13 +142,30 @@ def fresh_rate(device: torch.device, repeats: int) -> float:
     return x.numel() * 4 / (fresh - in_place) if fresh > 1.05 * in_place else 0.0
 
 
-def fit_classes(rows: dict, chip: Chip, fresh: float, source: str) -> dict:
-    """A chip entry's calibration: per op class of ``rows`` ({class: [(flops, bytes, fresh
-    bytes, seconds, k), ...]}), the fitted parameters with their band and ``source``. GEMMs
-    and convolutions also fit how their rate rises with the reduction length k."""
+def layout_rate(device: torch.device, bandwidth: float) -> float:
+    """Bytes/s of an NCHW convolution's layout reorders (calibration.layout_bytes) on
+    ``device``: on a CPU, its measured copy bandwidth (bytes/s), since a reorder is a copy
+    that permutes as it goes; 0 on a GPU, whose cuDNN reads NCHW as it is.
+    Why held, not measured: timed as the NCHW convolutions' excess over the same ones run
+    channels-last, the rate moved from 7 to 50 GB/s between runs on one 2-core machine (a
+    difference of two noisy timings, and the NCHW convolution's own allocations); oneDNN's
+    verbose log timed the reorders themselves at 1.4-2.5x the copy bandwidth, and fitting
+    the convolution classes with the rate held at 0.5, 1 and 2x the copy bandwidth,
+    leave-one-model-out on that machine's nodes, was best at 1x (benchmarks/README.md)."""
+    return bandwidth if device.type == "cpu" else 0.0
+
+
+def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
+                layout: float = 0.0) -> dict:
+    """A chip entry's calibration: per op class of ``rows`` ({class: [calibration.Row,
+    ...]}), the fitted parameters with their band and ``source``. GEMMs and convolutions also
+    fit how their rate rises with the reduction length k. ``fresh`` and ``layout``: the
+    device's measured first-touch and layout-reorder rates (bytes/s), held."""
     entries = {}
     for op_class, found in rows.items():
-        flops, nbytes, fresh_bytes, seconds, k = (np.array(c, dtype=float) for c in zip(*found))
+        flops, nbytes, fresh_bytes, seconds, k, moved, moved_fresh = (
+            np.array(c, dtype=float) for c in zip(*(cal.Row(*row) for row in found)))
+        reordered = layout if op_class in cal.REORDERED_CLASSES else 0.0
         conv = op_class in cal.CONV_CLASSES
         matrix = op_class in cal.MATRIX_CLASSES
         peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
@@ -149,10 +174,12 @@ def fit_classes(rows: dict, chip: Chip, fresh: float, source: str) -> dict:
         dims = (ones, ones, ones, k) if matrix else None
         params = cal.fit(flops, nbytes, seconds, peak, chip.bandwidth, dims=dims,
                          compute_cap=2.25 if conv else 1.0, cache=True, fresh=fresh_bytes,
-                         fresh_rate=fresh)
+                         fresh_rate=fresh,
+                         offset=cal.reorder_seconds(reordered, fresh, moved, moved_fresh))
+        params = dataclasses.replace(params, layout_rate=reordered)
         used = cal.utilization(*dims, None, 1.0, params.k_half) if matrix else 1.0
         ratio = seconds / cal.predict(flops, nbytes, peak, chip.bandwidth, params, used,
-                                      fresh_bytes)
+                                      fresh_bytes, moved, moved_fresh)
         entries[op_class] = cal.probe_entry(params, ratio, f"{source}: {len(seconds)} "
                                                            "measurements of this class")
     return entries
@@ -175,7 +202,7 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
         rows.setdefault(op_class, []).extend(found)
     source = f"fxroof chips measure on {device}: probes" + (
         " and the nodes of " + ", ".join(map(str, models)) if models else "")
-    entries = fit_classes(rows, chip, faults, source)
+    entries = fit_classes(rows, chip, faults, source, layout=layout_rate(dev, chip.bandwidth))
     if compiled:
         peak, _ = peak_for(chip, "vector", "float32", "")
         entries["fused"] = calibrate_fused(dev, peak, chip.bandwidth, quick, progress, faults)

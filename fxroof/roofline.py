@@ -145,7 +145,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
                            params.k_half) \
         if dims is not None else 1.0
     expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,
-                                 used, cal.fresh_bytes(record)))
+                                 used, cal.fresh_bytes(record), *cal.layout_bytes(record)))
     low, high = params.band
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated")
 

@@ -13,6 +13,7 @@ import yaml
 import fxroof
 from fxroof import calibration as cal
 from fxroof import roofline
+from fxroof.chips import parse_chip
 from fxroof.chips import load_chips
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -298,3 +299,86 @@ def test_a_fit_keeps_the_rates_its_rows_barely_constrain_physical():
     assert found.cache_bytes <= np.quantile(nbytes, 0.9) * (1 + 1e-6)
     big = float(cal.predict(1e8 / 4, 1e8, peak, bandwidth, found))
     assert big <= 1e8 / (bandwidth * cal.MIN_FRACTION) + found.t0 + 1e-9
+
+
+def test_an_nchw_convolutions_layout_reorders_by_hand():
+    """oneDNN reorders every operand of an NCHW convolution into its blocked layout and the
+    result back: each pass reads and writes its tensor, twice the op's bytes; the blocked
+    copies of tensors of 32 MiB or more are new mappings, faulted in afresh."""
+    mib = 2 ** 20
+
+    def r(op, read, written, layout="contiguous"):
+        return {"op": op, "op_class": "matrix", "layout": layout, "bytes_read": read,
+                "bytes_written": written, "bytes": read + written}
+
+    assert cal.layout_bytes(r("convolution", 8 * mib, 4 * mib)) == (24 * mib, 0)
+    assert cal.layout_bytes(r("convolution", 40 * mib, 4 * mib)) == (88 * mib, 40 * mib)
+    assert cal.layout_bytes(r("convolution_backward", 40 * mib, 36 * mib)) == \
+        (152 * mib, 76 * mib)
+    # channels-last is oneDNN's own layout; a GEMM and an elementwise op reorder nothing
+    assert cal.layout_bytes(r("convolution", 40 * mib, 40 * mib, "channels_last")) == (0, 0)
+    assert cal.layout_bytes(r("mm", 40 * mib, 40 * mib, None)) == (0, 0)
+    assert cal.layout_bytes({**r("relu", 40 * mib, 40 * mib), "op_class": "vector"}) == (0, 0)
+
+
+def test_reorders_add_their_copies_and_faults_only_where_they_were_measured():
+    # a CPU: 2e9 bytes reordered at 1e10 B/s is 0.2 s, 1e9 of them faulted in at 1e9 B/s 1 s
+    cpu = cal.Params(t0=0.0, compute=1.0, memory=1.0, fresh_rate=1e9, layout_rate=1e10)
+    assert cal.predict(0, 1e9, 1e12, 1e10, cpu, layout=2e9, layout_fresh=1e9) == \
+        pytest.approx(0.1 + 0.2 + 1.0)
+    # a GPU (no layout rate): the same bytes cost nothing more
+    gpu = cal.Params(t0=0.0, compute=1.0, memory=1.0)
+    assert cal.predict(0, 1e9, 1e12, 1e10, gpu, layout=2e9, layout_fresh=1e9) == \
+        pytest.approx(0.1)
+
+
+def test_a_class_fit_holds_the_reorders_and_finds_the_convolution_underneath():
+    """Convolutions timed as 5 us + F / (0.5 P) + their reorders at the copy bandwidth:
+    fitted with the reorders held, the compute fraction is the convolution's own."""
+    from fxroof import probes
+
+    rng = np.random.default_rng(5)
+    peak, bandwidth = 2e11, 2e10
+    chip = parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
+                       "peaks": {"fp32": {"value": peak, "unit": "matrix"}},
+                       "bandwidth": {"value": bandwidth}}, "(test)")
+    flops = 10 ** rng.uniform(6, 9.5, 80)
+    nbytes = flops / 20
+    moved = 2 * nbytes
+    seconds = 5e-6 + flops / (0.5 * peak) + moved / bandwidth
+    rows = {"conv": [cal.Row(f, b, 0.0, s, 1e4, m, 0.0)
+                     for f, b, s, m in zip(flops, nbytes, seconds, moved)]}
+    entry = probes.fit_classes(rows, chip, 0.0, "synthetic", layout=bandwidth)["conv"]
+    assert entry["layout_rate"] == bandwidth
+    assert entry["compute"] == pytest.approx(0.5, rel=0.03)
+    assert 0.97 <= entry["band"][0] <= entry["band"][1] <= 1.03
+
+
+def test_a_captured_nchw_convolution_is_priced_with_its_reorders_on_a_cpu():
+    import torch
+    from torch import nn
+
+    x = torch.empty(2, 16, 8, 8, device="meta")
+    conv = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+    operands = 4 * (2 * 16 * 8 * 8 + 32 * 16 * 3 * 3 + 2 * 32 * 8 * 8)  # fp32 x, w, y
+
+    def node(memory_format):
+        g = fxroof.analyze(conv, x.to(memory_format=memory_format))
+        return next(r for r in g.records() if r["op_class"] == "matrix")
+
+    nchw, cl = node(torch.contiguous_format), node(torch.channels_last)
+    assert cal.layout_bytes(nchw) == (2 * operands, 0) and cal.layout_bytes(cl) == (0, 0)
+
+    def chip(layout_rate):
+        params = {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1],
+                  "layout_rate": layout_rate}
+        return parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
+                           "peaks": {"fp32": {"value": 1e11, "unit": "matrix"}},
+                           "bandwidth": {"value": 1e10},
+                           "calibration": {"conv": params, "conv_cl": params}}, "(test)")
+
+    with_reorders = roofline.node_time(nchw, chip(2e10)).predicted_s
+    without = roofline.node_time(nchw, chip(0.0)).predicted_s
+    assert with_reorders - without == pytest.approx(2 * operands / 2e10)
+    assert roofline.node_time(cl, chip(2e10)).predicted_s == \
+        pytest.approx(roofline.node_time(cl, chip(0.0)).predicted_s)

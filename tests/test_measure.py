@@ -1,5 +1,6 @@
 """Measured roofs of this machine: a quick CPU measurement saved as a user chip."""
 import math
+import types
 
 import pytest
 import torch
@@ -198,12 +199,14 @@ def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
     monkeypatch.setattr(probes, "model_rows", lambda *a, **k: node_rows)
     monkeypatch.setattr(probes, "fresh_rate", lambda *a: 2e9)
     fitted = []
-    monkeypatch.setattr(probes, "fit_classes",
-                        lambda rows, chip, fresh, source: fitted.append((rows, fresh, source)))
-    probes.calibrate("cpu", None, models=[model_probes.Run("resnet18", 1, True)])
-    (rows, fresh, source), = fitted
+    monkeypatch.setattr(probes, "fit_classes", lambda rows, chip, fresh, source, layout:
+                        fitted.append((rows, fresh, source, layout)))
+    chip = types.SimpleNamespace(bandwidth=3e10)
+    probes.calibrate("cpu", chip, models=[model_probes.Run("resnet18", 1, True)])
+    (rows, fresh, source, layout), = fitted
     assert {c: len(r) for c, r in rows.items()} == {"conv": 5, "elementwise": 3, "pool": 1}
     assert fresh == 2e9 and "resnet18 b1" in source
+    assert layout == 3e10   # a CPU's reorders are priced as its measured copies
 
 
 def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatch):
@@ -220,5 +223,5 @@ def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatc
     said = []
     runs = [model_probes.Run("m", 1), model_probes.Run("m", 1, backward=True)]
     rows = model_probes.model_rows("cpu", runs, progress=said.append)
-    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf)]}
+    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf, 0, 0)]}  # no reorders
     assert any("skipped m b1 with backward: Expected more than 1" in s for s in said)
