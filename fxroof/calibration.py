@@ -1,7 +1,7 @@
 """The calibrated time model: what a node takes on a chip, not only what its roof allows.
 
 The ideal roofline says max(F / P, B / W) for F FLOPs and B bytes on a chip of peak P FLOP/s
-and bandwidth W bytes/s. Real kernels fall short of it in three ways this model names:
+and bandwidth W bytes/s. Real kernels fall short of it in the ways this model names:
 
 * a fixed cost per op, ``t0`` (seconds): the launch and, in eager PyTorch, the host-side
   dispatch that the device waits for when kernels are short; on a GPU it also holds the
@@ -238,8 +238,8 @@ def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=
 
 def reorder_seconds(layout_rate: float, fresh_rate: float, layout=0.0, layout_fresh=0.0):
     """Seconds of an op's layout reorders (layout_bytes): ``layout`` bytes at ``layout_rate``
-    and the first touch of ``layout_fresh`` of them at ``fresh_rate``; 0 on a device whose
-    reorders were not measured (a GPU: cuDNN reads NCHW as it is)."""
+    and the first touch of ``layout_fresh`` of them at ``fresh_rate``; 0 on a device with no
+    layout rate (a GPU: cuDNN reads NCHW as it is; a chip measured before this term)."""
     if not layout_rate:
         return 0.0
     faults = np.asarray(layout_fresh, dtype=float) / fresh_rate if fresh_rate else 0.0
