@@ -225,3 +225,12 @@ def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatc
     rows = model_probes.model_rows("cpu", runs, progress=said.append)
     assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf, 0, 0)]}  # no reorders
     assert any("skipped m b1 with backward: Expected more than 1" in s for s in said)
+
+
+def test_only_a_cpu_prices_an_nchw_convolutions_layout_reorders():
+    """oneDNN reorders NCHW operands on a CPU, at what its copies reach; cuDNN reads NCHW as
+    it is, so a GPU's chip gets no reorder rate (and no reorder term)."""
+    from fxroof import probes
+
+    assert probes.layout_rate(torch.device("cpu"), 2e10) == 2e10
+    assert probes.layout_rate(torch.device("cuda"), 2e10) == 0.0
