@@ -8,8 +8,10 @@ and layer norm) and softmax -- over sizes from a few microseconds to tens of mil
 both the fixed cost per op and the sustained rates are seen. One more probe measures the
 rate at which a CPU first touches a freshly mapped output (calibration.fresh_bytes). Each
 probe runs eagerly under no_grad, as a model's layers do, and its time is the fastest of its
-repeats (a sustained rate, not a busy machine's median). FLOPs and bytes come from ``fxroof.analyze`` of the same module, so
-the fitted fractions are fractions of exactly what fxroof predicts with.
+repeats (a sustained rate, not a busy machine's median). FLOPs and bytes come from
+``fxroof.analyze`` of the same module, so the fitted fractions are fractions of exactly what
+fxroof predicts with. An NCHW convolution's layout reorders are priced at the device's copy
+bandwidth (layout_rate) and held, not fitted.
 """
 from __future__ import annotations
 
