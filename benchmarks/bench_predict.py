@@ -83,6 +83,7 @@ def leave_one_model_out(found: list[dict], config: StudyConfig, chip, repeats: i
     say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     cpu = torch.device("cpu")
     probe_rows, faults = probes.sweep(cpu, quick=False), probes.fresh_rate(cpu, 10)
+    reorders = probes.layout_rate(cpu, chip.bandwidth)
     own: dict = {}
     for model in config.models:
         runs = [model_probes.Run(model, b) for b in config.batches_for("cpu")] + \
@@ -94,8 +95,7 @@ def leave_one_model_out(found: list[dict], config: StudyConfig, chip, repeats: i
             for op_class, r in by_class.items():
                 if other != model:
                     rows.setdefault(op_class, []).extend(r)
-        fitted = probes.fit_classes(rows, chip, faults, f"leave {model} out",
-                                    layout=probes.layout_rate(cpu, chip.bandwidth))
+        fitted = probes.fit_classes(rows, chip, faults, f"leave {model} out", layout=reorders)
         unseen = dataclasses.replace(chip, calibration={
             c: cal.parse_params(e, c) for c, e in fitted.items()})
         for p in found:
