@@ -345,28 +345,44 @@ class Calibration:
         return chip_id in self.chips or chip_class in self.families
 
 
-def parse_params(entry: dict, where: str) -> Params:
+# Each number of a calibration entry: its default (None: required) and the open-or-closed
+# range it must lie in -- (low, high, low allowed).
+_FIELDS = {"t0": (None, (0.0, math.inf, True)), "compute": (None, (0.0, 10.0, False)),
+           "memory": (None, (0.0, 10.0, False)), "small_tile": (1.0, (0.0, 1.0, False)),
+           "cache_bytes": (0.0, (0.0, math.inf, True)),
+           "cache_memory": (1.0, (0.0, 1000.0, False)),
+           "fresh_rate": (0.0, (0.0, math.inf, True)), "k_half": (0.0, (0.0, math.inf, True)),
+           "layout_rate": (0.0, (0.0, math.inf, True))}
+
+
+def _field(entry: dict, name: str, where: str) -> float:
+    default, (low, high, closed) = _FIELDS[name]
+    if default is None and name not in entry:
+        raise FxroofError(f"{where}: a calibration entry needs t0, compute, memory and band; "
+                          f"{name} is missing. Measure it again (`fxroof chips measure "
+                          "--force`) or remove the entry.")
     try:
-        params = Params(float(entry["t0"]), float(entry["compute"]), float(entry["memory"]),
-                        float(entry.get("small_tile", 1.0)),
-                        tuple(float(b) for b in entry["band"]), str(entry.get("source", "")),
-                        float(entry.get("cache_bytes", 0.0)),
-                        float(entry.get("cache_memory", 1.0)),
-                        float(entry.get("fresh_rate", 0.0)),
-                        float(entry.get("k_half", 0.0)),
-                        float(entry.get("layout_rate", 0.0)))
+        value = float(entry.get(name, default))
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and (value >= low if closed else value > low)
+            and value <= high):
+        interval = f"{'[' if closed else '('}{low:g}, {high:g}{')' if high == math.inf else ']'}"
+        raise FxroofError(f"{where}: {name} is {entry.get(name)!r}; it must be a number in "
+                          f"{interval}. Measure it again (`fxroof chips "
+                          "measure --force`) or remove the entry.")
+    return value
+
+
+def parse_params(entry: dict, where: str) -> Params:
+    numbers = {name: _field(entry, name, where) for name in _FIELDS}
+    try:
+        band = tuple(float(b) for b in entry["band"])
     except (KeyError, TypeError, ValueError) as e:
         raise FxroofError(f"{where}: a calibration entry needs t0, compute, memory and band "
-                          f"({type(e).__name__}: {e}). Measure it again (`fxroof chips "
+                          f"(band: {type(e).__name__}: {e}). Measure it again (`fxroof chips "
                           "measure --force`) or remove the entry.") from None
-    values = (params.t0, params.compute, params.memory, params.cache_bytes, params.cache_memory,
-              params.fresh_rate, params.k_half, params.layout_rate)
-    if not (params.t0 >= 0 and 0 < params.compute <= 10 and 0 < params.memory <= 10
-            and params.cache_bytes >= 0 and 0 < params.cache_memory <= 1000
-            and params.fresh_rate >= 0 and params.k_half >= 0 and params.layout_rate >= 0
-            and all(math.isfinite(v) for v in values)):
-        raise FxroofError(f"{where}: calibration values out of range ({params}).")
-    return params
+    return Params(band=band, source=str(entry.get("source", "")), **numbers)
 
 
 def load(path: str = CALIBRATION_FILE) -> Calibration:

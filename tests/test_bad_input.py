@@ -48,6 +48,8 @@ FILES = {
     "bomb.yaml": BOMB,
     "no-chips.yaml": "hello: world\n",
     "calibration.yaml": GOOD_CHIP + "    calibration: {gemm: {t0: 1e-5}}\n",
+    "reorders.yaml": GOOD_CHIP + "    calibration: {conv: {t0: 1e-5, compute: 0.5, memory: 0.5,"
+                     " band: [1, 1], layout_rate: -2.0e+10}}\n",
     "calibration-class.yaml": GOOD_CHIP + "    calibration: {fft: {t0: 1e-5, compute: 0.5, "
                               "memory: 0.5, band: [0.9, 1.1]}}\n",
     "truncated.json": '{"schema_version": 1, "model": {"name": "x", "ba',
@@ -78,6 +80,9 @@ CLI = [
     ("chips list --chips-file no-chips.yaml", FAILED, ["'chips:' list"]),
     ("chips list --chips-file missing.yaml", FAILED, ["missing.yaml", "No such file"]),
     ("chips list --chips-file calibration.yaml", FAILED, ["calibration.gemm", "needs t0"]),
+    # a calibration number out of its range is named, with the range, not dumped whole
+    ("chips list --chips-file reorders.yaml", FAILED,
+     ["calibration.conv", "layout_rate is -20000000000.0", "[0, inf)"]),
     ("chips list --chips-file calibration-class.yaml", FAILED, ["calibration.fft",
                                                                 "not an op class"]),
     # annotation JSON given to roofline
