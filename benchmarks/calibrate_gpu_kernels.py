@@ -105,7 +105,8 @@ def load(data: str) -> tuple[dict, dict]:
 
 def fit(rows: Rows, gpu: Gpu, op_class: str, t0=None) -> cal.Params:
     return cal.fit(rows.flops, rows.bytes, rows.seconds, gpu.peak(op_class), gpu.bandwidth,
-                   rows.dims, gpu.units, COMPUTE_CAP.get(op_class, 1.0), t0)
+                   rows.dims, gpu.units, COMPUTE_CAP.get(op_class, 1.0), t0,
+                   tiles=cal.tiling(op_class))
 
 
 def fit_all(gpus: dict, sweeps: dict, subset=None) -> dict:
@@ -120,7 +121,8 @@ def fit_all(gpus: dict, sweeps: dict, subset=None) -> dict:
 
 def ratios(params: cal.Params, rows: Rows, gpu: Gpu, op_class: str) -> np.ndarray:
     """measured / predicted for each row."""
-    used = cal.utilization(*rows.dims, gpu.units, params.small_tile) \
+    used = cal.utilization(*rows.dims, gpu.units, params.small_tile,
+                           tiles=cal.tiling(op_class)) \
         if rows.dims is not None else 1.0
     predicted = cal.predict(rows.flops, rows.bytes, gpu.peak(op_class), gpu.bandwidth, params,
                             used)

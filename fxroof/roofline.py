@@ -142,7 +142,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     peak, _ = peak_for(chip, record["op_class"], record["dtype"], record["op"])
     dims = cal.gemm_dims(record) if op_class in cal.MATRIX_CLASSES else None
     used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile,
-                           params.k_half) \
+                           params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
     expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,
                                  used, cal.fresh_bytes(record), *cal.layout_bytes(record)))

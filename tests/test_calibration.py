@@ -40,6 +40,41 @@ def test_split_k_fills_the_machine_for_a_long_reduction():
     assert cal.utilization(1, 128, 128, 512, units=16, small_tile=0.01) == pytest.approx(2 / 16)
 
 
+
+def test_convolution_tiles_are_128_positions_by_channels_and_never_split():
+    conv = cal.tiling("conv")
+    assert cal.tiling("conv_bwd") is conv and cal.tiling("gemm") is cal.GEMM_TILING
+    # 128 output positions x 32 channels on 4 SMs. A convolution's tiles keep 128 positions:
+    # 128 x 32 is one tile, one SM of four busy -> 1/4 (128 x 64: 1/8, 128 x 128: 1/16).
+    # A GEMM's square 32-wide tiles cut it in 4, one full wave -> 1.0.
+    assert cal.utilization(1, 128, 32, 64, units=4, tiles=conv) == pytest.approx(1 / 4)
+    assert cal.utilization(1, 128, 32, 64, units=4) == pytest.approx(1.0)
+    # 128 positions x 96 channels on 3 SMs: 128 x 32 tiles, 3 of them, one full wave, two
+    # steps down the tile sizes (0.9 ** 2); 128 x 64: 2 tiles, half the work issued is
+    # useful, one step down (0.5 x 0.9); 128 x 128: 1/4
+    assert cal.utilization(1, 128, 96, 64, units=3, small_tile=0.9, tiles=conv) == \
+        pytest.approx(0.81)
+    # no split-K: one 128 x 128 tile with k = 4096 on 16 SMs keeps 1 of them busy (a GEMM
+    # splits k 16 ways and fills them all, above); narrower tiles made too slow to compete
+    assert cal.utilization(1, 128, 128, 4096, units=16, small_tile=0.01, tiles=conv) == \
+        pytest.approx(1 / 16)
+
+
+def test_fit_recovers_a_compute_bound_convolution_sweep():
+    # data made from known parameters with the convolution tiling: the fit, given the same
+    # tiling, finds them (from the compute-bound start: max() makes the cost non-convex)
+    rng = np.random.default_rng(1)
+    m, n, k = (np.round(10 ** rng.uniform(a, b, 300)) for a, b in ((2, 5), (0.5, 3.3), (1.5, 4)))
+    dims = (np.ones_like(m), m, n, k)
+    flops, nbytes = 2 * m * n * k, 4 * (m * k + k * n + m * n)
+    truth = cal.Params(t0=30e-6, compute=0.9, memory=0.7, small_tile=0.8)
+    used = cal.utilization(*dims, 80, truth.small_tile, tiles=cal.CONV_TILING)
+    seconds = cal.predict(flops, nbytes, 1.5e13, 9e11, truth, used)
+    found = cal.fit(flops, nbytes, seconds, 1.5e13, 9e11, dims, 80, compute_cap=2.25,
+                    t0=30e-6, tiles=cal.CONV_TILING)
+    assert found.compute == pytest.approx(0.9, rel=0.02)
+    assert found.small_tile == pytest.approx(0.8, rel=0.02)
+
 def test_time_formula_by_hand():
     p = cal.Params(t0=10e-6, compute=0.5, memory=0.8)
     # compute-bound: 1e9 FLOP at 0.5 x 1e12 FLOP/s = 2 ms, plus 10 us
