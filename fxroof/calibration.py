@@ -18,10 +18,11 @@ and bandwidth W bytes/s. Real kernels fall short of it in the ways this model na
 * on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth;
   and the first touch of an output large enough to be freshly mapped (``fresh_bytes``: the
   kernel faults in and zeroes every page, call after call) at ``fresh_rate`` bytes/s;
-* on a CPU, the layout passes of an NCHW convolution (``layout_bytes``): oneDNN computes in
-  a blocked layout, so it reorders the input and weights into it and the output back, each
-  pass reading and writing its tensor, at ``layout_rate`` bytes/s, none of it overlapped
-  with the convolution -- and the blocked copies are new buffers, freshly mapped when large.
+* on a CPU, the layout passes of a convolution (``layout_bytes``): oneDNN computes in a
+  blocked layout, so it reorders an NCHW convolution's input and weights into it and the
+  output back, and a channels-last one's weights, each pass reading and writing its
+  tensor, at ``layout_rate`` bytes/s, none of it overlapped with the convolution -- and
+  the blocked copies are new buffers, freshly mapped when large.
 
     time = t0 + max(F / (P x compute x utilization), memory time) + fresh bytes / fresh_rate
            + layout bytes / layout_rate
@@ -148,24 +149,51 @@ def fresh_bytes(record: dict) -> int:
 
 
 # The classes whose CPU kernels (oneDNN's) reorder an NCHW operand into a blocked layout and
-# the result back, unless the tensors are channels-last already.
-REORDERED_CLASSES = ("conv", "conv_bwd")
+# the result back, unless the tensors are channels-last already -- and a channels-last
+# convolution, which still reorders its weights (layout_bytes).
+REORDERED_CLASSES = ("conv", "conv_bwd", "conv_cl")
 
 
 def layout_bytes(record: dict) -> tuple[int, int]:
-    """(bytes moved, bytes freshly mapped) by the layout reorders of an NCHW convolution or
-    convolution backward on a CPU: each operand (input, weights, gradients) is reordered into
-    oneDNN's blocked layout and each result back (ONEDNN_VERBOSE shows a reorder per tensor
-    per call), every pass reading and writing its tensor -- twice the op's bytes in all;
-    and the blocked copies are new buffers, so those at or above MMAP_THRESHOLD are faulted
-    in afresh like a new output (the node's bytes read and written, each taken as one
-    buffer). (0, 0) for every other node. An approximation where an input has fewer
-    channels than a block (a stem convolution on RGB reads it as it is)."""
-    if op_class_of(record) not in REORDERED_CLASSES or record.get("layout") == "channels_last":
+    """(bytes moved, bytes freshly mapped) by the layout reorders oneDNN makes around a
+    convolution on a CPU (ONEDNN_VERBOSE shows a reorder per tensor per call), every pass
+    reading and writing its tensor, the blocked copies being new buffers, so those at or
+    above MMAP_THRESHOLD are faulted in afresh like a new output:
+    * an NCHW convolution or convolution backward: each operand (input, weights, gradients)
+      is reordered into oneDNN's blocked layout and each result back -- twice the op's bytes
+      (fresh: the node's bytes read and written, each taken as one buffer). An
+      approximation where an input has fewer channels than a block (a stem convolution on
+      RGB reads it as it is);
+    * a channels-last convolution: its activations are read and written as they are, but
+      its weights are reordered from OHWI to a blocked layout on every call (Acdb32a, for
+      2.4 MB of 256 x 256 x 3 x 3 weights, 0.5-1 ms on this project's CPU) -- twice its
+      weight bytes (conv_weight_bytes), which at batch 1 are most of what it reads.
+    (0, 0) for every other node, and for a channels-last backward (its weight reorders are
+    left to its fitted rates: no probe separates them)."""
+    op_class = op_class_of(record)
+    if op_class not in REORDERED_CLASSES:
+        return 0, 0
+    if op_class == "conv_cl":
+        weights = conv_weight_bytes(record)
+        return 2 * weights, weights if weights >= MMAP_THRESHOLD else 0
+    if record.get("layout") == "channels_last":  # a channels-last backward: not modelled
         return 0, 0
     read, written = record.get("bytes_read", 0), record.get("bytes_written", 0)
     fresh = sum(b for b in (read, written) if b >= MMAP_THRESHOLD)
     return 2 * record["bytes"], fresh
+
+
+def conv_weight_bytes(record: dict) -> int:
+    """Bytes of a convolution's weights, from its FLOPs and output: F = 2 x positions x
+    C_out x (C_in / groups) x kernel area, so the weights hold F / (2 x positions) elements
+    (N x H x W output positions), each the size of an output element (bytes_written over
+    the output's elements). 0 where the record has no output shape."""
+    shape = record.get("shape")
+    if not shape or len(shape) < 3:
+        return 0
+    positions = math.prod(shape[:1] + shape[2:])
+    element = record.get("bytes_written", 0) / (positions * shape[1])
+    return round(record["flops"] / (2 * positions) * element)
 
 
 def gemm_dims(record: dict) -> Optional[tuple]:

@@ -10,8 +10,9 @@ rate at which a CPU first touches a freshly mapped output (calibration.fresh_byt
 probe runs eagerly under no_grad, as a model's layers do, and its time is the fastest of its
 repeats (a sustained rate, not a busy machine's median). FLOPs and bytes come from
 ``fxroof.analyze`` of the same module, so the fitted fractions are fractions of exactly what
-fxroof predicts with. An NCHW convolution's layout reorders are priced at the device's copy
-bandwidth (layout_rate) and held, not fitted.
+fxroof predicts with. A convolution's layout reorders (an NCHW one's operands, a
+channels-last one's weights) are priced at the device's copy bandwidth (layout_rate) and
+held, not fitted.
 """
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ PROBES = [
 
 # The convolution probes again, channels-last (the layout Inductor gives a CPU convolution,
 # and `--memory-format channels_last`'s): oneDNN runs these without the reorders an NCHW
-# convolution pays on the way in and out, so they have rates of their own.
+# convolution pays on the way in and out (but for the weights'), so they have rates of
+# their own.
 PROBES += [("conv_cl", label + " channels-last", make, shape)
            for op_class, label, make, shape in PROBES if op_class == "conv"]
 
@@ -145,7 +147,7 @@ def fresh_rate(device: torch.device, repeats: int) -> float:
 
 
 def layout_rate(device: torch.device, bandwidth: float) -> float:
-    """Bytes/s of an NCHW convolution's layout reorders (calibration.layout_bytes) on
+    """Bytes/s of a convolution's layout reorders (calibration.layout_bytes) on
     ``device``: on a CPU, its measured copy bandwidth (bytes/s), since a reorder is a copy
     that permutes as it goes; 0 on a GPU, whose cuDNN reads NCHW as it is.
     Why held, not measured: timed as the NCHW convolutions' excess over the same ones run
