@@ -130,6 +130,14 @@ def op_class_of(record: dict) -> Optional[str]:
     return "elementwise"
 
 
+# What the time model reads of a node record (op_class_of, fresh_bytes, layout_bytes,
+# gemm_dims and the roof): a record kept for later prediction (the study's cache) must keep
+# these, or its depthwise convolutions lose their reduction length, its large outputs their
+# page faults and its training batch norms their class.
+RECORD_FIELDS = ("op", "op_class", "rule", "dtype", "flops", "bytes", "bytes_read",
+                 "bytes_written", "shape", "layout")
+
+
 # glibc's malloc serves an allocation this large or larger with a fresh mmap (the dynamic
 # threshold stops rising at DEFAULT_MMAP_THRESHOLD_MAX, 4 * 1024 * 1024 * sizeof(long) on a
 # 64-bit system: mallopt(3)), so the kernel faults in and zeroes its pages on first touch,

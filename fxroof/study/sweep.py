@@ -24,6 +24,7 @@ import torch
 from torch.utils import _pytree as pytree
 from tqdm import tqdm
 
+from fxroof import calibration as cal
 from fxroof.analysis import analyze
 from fxroof.chips import read_file
 from fxroof.device import Stopwatch, check_device, random_like, repeat
@@ -44,7 +45,11 @@ DEFAULT_MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "googlenet", "ince
 # On this kind of 2-core CPU the default study takes about a quarter of an hour (measured in
 # benchmarks/README.md); a GPU runs the study's own batch sizes.
 DEFAULT_BATCHES = {"cpu": [1, 8, 32, 64], "cuda": [1, 64, 256]}
-RECORD_KEYS = ("phase", "op", "op_class", "dtype", "layer_type", "flops", "bytes")
+# What a cached result keeps of each node record: what the tables group by and what the
+# time model reads (calibration.RECORD_FIELDS). Cached records are versioned: results cached
+# with fewer fields (before version 2) are computed again rather than predicted short.
+RECORD_KEYS = ("phase", "layer_type") + cal.RECORD_FIELDS
+RECORDS_VERSION = 2
 
 
 @dataclass
@@ -108,7 +113,13 @@ def tasks(config: StudyConfig) -> list[tuple[str, str, int, str]]:
 
 
 def _compact(records: list[dict]) -> list[dict]:
-    return [{k: r[k] for k in RECORD_KEYS} for r in records]
+    return [{k: r.get(k) for k in RECORD_KEYS} for r in records]
+
+
+def outdated(phase: str, result: dict) -> bool:
+    """A cached cost or compiled result whose node records predate RECORDS_VERSION."""
+    return phase in (COST, COMPILED) and "error" not in result and \
+        result.get("records_version") != RECORDS_VERSION
 
 
 def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
@@ -124,6 +135,7 @@ def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
     except FxroofError as e:
         training = {"error": str(e)}
     return {
+        "records_version": RECORDS_VERSION,
         "parameters": infer.model.parameters,
         "input_shape": infer.model.inputs[0]["shape"],
         "inference": {"totals": infer.totals()["forward"], "memory": infer.memory.as_dict(),
@@ -176,7 +188,8 @@ def run_compiled(module: torch.nn.Module, model: str, batch: int, inputs, warmup
                          repeats)
     torch._dynamo.reset()
     return {"totals": view.totals()["forward"], "kernels": len(view.records()),
-            "records": _compact(view.records()), "median_s": summarize(samples).median_s}
+            "records": _compact(view.records()), "records_version": RECORDS_VERSION,
+            "median_s": summarize(samples).median_s}
 
 
 class Sweep:
@@ -194,7 +207,8 @@ class Sweep:
         todo = tasks(self.config)
         if self.force:
             return todo
-        return [t for t in todo if self.cache.get(*t) is None]
+        return [t for t in todo if (found := self.cache.get(*t)) is None
+                or outdated(t[3], found)]
 
     def _real_module(self, model: str) -> torch.nn.Module:
         """The model with real (random) weights on the CPU, built once per model."""
