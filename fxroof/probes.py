@@ -200,7 +200,10 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
     compiles each probe). ``models``: also fit on the nodes of these runs
     (fxroof.model_probes.Run), timed node by node."""
     dev = check_device(device)
-    faults = fresh_rate(dev, 3 if quick else 10)
+    # ten repeats even when quick (about 0.5 s more): with three, one study's chip measured
+    # 0.41 GB/s where every other measurement of that machine gave 3.2-3.4, and priced each
+    # large output's page faults 8x too high (alexnet's training step at 5.8x its time)
+    faults = fresh_rate(dev, 10)
     rows = sweep(dev, quick, progress)
     for op_class, found in model_rows(device, models, progress=progress).items():
         rows.setdefault(op_class, []).extend(found)
