@@ -313,15 +313,15 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization (``tiles``: how they are cut). Parameters are fitted in log space (all
     positive); the fractions are capped at 1 -- ``compute_cap`` for convolutions, where
-    Winograd's transforms do up to 2.25x fewer multiplies than the direct count. ``t0``: hold the fixed cost at this value (a launch
-    floor known from another op class) instead of fitting it. ``cache``: also fit the cache
-    size and rate (CPU probes span cache-resident and DRAM-streaming sizes). ``fresh``,
+    Winograd's transforms do up to 2.25x fewer multiplies than the direct count. ``t0``:
+    hold the fixed cost at this value (a launch floor known from another op class) instead
+    of fitting it. ``cache``: also fit the cache size and rate (CPU probes span
+    cache-resident and DRAM-streaming sizes). ``fresh``,
     ``fresh_rate``: bytes per op written to freshly mapped memory, and the measured rate of
     that first touch, held (fresh_bytes). ``offset``: seconds per measurement (or an array,
     one per row) that the fitted terms do not model, held -- a compiled call's fixed cost, a
     convolution's layout reorders (reorder_seconds): the fit compares offset + predicted with
     the measured time, rather than subtracting it from a measurement it may exceed by noise."""
-
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
     caps = (math.log(compute_cap), 0.0, 0.0)
     reduction = dims is not None and not units   # a CPU: the rate rises with k
