@@ -26,6 +26,7 @@ from fxroof.guard import preserved, refuse_uninitialized, silenced
 from fxroof.keys import BACKWARD, OPTIMIZER
 from fxroof.memory import memory_report
 from fxroof.models import build_model, capture_context, default_inputs, ensure_module
+from fxroof.page_faults import annotate_faults
 from fxroof.scope import ModuleScope
 from fxroof.step import TrainingStep
 from fxroof.target import Target
@@ -90,13 +91,19 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         module.train(mode == "train")
         capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
                             backward, training)
-    for graph in capture.graphs():
-        annotate_costs(graph, rules)
+    _annotate(capture, rules)
     info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,
                        backward, training)
     g = AnnotatedGraph(capture, info, memory_report(capture),
                        _source(module, spec, fake_inputs, hf_config))
     return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype) if compiled else g
+
+
+def _annotate(capture, rules) -> None:
+    """The passes that need no device: costs per node, then the step's page faults."""
+    for graph in capture.graphs():
+        annotate_costs(graph, rules)
+    annotate_faults(capture)
 
 
 def _source(module, spec, fake_inputs, hf_config) -> Source:

@@ -135,7 +135,7 @@ def op_class_of(record: dict) -> Optional[str]:
 # these, or its depthwise convolutions lose their reduction length, its large outputs their
 # page faults and its training batch norms their class.
 RECORD_FIELDS = ("op", "op_class", "rule", "dtype", "flops", "bytes", "bytes_read",
-                 "bytes_written", "shape", "layout")
+                 "bytes_written", "shape", "layout", "faulted_bytes")
 
 
 # glibc's malloc serves an allocation this large or larger with a fresh mmap (the dynamic
@@ -189,6 +189,44 @@ def layout_bytes(record: dict) -> tuple[int, int]:
     read, written = record.get("bytes_read", 0), record.get("bytes_written", 0)
     fresh = sum(b for b in (read, written) if b >= MMAP_THRESHOLD)
     return 2 * record["bytes"], fresh
+
+
+def scratch_events(record: dict) -> list[tuple]:
+    """The buffers a CPU kernel allocates and frees inside one node, beyond its outputs, as
+    allocator events in their order -- ("alloc", i, bytes), or ("free", i) for one freed
+    early -- before the node's output is allocated; those still live then are freed after
+    it. What fxroof.page_faults replays through the allocator:
+    * an NCHW convolution: oneDNN's blocked copies of its input, weights and output
+      (layout_bytes's reorders);
+    * a channels-last convolution: the blocked copy of its weights;
+    * an NCHW convolution backward: its operands and results, each side taken as one buffer.
+    Not the attention fast path's intermediates (qkv, scores, softmax, context): replayed
+    with the sizes op_costs.attention counts they fault 2-9x what vit_b_16 measures, so
+    the kernel must reuse or size them otherwise; left out, vit_b_16 faults 0.66x of what
+    it measures at batch 8.
+    Empty for every other node."""
+    op_class = op_class_of(record)
+    if op_class == "conv":
+        weights = conv_weight_bytes(record)
+        sizes = [record.get("bytes_read", 0) - weights, weights, record.get("bytes_written", 0)]
+    elif op_class == "conv_cl":
+        sizes = [conv_weight_bytes(record)]
+    elif op_class == "conv_bwd" and record.get("layout") != "channels_last":
+        sizes = [record.get("bytes_read", 0), record.get("bytes_written", 0)]
+    else:
+        sizes = []
+    return [("alloc", i, size) for i, size in enumerate(sizes) if size > 0]
+
+
+def faulted_bytes(record: dict) -> tuple[float, float]:
+    """(bytes its output pages fault in, bytes its layout reorders' buffers fault in) for a
+    node of a whole step: the allocator replay's count where the record has one
+    (``faulted_bytes``, fxroof.page_faults: the steady state of a process that runs this
+    step again and again), else the isolated node's rules (fresh_bytes, layout_bytes)."""
+    replayed = record.get("faulted_bytes")
+    if replayed is not None:
+        return float(replayed), 0.0
+    return float(fresh_bytes(record)), float(layout_bytes(record)[1])
 
 
 def conv_weight_bytes(record: dict) -> int:

@@ -13,7 +13,9 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
               peak_node}
     coverage: {nodes, costed_nodes, default_rule_ops: {target: count}}
     nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype,
-              layout (4-D outputs: "contiguous" | "channels_last"), flops, macs, bytes_read, bytes_written, bytes, intensity, op_class, rule, time_s,
+              layout (4-D outputs: "contiguous" | "channels_last"), flops, macs, bytes_read,
+              bytes_written, bytes, intensity, op_class, rule, faulted_bytes (pages the
+              step's allocations fault in at this node, fxroof.page_faults), time_s,
               achieved_flops_per_s, achieved_bytes_per_s,
               + after g.roofline(chip): attainable_flops_per_s, bound, ideal_s (the roof
               time), predicted_s, low_s, high_s (the time model's expectation and band),

@@ -21,8 +21,8 @@ from fxroof import export, render, roofline, rollups, timing, trace
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError, UsageError
-from fxroof.keys import (BACKWARD, COST, FORWARD, KERNEL, OPTIMIZER, ORIGIN, PHASES, ROOF,
-                         SHAPES, TIME)
+from fxroof.keys import (BACKWARD, COST, FAULTS, FORWARD, KERNEL, OPTIMIZER, ORIGIN, PHASES,
+                         ROOF, SHAPES, TIME)
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model
 from fxroof.units import dtype_name
@@ -102,6 +102,7 @@ def node_record(node: fx.Node) -> dict:
         "bytes_read": cost.bytes_read, "bytes_written": cost.bytes_written, "bytes": moved,
         "intensity": cost.flops / moved if moved else None,
         "op_class": cost.op_class, "rule": cost.rule,
+        "faulted_bytes": node.meta.get(FAULTS),
         "time_s": timed,
         "achieved_flops_per_s": cost.flops / timed if timed else None,
         "achieved_bytes_per_s": moved / timed if timed else None,

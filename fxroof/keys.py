@@ -1,8 +1,8 @@
 """The names of what each pass writes, in one place: phases and ``node.meta`` keys.
 
 capture writes ORIGIN, SHAPES (every call node) and INPUT (placeholders); the cost pass writes
-COST; the timing pass TIME; the roofline pass ROOF. Later passes read what earlier ones wrote,
-the way torch.fx's ShapeProp writes ``meta["tensor_meta"]`` for the passes after it.
+COST; the page-fault pass FAULTS; the timing pass TIME; the roofline pass ROOF. Later passes
+read what earlier ones wrote, the way torch.fx's ShapeProp writes ``meta["tensor_meta"]`` for the passes after it.
 """
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 PHASES = (FORWARD, BACKWARD, OPTIMIZER)  # a training step's order
@@ -13,4 +13,5 @@ INPUT = "fxroof.input"    # capture, placeholders: InputKind(kind, label)
 COST = "fxroof.cost"      # cost pass: op_costs.Estimate (FLOP, bytes, rule, op class)
 TIME = "fxroof.time"      # timing pass: timers.Summary (seconds)
 ROOF = "fxroof.roof"      # roofline pass: roofline.NodeRoof on the chip placed on
+FAULTS = "fxroof.faults"  # page-fault pass: bytes the node's allocations fault in (int)
 KERNEL = "fxroof.kernel"  # compiled view: names of the ATen nodes a kernel holds

@@ -44,7 +44,7 @@ def _storages(value):
             yield StorageWeakRef(storage), storage.nbytes()
 
 
-def _resident(capture: Capture, seen: set) -> dict:
+def resident_storages(capture: Capture, seen: set) -> dict:
     """Bytes of the storages the step starts with, by placeholder kind (the loss's target
     counts as an input)."""
     resident = {"parameter": 0, "buffer": 0, "input": 0, "constant": 0, "optimizer_state": 0}
@@ -60,7 +60,7 @@ def _resident(capture: Capture, seen: set) -> dict:
     return resident
 
 
-class _Allocations:
+class Allocations:
     """Where in the schedule each new storage is allocated and last read, and its size."""
 
     def __init__(self, schedule: list, seen: set):
@@ -93,7 +93,7 @@ class _Allocations:
         return peak, peak_index
 
 
-def _returned(capture: Capture) -> set:
+def returned_storages(capture: Capture) -> set:
     """Storages the step hands back (outputs, saved tensors, gradients)."""
     kept = set()
     for graph in capture.graphs():
@@ -117,12 +117,17 @@ def _backward_reads(capture: Capture, allocated: dict) -> tuple[set, int]:
     return saved, gradients
 
 
+def step_schedule(capture: Capture) -> list:
+    """The eager order of a step's call nodes: forward, then backward, then optimizer."""
+    return [n for g in capture.graphs() for n in g.nodes if n.op == "call_function"]
+
+
 def memory_report(capture: Capture) -> MemoryReport:
     seen: set = set()
-    resident = _resident(capture, seen)
-    schedule = [n for g in capture.graphs() for n in g.nodes if n.op == "call_function"]
-    allocations = _Allocations(schedule, seen)
-    peak, peak_index = allocations.peak(len(schedule), _returned(capture))
+    resident = resident_storages(capture, seen)
+    schedule = step_schedule(capture)
+    allocations = Allocations(schedule, seen)
+    peak, peak_index = allocations.peak(len(schedule), returned_storages(capture))
     forward_count = sum(1 for n in capture.forward.nodes if n.op == "call_function")
     saved, gradients = _backward_reads(capture, allocations.at)
     return MemoryReport(

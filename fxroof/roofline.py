@@ -145,9 +145,16 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
     expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,
-                                 used, cal.fresh_bytes(record), *cal.layout_bytes(record)))
+                                 used, *_faults_and_reorders(record)))
     low, high = params.band
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated")
+
+
+def _faults_and_reorders(record: dict) -> tuple:
+    """(fresh, layout, layout_fresh) bytes for calibration.predict: the faults the step's
+    allocator replay gives the node (or the isolated node's), and its reorders' bytes."""
+    fresh, layout_fresh = cal.faulted_bytes(record)
+    return fresh, cal.layout_bytes(record)[0], layout_fresh
 
 
 def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:

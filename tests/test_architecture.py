@@ -29,7 +29,7 @@ LAYERS = [
     {"fxroof.errors", "fxroof.version", "fxroof.defaults"},
     {"fxroof.units", "fxroof.keys", "fxroof.suggest", "fxroof.timers", "fxroof.files",
      "fxroof.kernel", "fxroof.target",
-     "fxroof.calibration", "op_costs"},
+     "fxroof.calibration", "fxroof.heap", "op_costs"},
     {"fxroof.validate", "fxroof.device", "fxroof.target_dispatch"},
     # capture and the passes that annotate node.meta
     {"fxroof.scope", "fxroof.guard", "fxroof.rollups", "fxroof.chips"},
@@ -43,6 +43,7 @@ LAYERS = [
     {"fxroof.plots", "fxroof.interactive"},
     # the canonical artefact: plain data and views, with one-line conveniences over the above
     {"fxroof.graph"},
+    {"fxroof.page_faults"},
     {"fxroof.compile_backend"},
     {"fxroof.compiled"},
     {"fxroof.analysis"},

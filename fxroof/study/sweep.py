@@ -47,9 +47,10 @@ DEFAULT_MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "googlenet", "ince
 DEFAULT_BATCHES = {"cpu": [1, 8, 32, 64], "cuda": [1, 64, 256]}
 # What a cached result keeps of each node record: what the tables group by and what the
 # time model reads (calibration.RECORD_FIELDS). Cached records are versioned: results cached
-# with fewer fields (before version 2) are computed again rather than predicted short.
+# with fewer fields (before version 2; before 3, without the replayed page faults) are
+# computed again rather than predicted short.
 RECORD_KEYS = ("phase", "layer_type") + cal.RECORD_FIELDS
-RECORDS_VERSION = 2
+RECORDS_VERSION = 3
 
 
 @dataclass

@@ -1,0 +1,77 @@
+"""The page-fault pass: what each node of a step faults in, replayed through glibc's allocator.
+
+A CPU step that runs again and again frees and reallocates its activations every call, and
+the kernel zeroes and maps whatever pages the allocator takes anew (fxroof.heap). At batch 8
+this is a quarter to a half of an eager CNN's time on this project's CPU. The pass replays
+the step's allocations in eager order -- every new storage where its node runs, freed after
+its last reader (fxroof.memory's schedule: outputs the step returns live to its end), and
+the scratch buffers a kernel allocates and frees inside a node
+(calibration.scratch_events: oneDNN's blocked copies, the attention fast path's
+intermediates) -- through a model of the main arena, until it settles, and writes each
+node's faulted bytes to ``node.meta[FAULTS]``. The time model prices them at the device's
+first-touch rate (calibration.faulted_bytes).
+
+Parameters, buffers and inputs are allocated before the step and stay; memory returned by
+the step (the outputs, gradients) is taken as freed when the step ends, as a loop that drops
+them before the next call does. Not modelled: allocations smaller than a page that the
+kernels make, other threads' arenas, and an allocator other than glibc's (jemalloc or
+tcmalloc keep freed pages and fault far less).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from fxroof import calibration as cal, heap
+from fxroof.capture import Capture
+from fxroof.cost_pass import is_costed
+from fxroof.graph import node_record
+from fxroof.keys import FAULTS
+from fxroof.memory import (Allocations, resident_storages, returned_storages,
+                           step_schedule)
+
+
+def step_events(capture: Capture) -> tuple[list, dict]:
+    """(allocator events of one step, the call node each allocation belongs to)."""
+    seen: set = set()
+    resident_storages(capture, seen)
+    schedule = step_schedule(capture)
+    allocations = Allocations(schedule, seen)
+    kept = returned_storages(capture)
+    allocated_at, freed_after = defaultdict(list), defaultdict(list)
+    for ref, index in allocations.at.items():
+        allocated_at[index].append(ref)
+        if ref not in kept:
+            freed_after[allocations.last_use[ref]].append(ref)
+    events, owner = [], {}
+    for index, node in enumerate(schedule):
+        live = []
+        for kind, i, *size in _scratch(node):  # keyed by node and buffer number
+            key = (node.name, i)
+            events.append((kind, key, *size))
+            if kind == "alloc":
+                owner[key] = node
+                live.append(key)
+            else:
+                live.remove(key)
+        for ref in allocated_at[index]:
+            events.append(("alloc", ref, allocations.size[ref]))
+            owner[ref] = node
+        events.extend(("free", key) for key in live)
+        events.extend(("free", ref) for ref in freed_after[index])
+    events.extend(("free", ref) for ref in allocations.at if ref in kept)
+    return events, owner
+
+
+def _scratch(node) -> list[tuple]:
+    return cal.scratch_events(node_record(node)) if is_costed(node) else []
+
+
+def annotate_faults(capture: Capture) -> None:
+    """Write the bytes each call node faults in, in the steady state of a process that runs
+    this step again and again, to ``node.meta[FAULTS]`` (0 where nothing faults)."""
+    events, owner = step_events(capture)
+    faulted = defaultdict(int)
+    for key, nbytes in heap.steady_faults(events).items():
+        faulted[owner[key]] += nbytes
+    for node in step_schedule(capture):
+        node.meta[FAULTS] = faulted[node]
