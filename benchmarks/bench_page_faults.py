@@ -1,0 +1,108 @@
+"""Replayed page faults (fxroof.page_faults) against the kernel's count, on this CPU.
+
+    python benchmarks/bench_page_faults.py [--models ...] [--batch 1 8 32] [--json r.json]
+
+For every (model, batch): an eager inference forward of the torchvision model runs in
+``--processes`` processes of its own (the steady state a user's loop reaches: five calls,
+the mean minor-fault count of calls 3-5 from getrusage, times 4096-byte pages; the median
+over the processes, and their range: the count differs from one process to the next, e.g.
+mobilenet_v2 b8 183-335 MB over five), and fxroof's analysis of the same
+forward gives the bytes its allocator replay faults in and those the isolated-node rule
+(outputs and reorder buffers of 32 MiB or more) gives. Prints a line per point and, per
+batch, the totals and the median absolute error of each; results in benchmarks/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks import script_main  # noqa: E402
+
+from fxroof import analyze, calibration as cal  # noqa: E402
+from fxroof.files import atomic  # noqa: E402
+from fxroof.study import DEFAULT_MODELS  # noqa: E402
+
+# Runs in a fresh interpreter: the model's forward five times, the faults of each call.
+CHILD = """
+import json, resource, sys, warnings
+warnings.filterwarnings("ignore")
+import torch
+from fxroof.models import build_model, default_inputs
+model, batch = sys.argv[1], int(sys.argv[2])
+module = build_model(model, device="cpu").eval()
+(args, kwargs) = default_inputs(model, module, batch, None)
+args = [torch.randn(a.shape) for a in args]
+faults = []
+with torch.inference_mode():
+    for _ in range(5):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        module(*args, **kwargs)
+        faults.append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * 4096)
+print(json.dumps(faults))
+"""
+
+
+def measured_faults(model: str, batch: int, processes: int) -> list[float]:
+    """Bytes of minor faults per forward in the steady state of each of ``processes`` fresh
+    processes."""
+    found = []
+    for _ in range(processes):
+        done = subprocess.run([sys.executable, "-c", CHILD, model, str(batch)], cwd=ROOT,
+                              capture_output=True, text=True, check=True)
+        per_call = json.loads(done.stdout.strip().splitlines()[-1])
+        found.append(statistics.mean(per_call[2:]))
+    return found
+
+
+def predicted_faults(model: str, batch: int) -> tuple[float, float]:
+    """(replayed, rule) bytes faulted per forward, from the analysis."""
+    records = analyze(model, batch=batch).records()
+    replayed = sum(r["faulted_bytes"] for r in records)
+    rule = sum(cal.fresh_bytes(r) + cal.layout_bytes(r)[1] for r in records)
+    return replayed, rule
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
+    parser.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32])
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--json", help="write the points here")
+    args = parser.parse_args()
+    points = []
+    for batch in args.batch:
+        for model in args.models:
+            each = measured_faults(model, batch, args.processes)
+            measured = statistics.median(each)
+            replayed, rule = predicted_faults(model, batch)
+            points.append({"model": model, "batch": batch, "measured_bytes": measured,
+                           "measured_range": [min(each), max(each)],
+                           "replayed_bytes": replayed, "rule_bytes": rule})
+            print(f"{model:20s} b{batch:<3d} measured {measured / 1e6:9.1f} MB "
+                  f"({min(each) / 1e6:.0f}-{max(each) / 1e6:.0f})   replayed "
+                  f"{replayed / 1e6:9.1f} MB   rule {rule / 1e6:9.1f} MB", flush=True)
+    for batch in args.batch:
+        found = [p for p in points if p["batch"] == batch]
+        totals = {k: sum(p[k] for p in found) / 1e6
+                  for k in ("measured_bytes", "replayed_bytes", "rule_bytes")}
+        errors = {k: statistics.median(abs(p[k] - p["measured_bytes"]) for p in found) / 1e6
+                  for k in ("replayed_bytes", "rule_bytes")}
+        print(f"b{batch}: measured {totals['measured_bytes']:.0f} MB, replayed "
+              f"{totals['replayed_bytes']:.0f} MB, rule {totals['rule_bytes']:.0f} MB; median "
+              f"|error| replayed {errors['replayed_bytes']:.1f} MB, rule "
+              f"{errors['rule_bytes']:.1f} MB")
+    if args.json:
+        with atomic(args.json) as f:
+            json.dump(points, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    script_main(main, __file__)
