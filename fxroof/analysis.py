@@ -91,7 +91,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         module.train(mode == "train")
         capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
                             backward, training)
-    _annotate(capture, rules)
+    _annotate(capture, rules, target)
     info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,
                        backward, training)
     g = AnnotatedGraph(capture, info, memory_report(capture),
@@ -99,11 +99,11 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype) if compiled else g
 
 
-def _annotate(capture, rules) -> None:
+def _annotate(capture, rules, target: Target) -> None:
     """The passes that need no device: costs per node, then the step's page faults."""
     for graph in capture.graphs():
         annotate_costs(graph, rules)
-    annotate_faults(capture)
+    annotate_faults(capture, target)
 
 
 def _source(module, spec, fake_inputs, hf_config) -> Source:

@@ -191,11 +191,10 @@ def layout_bytes(record: dict) -> tuple[int, int]:
     return 2 * record["bytes"], fresh
 
 
-def scratch_events(record: dict) -> list[tuple]:
-    """The buffers a CPU kernel allocates and frees inside one node, beyond its outputs, as
-    allocator events in their order -- ("alloc", i, bytes), or ("free", i) for one freed
-    early -- before the node's output is allocated; those still live then are freed after
-    it. What fxroof.page_faults replays through the allocator:
+def scratch_buffers(record: dict) -> list[int]:
+    """Sizes (bytes) of the buffers a CPU kernel allocates inside one node before its output
+    and frees after it -- what fxroof.page_faults replays through the allocator besides the
+    node's outputs:
     * an NCHW convolution: oneDNN's blocked copies of its input, weights and output
       (layout_bytes's reorders);
     * a channels-last convolution: the blocked copy of its weights;
@@ -215,7 +214,7 @@ def scratch_events(record: dict) -> list[tuple]:
         sizes = [record.get("bytes_read", 0), record.get("bytes_written", 0)]
     else:
         sizes = []
-    return [("alloc", i, size) for i, size in enumerate(sizes) if size > 0]
+    return [size for size in sizes if size > 0]
 
 
 def faulted_bytes(record: dict) -> tuple[float, float]:

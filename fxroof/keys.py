@@ -2,7 +2,8 @@
 
 capture writes ORIGIN, SHAPES (every call node) and INPUT (placeholders); the cost pass writes
 COST; the page-fault pass FAULTS; the timing pass TIME; the roofline pass ROOF. Later passes
-read what earlier ones wrote, the way torch.fx's ShapeProp writes ``meta["tensor_meta"]`` for the passes after it.
+read what earlier ones wrote, the way torch.fx's ShapeProp writes ``meta["tensor_meta"]``
+for the passes after it.
 """
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 PHASES = (FORWARD, BACKWARD, OPTIMIZER)  # a training step's order
@@ -13,5 +14,5 @@ INPUT = "fxroof.input"    # capture, placeholders: InputKind(kind, label)
 COST = "fxroof.cost"      # cost pass: op_costs.Estimate (FLOP, bytes, rule, op class)
 TIME = "fxroof.time"      # timing pass: timers.Summary (seconds)
 ROOF = "fxroof.roof"      # roofline pass: roofline.NodeRoof on the chip placed on
-FAULTS = "fxroof.faults"  # page-fault pass: bytes the node's allocations fault in (int)
+FAULTS = "fxroof.faults"  # page-fault pass: bytes the node's allocations fault in (int; None on CUDA)
 KERNEL = "fxroof.kernel"  # compiled view: names of the ATen nodes a kernel holds

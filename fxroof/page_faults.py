@@ -6,9 +6,8 @@ this is a quarter to a half of an eager CNN's time on this project's CPU. The pa
 the step's allocations in eager order -- every new storage where its node runs, freed after
 its last reader (fxroof.memory's schedule: outputs the step returns live to its end), and
 the scratch buffers a kernel allocates and frees inside a node
-(calibration.scratch_events: oneDNN's blocked copies, the attention fast path's
-intermediates) -- through a model of the main arena, until it settles, and writes each
-node's faulted bytes to ``node.meta[FAULTS]``. The time model prices them at the device's
+(calibration.scratch_buffers: oneDNN's blocked copies) -- through a model of the main
+arena, until it settles, and writes each node's faulted bytes to ``node.meta[FAULTS]``. The time model prices them at the device's
 first-touch rate (calibration.faulted_bytes).
 
 Parameters, buffers and inputs are allocated before the step and stay; memory returned by
@@ -28,6 +27,7 @@ from fxroof.graph import node_record
 from fxroof.keys import FAULTS
 from fxroof.memory import (Allocations, resident_storages, returned_storages,
                            step_schedule)
+from fxroof.target import Target
 
 
 def step_events(capture: Capture) -> tuple[list, dict]:
@@ -44,31 +44,31 @@ def step_events(capture: Capture) -> tuple[list, dict]:
             freed_after[allocations.last_use[ref]].append(ref)
     events, owner = [], {}
     for index, node in enumerate(schedule):
-        live = []
-        for kind, i, *size in _scratch(node):  # keyed by node and buffer number
-            key = (node.name, i)
-            events.append((kind, key, *size))
-            if kind == "alloc":
-                owner[key] = node
-                live.append(key)
-            else:
-                live.remove(key)
-        for ref in allocated_at[index]:
-            events.append(("alloc", ref, allocations.size[ref]))
-            owner[ref] = node
-        events.extend(("free", key) for key in live)
+        # keyed by the node itself: forward and backward graphs may reuse a node's name
+        sizes = _scratch(node)
+        scratch = [(node, i) for i in range(len(sizes))]
+        events.extend(("alloc", key, size) for key, size in zip(scratch, sizes))
+        for key in scratch + allocated_at[index]:
+            owner[key] = node
+        events.extend(("alloc", ref, allocations.size[ref]) for ref in allocated_at[index])
+        events.extend(("free", key) for key in scratch)
         events.extend(("free", ref) for ref in freed_after[index])
     events.extend(("free", ref) for ref in allocations.at if ref in kept)
     return events, owner
 
 
-def _scratch(node) -> list[tuple]:
-    return cal.scratch_events(node_record(node)) if is_costed(node) else []
+def _scratch(node) -> list[int]:
+    return cal.scratch_buffers(node_record(node)) if is_costed(node) else []
 
 
-def annotate_faults(capture: Capture) -> None:
+def annotate_faults(capture: Capture, target: Target) -> None:
     """Write the bytes each call node faults in, in the steady state of a process that runs
-    this step again and again, to ``node.meta[FAULTS]`` (0 where nothing faults)."""
+    this step again and again, to ``node.meta[FAULTS]`` (0 where nothing faults; None on a
+    CUDA target, whose caching allocator keeps its memory)."""
+    if target.is_cuda:
+        for node in step_schedule(capture):
+            node.meta[FAULTS] = None
+        return
     events, owner = step_events(capture)
     faulted = defaultdict(int)
     for key, nbytes in heap.steady_faults(events).items():

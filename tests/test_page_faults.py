@@ -76,8 +76,26 @@ def test_an_nchw_convolution_replays_oneDNN_blocked_copies():
     record = next(r for r in analyze(conv, torch.empty(2, 16, 8, 8)).records()
                   if r["op"] == "convolution")
     x, w, y = 4 * 2 * 16 * 8 * 8, 4 * 32 * 16 * 3 * 3, 4 * 2 * 32 * 8 * 8
-    assert cal.scratch_events(record) == [("alloc", 0, x), ("alloc", 1, w), ("alloc", 2, y)]
-    assert cal.scratch_events({**record, "layout": "channels_last"}) == [("alloc", 0, w)]
+    assert cal.scratch_buffers(record) == [x, w, y]
+    assert cal.scratch_buffers({**record, "layout": "channels_last"}) == [w]
+
+
+def test_a_training_step_allocates_each_key_once():
+    # forward, backward and optimizer graphs name their nodes independently (a training
+    # step's graphs share names such as "getitem"): each allocation must be its own event
+    from fxroof.page_faults import step_events
+
+    g = analyze(nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3)),
+                torch.empty(2, 3, 16, 16), optimizer="adam")
+    events, owner = step_events(g.capture)
+    allocated = [e[1] for e in events if e[0] == "alloc"]
+    assert len(allocated) == len(set(allocated))
+    assert all(e[1] in owner for e in events if e[0] == "alloc")
+
+
+def test_a_cuda_target_records_no_faults():
+    g = analyze(_MulRelu(), torch.empty(MIB // 4), device="cuda")
+    assert {r["faulted_bytes"] for r in g.records()} == {None}
 
 
 def _cpu_chip():
