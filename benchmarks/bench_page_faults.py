@@ -1,6 +1,7 @@
 """Replayed page faults (fxroof.page_faults) against the kernel's count, on this CPU.
 
-    python benchmarks/bench_page_faults.py [--models ...] [--batch 1 8 32] [--json r.json]
+    python benchmarks/bench_page_faults.py [--models ...] [--batch 1 8 32] [--processes 3]
+                                           [--json r.json [--force]]
 
 For every (model, batch): an eager inference forward of the torchvision model runs in
 ``--processes`` processes of its own (the steady state a user's loop reaches: five calls,
@@ -26,7 +27,8 @@ sys.path.insert(0, ROOT)
 from benchmarks import script_main  # noqa: E402
 
 from fxroof import analyze, calibration as cal  # noqa: E402
-from fxroof.files import atomic  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
+from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.study import DEFAULT_MODELS  # noqa: E402
 
 # Runs in a fresh interpreter: the model's forward five times, the faults of each call.
@@ -55,7 +57,11 @@ def measured_faults(model: str, batch: int, processes: int) -> list[float]:
     found = []
     for _ in range(processes):
         done = subprocess.run([sys.executable, "-c", CHILD, model, str(batch)], cwd=ROOT,
-                              capture_output=True, text=True, check=True)
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise FxroofError(f"measuring {model} at batch {batch} failed in its own process "
+                              f"({last}); check that it runs eagerly on this machine.")
         per_call = json.loads(done.stdout.strip().splitlines()[-1])
         found.append(statistics.mean(per_call[2:]))
     return found
@@ -75,13 +81,18 @@ def main() -> int:
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32])
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--json", help="write the points here")
+    parser.add_argument("--force", action="store_true", help="overwrite --json if it exists")
     args = parser.parse_args()
+    if args.processes < 1:
+        parser.error("--processes must be 1 or more")
+    if args.json:
+        check_writable(args.json, overwrite=args.force)  # before minutes of measuring
     points = []
     for batch in args.batch:
         for model in args.models:
+            replayed, rule = predicted_faults(model, batch)  # first: names a bad model clearly
             each = measured_faults(model, batch, args.processes)
             measured = statistics.median(each)
-            replayed, rule = predicted_faults(model, batch)
             points.append({"model": model, "batch": batch, "measured_bytes": measured,
                            "measured_range": [min(each), max(each)],
                            "replayed_bytes": replayed, "rule_bytes": rule})
@@ -99,8 +110,7 @@ def main() -> int:
               f"|error| replayed {errors['replayed_bytes']:.1f} MB, rule "
               f"{errors['rule_bytes']:.1f} MB")
     if args.json:
-        with atomic(args.json) as f:
-            json.dump(points, f, indent=1)
+        write_json(args.json, points, overwrite=args.force)
     return 0
 
 
