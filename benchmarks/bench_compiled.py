@@ -1,6 +1,6 @@
 """Eager vs compiled on this CPU: what the compiled view predicts, and what torch.compile does.
 
-    python benchmarks/bench_compiled.py [--models ...] [--batch 1 8] [--repeats 10]
+    python benchmarks/bench_compiled.py [--models ...] [--batch 1 8] [--repeats 10] [--freeze]
                                         [--chip this-cpu] [--json r.json] [--measured r0.json]
 
 For every (model, batch): the eager analysis and the compiled view (fxroof.compiled) give the
@@ -9,6 +9,8 @@ is then run for real, eager and through torch.compile (Inductor's C++ backend, a
 compile and a warm-up), and the medians compared. Reported per batch: compiled / eager bytes,
 the predicted and the measured speed-up (eager / compiled time), and Spearman rho between the
 two over the models (issue 17's goal: rho >= 0.9, compiled bytes <= eager bytes).
+--freeze compiles both the view and the measured model with Inductor's freezing
+(torch._inductor.config.freezing = True, its CPU inference recipe).
 The chip is this machine's (`fxroof chips measure --full`, run first if --chip names none
 saved or one without the torch.compile probes).
 Measure on an idle machine: every model is compiled for real (about 20 s each on 2 cores).
@@ -24,6 +26,7 @@ import time
 
 import torch
 from scipy.stats import spearmanr
+from torch._inductor import config as inductor_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -57,29 +60,32 @@ def median_latencies(fns: dict, x, repeats: int) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def measure(model: str, batch: int, repeats: int) -> dict:
-    """Measured seconds per call, eager and compiled."""
+def measure(model: str, batch: int, repeats: int, freeze: bool = False) -> dict:
+    """Measured seconds per call, eager and compiled (frozen: with Inductor's freezing, which
+    applies when the compile runs, at the first call, under no_grad)."""
     module = build_model(model, device="cpu").eval()
     x = torch.randn(default_input_shape(model, module, batch))
     torch._dynamo.reset()
-    measured = median_latencies({"eager": module, "compiled": torch.compile(module)}, x, repeats)
+    with inductor_config.patch(freezing=freeze):
+        measured = median_latencies({"eager": module, "compiled": torch.compile(module)}, x,
+                                    repeats)
     torch._dynamo.reset()
     return measured
 
 
-def row(model: str, batch: int, chip, repeats: int, measured=None) -> dict:
+def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False) -> dict:
     """One (model, batch): bytes and predicted times of both views, and the measured ones
     (``measured``: {"eager": s, "compiled": s} of an earlier run, to predict again only)."""
     eager = fxroof.analyze(model, batch=batch)
-    compiled = fxroof.analyze(model, batch=batch, compiled=True)
-    measured = measured or measure(model, batch, repeats)
+    compiled = fxroof.analyze(model, batch=batch, compiled=True, freeze=freeze)
+    measured = measured or measure(model, batch, repeats, freeze)
     eager_s, compiled_s = measured["eager"], measured["compiled"]
     predicted = {view: predict(g.records(), chip)["overall"]["predicted_s"]
                  for view, g in (("eager", eager), ("compiled", compiled))}
     bytes_ = {view: g.totals()["overall"]["bytes"]
               for view, g in (("eager", eager), ("compiled", compiled))}
     copies = sum(r["bytes"] for r in compiled.records() if r["op"] == "copy")
-    return {"model": model, "batch": batch, "eager_bytes": bytes_["eager"],
+    return {"model": model, "batch": batch, "frozen": freeze, "eager_bytes": bytes_["eager"],
             "compiled_bytes": bytes_["compiled"], "layout_copy_bytes": copies,
             "kernels": len(compiled.records()), "aten_nodes": len(eager.records()),
             "predicted_eager_s": predicted["eager"], "predicted_compiled_s": predicted["compiled"],
@@ -112,16 +118,24 @@ def _chip(chip_id: str):
     return chips[chip_id]
 
 
-def _earlier(path: str) -> dict:
-    """{(model, batch): {"eager": s, "compiled": s}} of an earlier run's --json."""
+def _earlier(path: str, freeze: bool) -> dict:
+    """{(model, batch): {"eager": s, "compiled": s}} of an earlier run's --json, measured
+    frozen or not as this run asks."""
     try:
         with open(path) as f:
             rows = json.load(f)["rows"]
-        return {(r["model"], r["batch"]): {"eager": r["measured_eager_s"],
-                                           "compiled": r["measured_compiled_s"]} for r in rows}
+        earlier = {(r["model"], r["batch"]): {"eager": r["measured_eager_s"],
+                                              "compiled": r["measured_compiled_s"]}
+                   for r in rows}
+        frozen = {bool(r.get("frozen", False)) for r in rows}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"--measured {path}: not a bench_compiled --json ({e}). Pass the "
                          "file an earlier `bench_compiled.py --json` wrote.") from None
+    if frozen and frozen != {freeze}:
+        raise SystemExit(f"--measured {path} was measured {'with' if not freeze else 'without'}"
+                         f" freezing; predict it again {'with' if not freeze else 'without'} "
+                         "--freeze.")
+    return earlier
 
 
 def main() -> int:
@@ -129,6 +143,8 @@ def main() -> int:
     p.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
     p.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--freeze", action="store_true",
+                   help="compile with Inductor's freezing, the view and the measured model")
     p.add_argument("--chip", default="this-cpu")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--measured", metavar="PATH",
@@ -137,14 +153,14 @@ def main() -> int:
     args = p.parse_args()
     if args.json:
         check_writable(args.json, overwrite=True)
-    earlier = _earlier(args.measured) if args.measured else {}
+    earlier = _earlier(args.measured, args.freeze) if args.measured else {}
     chip, rows = _chip(args.chip), []
     for model in args.models:
         for batch in args.batch:
             if args.measured and (model, batch) not in earlier:
                 print(f"{model} b{batch}: not in {args.measured}, skipped", file=sys.stderr)
                 continue
-            r = row(model, batch, chip, args.repeats, earlier.get((model, batch)))
+            r = row(model, batch, chip, args.repeats, earlier.get((model, batch)), args.freeze)
             rows.append(r)
             print(f"{model} b{batch}: bytes compiled/eager "
                   f"{r['compiled_bytes'] / r['eager_bytes']:.2f}, speed-up predicted "

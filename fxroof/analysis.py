@@ -45,7 +45,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
             hf_config: Optional[dict] = None, rules: Optional[dict] = None,
             compiled: bool = False, loss=None, optimizer: Optional[str] = None,
             optimizer_impl: Optional[str] = None, amp: Optional[str] = None,
-            chip=None, memory_format: Optional[str] = None) -> AnnotatedGraph:
+            chip=None, memory_format: Optional[str] = None, freeze: bool = False) -> AnnotatedGraph:
     """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
 
     model: an nn.Module, a torchvision model name, 'hf:<model_type>' (a transformers model
@@ -61,7 +61,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     rules: cost rules replacing the registry's for this analysis, keyed by ATen op or packet
         (``{torch.ops.aten.mm: my_rule}``, FlopCounterMode's ``custom_mapping``); a rule is
         called like op_costs' rules and returns an ``op_costs.Cost``.
-    compiled: return the compiled view: Inductor's kernels as nodes (fxroof.compiled).
+    compiled: the compiled view, Inductor's kernels as nodes; freeze: with its freezing.
     device: the target: 'cpu', or 'cuda', recorded without a GPU (fxroof.target); ``chip``
         (a Chip or id) gives its compute capability, and a GPU chip implies 'cuda'.
     loss: 'auto', 'cross_entropy', 'lm', 'package.module:function' or a callable of the
@@ -77,7 +77,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     backward = backward or training.needs_backward
     module = build_model(spec, hf_config=hf_config) if spec else ensure_module(model)
     dtype = parse_dtype(dtype)
-    mode = _mode(mode, backward)
+    mode = _checked_mode(mode, backward, compiled, freeze)
     inputs, kwargs = _example_inputs(spec, module, inputs, kwargs, input_shapes, batch,
                                      seq_len, dtype)
     kwargs = training.model_kwargs(kwargs)
@@ -92,11 +92,24 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
                             backward, training)
     _annotate(capture, rules, target)
-    info = _model_info(name or spec or type(module).__name__, fake_inputs, params, dtype, mode,
-                       backward, training)
-    g = AnnotatedGraph(capture, info, memory_report(capture),
-                       _source(module, spec, fake_inputs, hf_config))
-    return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype) if compiled else g
+    g = AnnotatedGraph(capture, _model_info(name or spec or type(module).__name__, fake_inputs,
+                                            params, dtype, mode, backward, training),
+                       memory_report(capture), _source(module, spec, fake_inputs, hf_config))
+    return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype, freeze) if compiled else g
+
+
+def _checked_mode(mode: Optional[str], backward: bool, compiled: bool, freeze: bool) -> str:
+    """The step's mode, once freezing (which needs an inference step) is known to fit it."""
+    mode = _mode(mode, backward)
+    if freeze and not compiled:
+        raise UsageError("Freezing applies to the compiled view: pass compiled=True "
+                         "(--compiled) with freeze=True (--freeze).")
+    if freeze and (backward or mode == "train"):
+        raise UsageError("Freezing compiles an inference model: its weights become constants, "
+                         "so there is no backward and batch norms use their running "
+                         "statistics. Analyse the frozen view in eval mode without backward, "
+                         "or the training step without freezing.")
+    return mode
 
 
 def _annotate(capture, rules, target: Target) -> None:
@@ -113,7 +126,8 @@ def _source(module, spec, fake_inputs, hf_config) -> Source:
                    for x in leaves], hf_config)
 
 
-def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype) -> AnnotatedGraph:
+def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype,
+              freeze: bool) -> AnnotatedGraph:
     """The compiled view of an analysis, lowered from a copy of the model with real weights
     (Dynamo runs each region once to find it; Inductor's kernels are scheduled, not run)."""
     step = [f"--{flag} ({value})" for flag, value in (("loss", eager.model.loss),
@@ -142,7 +156,7 @@ def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype) -> Annot
         torch.Tensor, lambda t: random_like(t.shape, t.dtype, "cpu"), fake_inputs)
     with preserved(module), silenced():
         module.train(mode == "train")
-        return compiled_view(eager, module, args, kwargs)
+        return compiled_view(eager, module, args, kwargs, freeze)
 
 
 class _Fakes:

@@ -160,6 +160,13 @@ def fresh_bytes(record: dict) -> int:
 # the result back, unless the tensors are channels-last already -- and a channels-last
 # convolution, which still reorders its weights (layout_bytes).
 REORDERED_CLASSES = ("conv", "conv_bwd", "conv_cl")
+# oneDNN calls whose weights were reordered once, when Inductor froze the model
+# (op_costs.onednn): channels-last convolutions with no per-call weight reorder
+PREPACKED_OPS = ("_convolution_pointwise", "_convolution_transpose_pointwise")
+
+
+def prepacked(record: dict) -> bool:
+    return record["op"].startswith(PREPACKED_OPS)
 
 
 def layout_bytes(record: dict) -> tuple[int, int]:
@@ -176,10 +183,11 @@ def layout_bytes(record: dict) -> tuple[int, int]:
       its weights are reordered from OHWI to a blocked layout on every call (Acdb32a, for
       2.4 MB of 256 x 256 x 3 x 3 weights, 0.5-1 ms on this project's CPU) -- twice its
       weight bytes (conv_weight_bytes), which at batch 1 are most of what it reads.
-    (0, 0) for every other node, and for a channels-last backward (its weight reorders are
-    left to its fitted rates: no probe separates them)."""
+    (0, 0) for every other node, for a prepacked convolution of a frozen compiled view (its
+    weights were reordered at compile time), and for a channels-last backward (its weight
+    reorders are left to its fitted rates: no probe separates them)."""
     op_class = op_class_of(record)
-    if op_class not in REORDERED_CLASSES:
+    if op_class not in REORDERED_CLASSES or prepacked(record):
         return 0, 0
     if op_class == "conv_cl":
         weights = conv_weight_bytes(record)
@@ -197,7 +205,7 @@ def scratch_buffers(record: dict) -> list[int]:
     node's outputs:
     * an NCHW convolution: oneDNN's blocked copies of its input, weights and output
       (layout_bytes's reorders);
-    * a channels-last convolution: the blocked copy of its weights;
+    * a channels-last convolution: the blocked copy of its weights (none where prepacked);
     * an NCHW convolution backward: its operands and results, each side taken as one buffer.
     Not the attention fast path's intermediates (qkv, scores, softmax, context): replayed
     with the sizes op_costs.attention counts they fault 2-9x what vit_b_16 measures, so
@@ -208,7 +216,7 @@ def scratch_buffers(record: dict) -> list[int]:
     if op_class == "conv":
         weights = conv_weight_bytes(record)
         sizes = [record.get("bytes_read", 0) - weights, weights, record.get("bytes_written", 0)]
-    elif op_class == "conv_cl":
+    elif op_class == "conv_cl" and not prepacked(record):
         sizes = [conv_weight_bytes(record)]
     elif op_class == "conv_bwd" and record.get("layout") != "channels_last":
         sizes = [record.get("bytes_read", 0), record.get("bytes_written", 0)]

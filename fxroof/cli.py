@@ -95,6 +95,11 @@ def _compiled_argument(p: argparse.ArgumentParser) -> None:
                    help="the compiled view: the kernels torch.compile's Inductor would run "
                         "(fused kernels and extern GEMM/convolution calls), each with the ATen "
                         "nodes it holds, its FLOPs and the bytes of its buffers; CPU target")
+    p.add_argument("--freeze", action="store_true",
+                   help="with --compiled, inference only: compile with Inductor's freezing "
+                        "(torch._inductor.config.freezing = True), its CPU inference recipe: "
+                        "weights constant, batch norms folded, oneDNN weights prepacked once "
+                        "instead of converted on every call")
 
 
 def _top_argument(p: argparse.ArgumentParser) -> None:

@@ -40,7 +40,8 @@ def _analyze(args):
     return analyze(args.model, backward=args.backward, mode=args.mode, dtype=args.dtype,
                    input_shapes=shapes, batch=args.batch, seq_len=args.seq_len,
                    hf_config=parse_overrides(args.hf_config),
-                   compiled=getattr(args, "compiled", False), device=args.device,
+                   compiled=getattr(args, "compiled", False),
+                   freeze=getattr(args, "freeze", False), device=args.device,
                    chip=_target_chip(args), loss=args.loss, optimizer=args.optimizer,
                    optimizer_impl=args.optimizer_impl, amp=args.amp,
                    memory_format=args.memory_format)

@@ -68,7 +68,7 @@ def module_path(dynamo_name: str) -> str:
     return re.sub(r"\[['\"]?([^\]'\"]+)['\"]?\]", r".\1", name).strip(".")
 
 
-def _scope(stack: Optional[dict], op) -> tuple[str, str]:
+def module_scope(stack: Optional[dict], op) -> tuple[str, str]:
     """(module path, layer type) from an nn_module_stack: the innermost module, as in scope.py."""
     if not stack:
         return "", op_family(op)
@@ -90,7 +90,7 @@ def annotate_region(fw: fx.Graph, bw: Optional[fx.Graph], is_param: list[bool]) 
             node.meta[INPUT] = InputKind(kind, str(primal))
             primal += 1
         elif node.op == "call_function":
-            path, layer = _scope(node.meta.get("nn_module_stack"), node.target)
+            path, layer = module_scope(node.meta.get("nn_module_stack"), node.target)
             node.meta[ORIGIN] = Origin(FORWARD, path, layer, None)
             if is_costed(node) and "seq_nr" in node.meta:
                 first_by_seq.setdefault(node.meta["seq_nr"], node)

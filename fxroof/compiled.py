@@ -17,12 +17,24 @@ How it is read (checked with torch 2.14.1; Inductor's scheduler is internal API)
    convolution from a library, a fallback op) costs what its ATen op costs in the eager graph.
    The kernel's module and layer type are those of its costliest ATen node.
 
+Frozen (``freeze=True``, inference only): Inductor compiles with
+``torch._inductor.config.freezing = True``, as its CPU inference recipe advises. Weights become
+constants: batch norms are folded into the convolutions before them, every weight is
+reordered once into oneDNN's blocked layout at compile time (not converted per call), and
+Inductor's CPU pattern matcher swaps each convolution or linear layer and the activation or
+residual add after it for one prepacked oneDNN/MKL call (``mkldnn._convolution_pointwise``,
+``mkl._mkl_linear``, ...). Such a call replaces its ATen nodes in the lowered graph, so it is
+priced by its own cost rule (op_costs.onednn) on the arguments Inductor passes it -- read
+off the kernel's IR, its constant weights included, which the scheduler's buffer count
+leaves out -- and attributed to the module of the convolution or linear layer it fuses.
+
 What is not modelled: CUDA graphs, autotuning choices (Triton GEMM templates vs cuBLAS), the
 C++/Triton code itself. Memory (peak, activations) is the eager analysis's.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Optional
 
 import torch
@@ -34,14 +46,15 @@ from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor.compile_fx import compile_fx
 
 from fxroof.capture import Capture, Origin
-from fxroof.compile_backend import annotate_region
+from fxroof.compile_backend import annotate_region, module_scope
 from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo
 from fxroof.kernel import Kernel
 from fxroof.keys import BACKWARD, COST, FORWARD, KERNEL, ORIGIN, SHAPES
 from fxroof.scope import op_family
-from op_costs import Estimate, TensorMeta
+import op_costs
+from op_costs import MATRIX, Estimate, TensorMeta
 
 
 class _Probe:
@@ -53,7 +66,7 @@ class _Probe:
         self.kernels: list[list[dict]] = []
 
     @contextlib.contextmanager
-    def attached(self):
+    def attached(self, freeze: bool = False):
         run, codegen = inductor_graph.GraphLowering.run, inductor_scheduler.Scheduler._codegen
         probe = self
 
@@ -67,9 +80,9 @@ class _Probe:
         inductor_graph.GraphLowering.run = recording_run
         inductor_scheduler.Scheduler._codegen = recording_codegen
         try:
-            # torch.compile's defaults otherwise: no freezing (with it, Inductor's CPU pattern
-            # matcher swaps ATen ops for oneDNN/MKL calls that have no ATen cost rule)
-            with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False), \
+            # torch.compile's defaults otherwise, freezing included unless asked for
+            with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False,
+                                       freezing=freeze), \
                     functorch_config.patch(force_non_lazy_backward_lowering=True):
                 yield self
         finally:
@@ -89,6 +102,7 @@ def _kernel_record(node) -> dict:
     return {"extern": extern,
             "op": getattr(ir, "op_overload", None) if extern else None,
             "stride": _stride(ir) if extern else None,
+            "call": _ir_call(ir) if extern else None,
             "origins": sorted({o.name for n in node.get_nodes() if n.node is not None
                                for o in n.node.get_origins()}),
             "bytes_read": int(node.get_read_write_buffers_sizes_impl(True, False)),
@@ -101,6 +115,38 @@ def _stride(ir) -> Optional[tuple]:
     try:
         return tuple(int(s) for s in ir.get_layout().stride)
     except Exception:  # no fixed layout (multi-output, symbolic strides)
+        return None
+
+
+def _ir_meta(buffer) -> TensorMeta:
+    if type(buffer).__name__ == "ConstantBuffer":
+        # a frozen weight prepacked into oneDNN's blocked layout shows strides (1, 0, 0, 0):
+        # the layout is opaque, yet every element is stored and read
+        return TensorMeta.contiguous(tuple(int(n) for n in buffer.get_size()),
+                                     buffer.get_dtype())
+    return TensorMeta(tuple(int(n) for n in buffer.get_size()),
+                      tuple(int(n) for n in buffer.get_stride()), buffer.get_dtype())
+
+
+def _ir_call(ir) -> Optional[tuple]:
+    """(arguments, output) of an extern kernel as a cost rule takes them, read off its IR:
+    Inductor keeps a call's tensors in ``inputs`` and the rest in ``constant_args``, in its
+    schema's order (a missing bias is a leading None among the constants; mkldnn_ir.py), and
+    an in-place call's output is its first input. None where the IR does not read so
+    (symbolic sizes, an op taking keyword arguments)."""
+    try:
+        if getattr(ir, "op_overload", None) is None or getattr(ir, "kwargs", None):
+            return None
+        args = tuple(_ir_meta(i) for i in ir.inputs) + tuple(ir.constant_args)
+        outputs = getattr(ir, "outputs", None)
+        if outputs:
+            out = _ir_meta(outputs[0])
+        elif type(ir.layout).__name__ == "NoneLayout":
+            out = args[0]
+        else:
+            out = _ir_meta(ir)
+        return args, out
+    except Exception:  # internal API: any shape it does not have means "not readable"
         return None
 
 
@@ -119,11 +165,12 @@ def _regions(module: torch.nn.Module, args, kwargs, train: bool) -> list:
     return regions
 
 
-def schedule(module: torch.nn.Module, args, kwargs, train: bool) -> list[dict]:
+def schedule(module: torch.nn.Module, args, kwargs, train: bool,
+             freeze: bool = False) -> list[dict]:
     """Lower and schedule every region with Inductor: per region, {phase: (post-grad graph
     module, kernels)}, forward first."""
     regions, probe = [], _Probe()
-    with probe.attached(), torch.set_grad_enabled(train):
+    with probe.attached(freeze), torch.set_grad_enabled(train):
         for gm, example_inputs in _regions(module, args, kwargs, train):
             start = len(probe.lowered)
             compile_fx(gm, example_inputs)
@@ -174,11 +221,39 @@ def _assign(kernels: list[dict], by_name: dict) -> list[list[fx.Node]]:
     return owned
 
 
+def _matched(node: fx.Node) -> list[fx.Node]:
+    """The nodes a pattern-matched lowering stands for: with freezing, Inductor's CPU pattern
+    matcher replaces a convolution and the activation after it by one node whose target is a
+    ``functools.partial`` over the ``Match``; the matched nodes keep their module stacks."""
+    target = node.target
+    if isinstance(target, functools.partial) and target.args and \
+            hasattr(target.args[0], "nodes"):
+        return [n for n in target.args[0].nodes if n.op == "call_function"]
+    return [node]
+
+
+def _fused_origin(origins: list[str], lowered: dict) -> Origin:
+    """Where a kernel priced from its IR belongs: the module of the first matrix op (the
+    convolution or linear layer a oneDNN call fuses) among its origins' nodes, else of the
+    first of them."""
+    nodes = [m for o in origins if o in lowered for m in _matched(lowered[o])]
+    if not nodes:
+        return Origin(FORWARD, "", "copy", None)
+    rules = [op_costs.rule_for(n.target) if isinstance(n.target, torch._ops.OpOverload)
+             else None for n in nodes]
+    first = next((n for n, r in zip(nodes, rules) if r is not None and r.op_class == MATRIX),
+                 nodes[0])
+    path, layer = module_scope(first.meta.get("nn_module_stack"), first.target)
+    return Origin(FORWARD, path, layer, None)
+
+
 def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: list[fx.Node],
-                 index: int) -> Optional[fx.Node]:
+                 index: int, lowered: dict) -> Optional[fx.Node]:
     """One kernel as a node of the compiled view; None for one that computes nothing and
     moves nothing."""
     moved = kernel["bytes_read"] + kernel["bytes_written"]
+    if kernel["extern"] and not mine and kernel["call"] is not None:
+        return _priced_extern(graph, kernel, index, lowered)
     if not mine and not moved:
         return None
     owner = _owner(mine or members) if (mine or members) else None
@@ -197,7 +272,9 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
                             "vector" if flops else "memory")
     node = graph.create_node("call_function", Kernel(name, extern=kernel["extern"]), (), {},
                              name=f"k{index}_{name}"[:60])
-    origin = owner.meta[ORIGIN] if owner is not None else Origin(FORWARD, "", "copy", None)
+    # a layout copy belongs to the convolution it feeds (with freezing, a matched one)
+    origin = owner.meta[ORIGIN] if owner is not None else _fused_origin(kernel["origins"],
+                                                                        lowered)
     node.meta[ORIGIN] = Origin(origin.phase, origin.module, origin.layer_type, None)
     node.meta[SHAPES] = owner.meta[SHAPES] if owner is not None else ()
     shapes, stride = node.meta[SHAPES], kernel["stride"]
@@ -209,19 +286,51 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     return node
 
 
+def _priced_extern(graph: fx.Graph, kernel: dict, index: int, lowered: dict) -> fx.Node:
+    """An extern kernel none of whose origins is a costed ATen node of its op (a prepacked
+    oneDNN call standing for a matched convolution and activation): its op's cost rule on
+    the arguments read off its IR."""
+    op = kernel["op"]
+    args, out = kernel["call"]
+    cost = op_costs.estimate(op, args, {}, out)
+    name = op.overloadpacket.__name__
+    node = graph.create_node("call_function", Kernel(name, extern=True), (), {},
+                             name=f"k{index}_{name}"[:60])
+    node.meta[ORIGIN] = _fused_origin(kernel["origins"], lowered)
+    node.meta[SHAPES] = out
+    node.meta[COST] = Estimate(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written,
+                               f"inductor extern[{cost.rule}]", cost.op_class)
+    node.meta[KERNEL] = [m.name for o in kernel["origins"] if o in lowered
+                         for m in _matched(lowered[o])]
+    return node
+
+
+def _constant_shapes(lowered: fx.GraphModule) -> None:
+    """meta[SHAPES] of the lowered graph's constants (frozen weights, get_attr nodes with no
+    fake value), so the oneDNN calls that read them are priced with their weights."""
+    for node in lowered.graph.nodes:
+        if node.op == "get_attr" and "val" not in node.meta:
+            value = getattr(lowered, node.target, None)
+            if isinstance(value, torch.Tensor):
+                node.meta[SHAPES] = TensorMeta.of(value)
+
+
 def add_kernels(graph: fx.Graph, lowered: fx.GraphModule, kernels: list[dict]) -> None:
     """The compiled view of one lowered graph: a node per kernel, in schedule order."""
     by_name = {n.name: n for n in lowered.graph.nodes if is_costed(n)}
+    calls = {n.name: n for n in lowered.graph.nodes if n.op == "call_function"}
     for kernel, mine in zip(kernels, _assign(kernels, by_name), strict=True):
         members = [by_name[o] for o in kernel["origins"] if o in by_name]
-        _kernel_node(graph, kernel, mine, members, len(graph.nodes))
+        _kernel_node(graph, kernel, mine, members, len(graph.nodes), calls)
 
 
-def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs) -> AnnotatedGraph:
+def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
+                  freeze: bool = False) -> AnnotatedGraph:
     """The compiled view of an analysis: kernels as nodes, with the eager one's model info
-    (``model.view`` = "compiled") and memory report."""
+    (``model.view`` = "compiled", ``model.frozen``) and memory report. ``freeze``: compiled
+    with Inductor's freezing (inference only)."""
     try:
-        regions = schedule(module, args, kwargs, eager.model.backward)
+        regions = schedule(module, args, kwargs, eager.model.backward, freeze)
     except FxroofError:
         raise
     except Exception as e:  # Dynamo or Inductor refused the model
@@ -234,12 +343,14 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs) 
         forward, backward = region.get(FORWARD), region.get(BACKWARD)
         # the region annotation also links backward nodes to the forward nodes they
         # differentiate (autograd sequence numbers)
+        for lowered, _ in region.values():
+            _constant_shapes(lowered)
         annotate_region(forward[0].graph, backward[0].graph if backward else None, [])
         for phase, (lowered, kernels) in region.items():
             add_kernels(phases[phase], lowered, kernels)
     for graph in phases.values():
         graph.output(())
     capture = Capture(phases[FORWARD], phases[BACKWARD] if eager.model.backward else None)
-    info = ModelInfo(**{**eager.model.as_dict(), "view": "compiled"})
+    info = ModelInfo(**{**eager.model.as_dict(), "view": "compiled", "frozen": freeze})
     return AnnotatedGraph(capture, info, eager.memory, None)
 

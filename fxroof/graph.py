@@ -52,6 +52,7 @@ class ModelInfo:
     parameters: int         # parameter count (elements)
     device: str = "cpu"
     view: str = "eager"     # "eager": ATen ops as dispatched; "compiled": Inductor's kernels
+    frozen: bool = False    # compiled view: with Inductor's freezing (constant weights)
     amp: Optional[str] = None        # autocast's lower precision: "fp16" | "bf16"
     loss: Optional[str] = None       # the loss the backward differentiates
     optimizer: Optional[str] = None  # "adamw (foreach)": its update is the optimizer phase

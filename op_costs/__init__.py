@@ -19,6 +19,7 @@ from op_costs.registry import (  # noqa: F401
 )
 from op_costs import (  # noqa: F401,E402  (imported for their registrations)
     attention,
+    onednn,
     conv,
     data_movement,
     matmul,

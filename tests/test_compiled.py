@@ -135,3 +135,89 @@ def test_the_view_rolls_up_and_exports_like_an_eager_graph(tmp_path, capsys):
 def test_a_cuda_target_is_refused_with_the_reason():
     with pytest.raises(UsageError, match="CPU only"):
         fxroof.analyze(Chain(), torch.randn(4, 4), compiled=True, device="cuda")
+
+
+# ---- frozen (torch._inductor.config.freezing): prepacked oneDNN / MKL calls ---------------
+
+def test_frozen_conv_bn_relu_is_one_prepacked_call_with_the_norm_folded_in():
+    batch, c_in, c_out, size = 2, 8, 16, 12
+    x = torch.randn(batch, c_in, size, size)
+    g = fxroof.analyze(ConvBnRelu().eval(), x, compiled=True, freeze=True)
+    assert g.model.frozen and g.model.view == "compiled"
+    records = g.records()
+    (conv,) = [r for r in records if r["op_class"] == "matrix"]
+    assert conv["op"] == "_convolution_pointwise" and conv["layout"] == "channels_last"
+    assert (conv["module"], conv["layer_type"]) == ("0", "Conv2d")
+    # the batch norm became the convolution's bias: per output element 2 * c_in * 9 FLOPs of
+    # MACs, one bias add and one ReLU; no kernel is left for the norm
+    out = batch * c_out * size * size
+    assert conv["flops"] == 2 * c_in * 9 * out + out + out
+    assert not [r for r in records if r["layer_type"] == "BatchNorm2d"]
+    # it reads x, the weights (c_out x c_in x 3 x 3) and the folded bias, and writes once
+    assert conv["bytes_read"] == 4 * (batch * c_in * size * size + c_out * c_in * 9 + c_out)
+    assert conv["bytes_written"] == 4 * out
+    # unfrozen, the weights are converted to channels-last on every call: a copy of
+    # c_out * c_in * 9 floats read and written that the frozen view does not have
+    unfrozen = fxroof.analyze(ConvBnRelu().eval(), x, compiled=True)
+    weight_copies = lambda view: [r for r in view.records() if r["op"] == "copy"  # noqa: E731
+                                  and r["bytes_read"] == 4 * c_out * c_in * 9]
+    assert weight_copies(unfrozen) and not weight_copies(g)
+
+
+class Residual(nn.Module):
+    def __init__(self, channels=16):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return (self.conv(x) + x).relu()
+
+
+def test_a_frozen_residual_add_and_relu_ride_in_the_convolution_call():
+    batch, c, size = 2, 16, 12
+    g = fxroof.analyze(Residual().eval(), torch.randn(batch, c, size, size), compiled=True,
+                       freeze=True)
+    (conv,) = [r for r in g.records() if r["op_class"] == "matrix"]
+    out = batch * c * size * size
+    # MACs, bias, the add of x and the relu: 2 * c * 9 + 3 FLOPs per output element
+    assert conv["flops"] == (2 * c * 9 + 3) * out
+    # x is read twice (convolved, then added), with the weights and the bias
+    assert conv["bytes_read"] == 4 * (2 * out + c * c * 9 + c)
+    assert conv["module"] == "conv"
+    # no other kernel computes anything: the rest are layout copies
+    assert g.totals()["overall"]["flops"] == conv["flops"]
+
+
+def test_a_frozen_linear_layer_runs_mkl_with_its_weight_read_once():
+    batch, k, n = 4, 64, 32
+    g = fxroof.analyze(nn.Linear(k, n).eval(), torch.randn(batch, k), compiled=True,
+                       freeze=True)
+    (linear,) = [r for r in g.records() if r["op_class"] == "matrix"]
+    assert linear["op"] == "_mkl_linear" and linear["layer_type"] == "Linear"
+    assert linear["flops"] == 2 * batch * k * n
+    # x and the original weight, not also MKL's packed copy of it
+    assert linear["bytes_read"] == 4 * (batch * k + n * k)
+    assert linear["bytes_written"] == 4 * batch * n
+
+
+def test_freezing_is_refused_without_the_compiled_view_or_for_training():
+    model, x = ConvBnRelu(), torch.randn(2, 8, 12, 12)
+    with pytest.raises(UsageError, match="compiled=True"):
+        fxroof.analyze(model.eval(), x, freeze=True)
+    with pytest.raises(UsageError, match="inference"):
+        fxroof.analyze(model, x, compiled=True, freeze=True, backward=True)
+    with pytest.raises(UsageError, match="inference"):
+        fxroof.analyze(model, x, compiled=True, freeze=True, mode="train")
+
+
+def test_freeze_on_the_command_line(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    assert main(["annotate", "tests.fixtures.user_models:small_net", "--input-shape",
+                 "2,3,16,16", "--compiled", "--freeze", "--json", str(out)]) == 0
+    data = fxroof.export.read_json(str(out))
+    assert data["model"]["frozen"] is True
+    assert any(n["target"] == "inductor.extern._convolution_pointwise" for n in data["nodes"])
+    assert main(["annotate", "tests.fixtures.user_models:small_net", "--input-shape",
+                 "2,3,16,16", "--freeze"]) == 2
+    err = capsys.readouterr().err
+    assert "--compiled" in err and "Traceback" not in err

@@ -72,6 +72,49 @@ CASES = [
     ("convolution transposed", aten.convolution.default,
      (T(2, 4, 5, 5), T(4, 3, 3, 3), None, [2, 2], [0, 0], [1, 1], True, [0, 0], 1), {},
      T(2, 3, 11, 11), dict(macs=2 * 4 * 25 * 3 * 9, flops=2 * (2 * 4 * 25 * 3 * 9))),
+    # the frozen (prepacked oneDNN) forms of the grouped conv above, as Inductor calls them
+    # with freezing on: conv 2*6*25*2*9 MACs, bias 1 per output, relu 1 per output
+    ("mkldnn conv pointwise + relu", torch.ops.mkldnn._convolution_pointwise.default,
+     (T(2, 4, 9, 9), T(6, 2, 3, 3), T(6), [1, 1], [2, 2], [1, 1], 2, "relu", [], ""), {},
+     T(2, 6, 5, 5),
+     dict(macs=2 * 6 * 25 * 2 * 9, flops=2 * (2 * 6 * 25 * 2 * 9) + 2 * (2 * 6 * 25),
+          bytes_read=F4 * (2 * 4 * 81 + 6 * 2 * 9 + 6), bytes_written=F4 * 2 * 6 * 25)),
+    # gelu (erf form): 0.5 * x * (1 + erf(x / sqrt 2)) = 5 FLOPs per output, no bias
+    ("mkldnn conv pointwise + gelu", torch.ops.mkldnn._convolution_pointwise.default,
+     (T(2, 4, 9, 9), T(6, 2, 3, 3), None, [1, 1], [2, 2], [1, 1], 2, "gelu", [], "none"), {},
+     T(2, 6, 5, 5),
+     dict(macs=2 * 6 * 25 * 2 * 9, flops=2 * (2 * 6 * 25 * 2 * 9) + 5 * (2 * 6 * 25))),
+    # + a residual: one add with `other` and a relu per output; `other` is read too
+    ("mkldnn conv pointwise binary", torch.ops.mkldnn._convolution_pointwise.binary,
+     (T(2, 4, 9, 9), T(2, 6, 5, 5), T(6, 2, 3, 3), T(6), [1, 1], [2, 2], [1, 1], 2, "add",
+      1.0, "relu", [], ""), {}, T(2, 6, 5, 5),
+     dict(macs=2 * 6 * 25 * 2 * 9, flops=2 * (2 * 6 * 25 * 2 * 9) + 3 * (2 * 6 * 25),
+          bytes_read=F4 * (2 * 4 * 81 + 2 * 6 * 25 + 6 * 2 * 9 + 6),
+          bytes_written=F4 * 2 * 6 * 25)),
+    # in place: `other` first, read and overwritten; no unary op after the add
+    ("mkldnn conv pointwise_ binary", torch.ops.mkldnn._convolution_pointwise_.binary,
+     (T(2, 6, 5, 5), T(2, 4, 9, 9), T(6, 2, 3, 3), T(6), [1, 1], [2, 2], [1, 1], 2, "add",
+      1.0, None, [], None), {}, T(2, 6, 5, 5),
+     dict(macs=2 * 6 * 25 * 2 * 9, flops=2 * (2 * 6 * 25 * 2 * 9) + 2 * (2 * 6 * 25),
+          bytes_read=F4 * (2 * 6 * 25 + 2 * 4 * 81 + 6 * 2 * 9 + 6),
+          bytes_written=F4 * 2 * 6 * 25)),
+    # transposed, as "convolution transposed" above: 2*4*25 inputs x 3*9 taps, no bias or attr
+    ("mkldnn conv transpose pointwise", torch.ops.mkldnn._convolution_transpose_pointwise.default,
+     (T(2, 4, 5, 5), T(4, 3, 3, 3), None, [0, 0], [0, 0], [2, 2], [1, 1], 1, "none", [], ""),
+     {}, T(2, 3, 11, 11), dict(macs=2 * 4 * 25 * 3 * 9, flops=2 * (2 * 4 * 25 * 3 * 9))),
+    # linear (B, K) x (N, K)^T + bias, then hardswish: x * min(max(x + 3, 0), 6) / 6 = 5
+    ("mkldnn linear pointwise", torch.ops.mkldnn._linear_pointwise.default,
+     (T(B, K), T(N, K), T(N), "hardswish", [], ""), {}, T(B, N),
+     dict(macs=B * K * N, flops=2 * B * K * N + B * N + 5 * B * N)),
+    ("mkldnn linear pointwise binary", torch.ops.mkldnn._linear_pointwise.binary,
+     (T(B, K), T(B, N), T(N, K), T(N), "mul"), {}, T(B, N),
+     dict(macs=B * K * N, flops=2 * B * K * N + 2 * B * N,
+          bytes_read=F4 * (B * K + B * N + N * K + N))),
+    # MKL's packed weight (any size MKL picks) is not counted; the original weight once
+    ("mkl linear", torch.ops.mkl._mkl_linear.default,
+     (T(B, K), T(5000, 1), T(N, K), T(N), B), {}, T(B, N),
+     dict(macs=B * K * N, flops=2 * B * K * N + B * N,
+          bytes_read=F4 * (B * K + N * K + N), bytes_written=F4 * B * N)),
     # backward of the grouped conv above, all three gradients
     ("convolution_backward all", aten.convolution_backward.default,
      (T(2, 6, 5, 5), T(2, 4, 9, 9), T(6, 2, 3, 3), [6], [2, 2], [1, 1], [1, 1], False, [0, 0],
