@@ -2,7 +2,8 @@
 time model, over a study's models and batch sizes.
 
     python benchmarks/bench_predict.py --out /tmp/study [--models ...] [--batch 1 8 32 64]
-                                       [--train-batch 1] [--report-only] [--json r.json]
+                                       [--train-batch 1] [--in-process] [--report-only]
+                                       [--json r.json]
 
 Runs (or resumes, or with --report-only reads) an `fxroof study` on the CPU -- which measures
 this machine's roofs and calibrates its time model first -- then, for every (model, batch),
@@ -137,6 +138,10 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3,
                         help="untimed runs first (a CPU's small-batch latency keeps falling "
                              "over the first few)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure each latency in the study's own process, as before "
+                             "fresh processes (fxroof.latency); in a resumed folder, the "
+                             "latencies measured the other way are measured again")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--json", help="also write the points and the summary here")
     parser.add_argument("--leave-one-out", action="store_true",
@@ -144,7 +149,8 @@ def main(argv=None) -> int:
                              "predicted (in_model), probes included")
     args = parser.parse_args(argv)
     config = StudyConfig(models=args.models, batches=args.batch, train_batches=args.train_batch,
-                         repeats=args.repeats, warmup=args.warmup).resolved()
+                         repeats=args.repeats, warmup=args.warmup,
+                         fresh_process=not args.in_process).resolved()
     start = time.perf_counter()
     if not args.report_only:
         run_study(config, args.out)

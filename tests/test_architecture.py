@@ -38,7 +38,7 @@ LAYERS = [
     {"fxroof.cost_pass", "fxroof.memory", "fxroof.models"},
     # passes over an annotated graph and its renderers: they read node.meta and records
     {"fxroof.roofline", "fxroof.timing", "fxroof.export", "fxroof.render", "fxroof.trace",
-     "fxroof.measure"},
+     "fxroof.measure", "fxroof.latency"},
     # figures: plain rows on roofs (the roof rules come from roofline)
     {"fxroof.plots", "fxroof.interactive"},
     # the canonical artefact: plain data and views, with one-line conveniences over the above

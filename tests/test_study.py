@@ -25,8 +25,10 @@ MODELS = ["squeezenet1_0", "mobilenet_v3_small", "shufflenet_v2_x0_5"]  # 6 poin
 
 
 def small_config(**changes) -> StudyConfig:
+    """Latencies in the test's own process, which the sweep tests monkeypatch; the fresh
+    processes are tested on their own (test_a_latency_is_measured_in_a_fresh_process)."""
     return StudyConfig(**{"models": MODELS, "batches": [1, 2], "warmup": 0, "repeats": 2,
-                          **changes})
+                          "fresh_process": False, **changes})
 
 
 @pytest.fixture(scope="module")
@@ -277,3 +279,27 @@ def test_a_result_cached_with_fewer_record_fields_is_computed_again(study):
         assert task not in sweep.pending()
     finally:
         cache.put(*task, current)
+
+
+def test_a_latency_is_measured_in_a_fresh_process():
+    """The child process builds the model by name -- here one only importable through this
+    process's sys.path -- and sends run_latency's result back; a failure comes back as the
+    sweep's error record, not an exception."""
+    from fxroof.latency import FRESH, measure_latency
+
+    result = measure_latency("tests.fixtures.user_models:small_net", 1, "cpu", 0, 3)
+    assert result["process"] == FRESH and len(result["samples_s"]) == 3
+    assert 0 < result["q1_s"] <= result["median_s"] <= result["q3_s"]
+    failed = measure_latency("tests.fixtures.user_models:broken", 1, "cpu", 0, 1)
+    assert set(failed) == {"error"} and "out of coffee" in failed["error"]
+
+
+def test_a_latency_from_the_studys_own_process_is_measured_again_in_a_fresh_one():
+    from fxroof.study.sweep import outdated
+
+    shared = {"median_s": 0.1, "process": "shared"}
+    assert outdated(LATENCY, shared, StudyConfig())
+    assert outdated(LATENCY, {"median_s": 0.1}, StudyConfig())  # cached before the change
+    assert not outdated(LATENCY, shared, StudyConfig(fresh_process=False))
+    assert not outdated(LATENCY, {"median_s": 0.1, "process": "fresh"}, StudyConfig())
+    assert not outdated(LATENCY, {"error": "out of memory"}, StudyConfig())

@@ -5,6 +5,9 @@
                node records the roofline predictions are made from (no real compute).
 * ``latency``: eager inference, the way a user measures it: eval mode, inference_mode, warm-up
                runs, then repeats, each synchronised on CUDA; the median and quartiles.
+               Each in a fresh Python process (fxroof.latency: on a CPU a process's
+               history changes how many pages a model faults in), unless
+               ``fresh_process=False``.
 * ``train``:   the timing pass over the training graph (every forward and backward node timed)
                and the eager forward/backward step beside it; at the ``train_batches`` only.
 * ``compiled``: with ``compiled=True``, on the CPU: the compiled view (fxroof.compiled: the
@@ -21,14 +24,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import torch
-from torch.utils import _pytree as pytree
 from tqdm import tqdm
 
 from fxroof import calibration as cal
 from fxroof.analysis import analyze
 from fxroof.chips import read_file
-from fxroof.device import Stopwatch, check_device, random_like, repeat
+from fxroof.device import Stopwatch, repeat
 from fxroof.errors import FxroofError, UsageError
+from fxroof.latency import FRESH, SHARED, measure_latency, real_inputs, run_latency
 from fxroof.measure import save
 from fxroof.models import build_model, default_inputs
 from fxroof.probes import measure_calibrated
@@ -62,6 +65,7 @@ class StudyConfig:
     warmup: int = 1
     repeats: int = 5
     compiled: bool = False  # also the compiled view and torch.compile's latency (CPU)
+    fresh_process: bool = True  # each latency in a new Python process (fxroof.latency)
     # filled by resolved(): the batch sizes each device actually runs, so a study folder
     # keeps meaning what it meant when it was made, whatever later defaults become
     batches_by_device: dict = field(default_factory=dict)
@@ -117,10 +121,15 @@ def _compact(records: list[dict]) -> list[dict]:
     return [{k: r.get(k) for k in RECORD_KEYS} for r in records]
 
 
-def outdated(phase: str, result: dict) -> bool:
-    """A cached cost or compiled result whose node records predate RECORDS_VERSION."""
-    return phase in (COST, COMPILED) and "error" not in result and \
-        result.get("records_version") != RECORDS_VERSION
+def outdated(phase: str, result: dict, config: "StudyConfig") -> bool:
+    """A cached cost or compiled result whose node records predate RECORDS_VERSION, or a
+    latency measured in another kind of process than the study asks for (results from before
+    the fresh processes were measured in the study's own)."""
+    if "error" in result:
+        return False
+    if phase == LATENCY:
+        return result.get("process", SHARED) != (FRESH if config.fresh_process else SHARED)
+    return phase in (COST, COMPILED) and result.get("records_version") != RECORDS_VERSION
 
 
 def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
@@ -146,25 +155,6 @@ def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
     }
 
 
-def _real(inputs, dev):
-    """Real (random) tensors of the example inputs' shapes and dtypes on the device."""
-    return pytree.tree_map_only(torch.Tensor, lambda t: random_like(t.shape, t.dtype, dev),
-                                inputs)
-
-
-def run_latency(module: torch.nn.Module, inputs, device: str, warmup: int, repeats: int) -> dict:
-    """``inputs``: the model's example (args, kwargs), tensors used for shape and dtype."""
-    dev = check_device(device)
-    module = module.to(dev).eval()
-    args, kwargs = _real(inputs, dev)
-    watch = Stopwatch(dev)
-    with torch.inference_mode():
-        samples = repeat(lambda: watch.time(lambda: module(*args, **kwargs)), warmup, repeats)
-    summary = summarize(samples)
-    return {"median_s": summary.median_s, "q1_s": summary.q1_s, "q3_s": summary.q3_s,
-            "samples_s": samples, "warmup": warmup}
-
-
 def run_train(module: torch.nn.Module, model: str, inputs, device: str, warmup: int,
               repeats: int) -> dict:
     args, kwargs = inputs
@@ -179,7 +169,7 @@ def run_compiled(module: torch.nn.Module, model: str, batch: int, inputs, warmup
                  repeats: int) -> dict:
     """The compiled view's kernels and totals, and torch.compile's measured latency (CPU)."""
     view = analyze(model, batch=batch, compiled=True)
-    args, kwargs = _real(inputs, torch.device("cpu"))
+    args, kwargs = real_inputs(inputs, torch.device("cpu"))
     torch._dynamo.reset()
     compiled = torch.compile(module.eval())
     watch = Stopwatch(torch.device("cpu"))
@@ -209,7 +199,7 @@ class Sweep:
         if self.force:
             return todo
         return [t for t in todo if (found := self.cache.get(*t)) is None
-                or outdated(t[3], found)]
+                or outdated(t[3], found, self.config)]
 
     def _real_module(self, model: str) -> torch.nn.Module:
         """The model with real (random) weights on the CPU, built once per model."""
@@ -221,11 +211,14 @@ class Sweep:
         try:
             if phase == COST:
                 return run_cost(model, batch, device)
+            if phase == LATENCY and self.config.fresh_process:
+                return measure_latency(model, batch, device, self.config.warmup,
+                                       self.config.repeats)
             module = self._real_module(model)
             inputs = default_inputs(model, module, batch, None)
             if phase == LATENCY:
-                return run_latency(module, inputs, device, self.config.warmup,
-                                   self.config.repeats)
+                return {**run_latency(module, inputs, device, self.config.warmup,
+                                      self.config.repeats), "process": SHARED}
             if phase == COMPILED:
                 return run_compiled(module, model, batch, inputs, self.config.warmup,
                                     self.config.repeats)

@@ -1,0 +1,87 @@
+"""Eager inference latency, as the study measures it: in this process (``run_latency``) or,
+as the study does by default, in a fresh Python process per (model, batch)
+(``measure_latency``).
+
+Why a process of its own: on a CPU, how fast a model runs depends on what the process ran
+before it. glibc's allocator raises its mmap and trim thresholds as large blocks are freed
+(mallopt(3)), so a process that has already run bigger models keeps more freed pages and
+faults fewer new ones in: mobilenet_v2 at batch 8 took 0.124 s after other models and
+0.198 s alone, the kernel's page-fault time being most of the gap (benchmarks/README.md,
+"Page faults, replayed"). A user times their model in their own script; the time model's
+page-fault pass (fxroof.page_faults) replays exactly that -- one process running the step
+again and again -- so the measurement it is checked against must be taken the same way.
+
+The child builds the model by name with random weights (as the parent would), runs
+``run_latency`` and prints its result as one JSON line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from torch.utils import _pytree as pytree
+
+from fxroof.device import Stopwatch, check_device, random_like, repeat
+from fxroof.errors import FxroofError
+from fxroof.models import build_model, default_inputs
+from fxroof.timers import summarize
+
+FRESH, SHARED = "fresh", "shared"  # the process a latency was measured in
+
+
+def real_inputs(inputs, dev):
+    """Real (random) tensors of the example inputs' shapes and dtypes on the device."""
+    return pytree.tree_map_only(torch.Tensor, lambda t: random_like(t.shape, t.dtype, dev),
+                                inputs)
+
+
+def run_latency(module: torch.nn.Module, inputs, device: str, warmup: int, repeats: int) -> dict:
+    """``inputs``: the model's example (args, kwargs), tensors used for shape and dtype."""
+    dev = check_device(device)
+    module = module.to(dev).eval()
+    args, kwargs = real_inputs(inputs, dev)
+    watch = Stopwatch(dev)
+    with torch.inference_mode():
+        samples = repeat(lambda: watch.time(lambda: module(*args, **kwargs)), warmup, repeats)
+    summary = summarize(samples)
+    return {"median_s": summary.median_s, "q1_s": summary.q1_s, "q3_s": summary.q3_s,
+            "samples_s": samples, "warmup": warmup}
+
+
+def measure_latency(model: str, batch: int, device: str, warmup: int, repeats: int) -> dict:
+    """run_latency's result, from a new interpreter; ``{"error": ...}`` if it failed."""
+    request = json.dumps({"model": model, "batch": batch, "device": device, "warmup": warmup,
+                          "repeats": repeats})
+    # the child imports what this process can (a user's package.module:callable model)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    # -m of a module outside fxroof.study: the child imports torch, torchvision and this,
+    # not the study's report and plotting stack (about 11 s a child -> 7 s on 2 cores)
+    proc = subprocess.run([sys.executable, "-m", "fxroof.latency", request],
+                          capture_output=True, text=True, env=env)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"the latency process for {model} at batch {batch} failed "
+                         f"(exit status {proc.returncode}): {last}"}
+    result = json.loads(lines[-1])
+    return result if "error" in result else {**result, "process": FRESH}
+
+
+def _child(request: dict) -> dict:
+    try:
+        module = build_model(request["model"], device="cpu")
+        inputs = default_inputs(request["model"], module, request["batch"], None)
+        return run_latency(module, inputs, request["device"], request["warmup"],
+                           request["repeats"])
+    except FxroofError as e:
+        return {"error": str(e)}
+    except Exception as e:  # OOM, a kernel's refusal: recorded, as in the study's own process
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return {"error": f"{type(e).__name__}: {detail}"}
+
+
+if __name__ == "__main__":
+    print(json.dumps(_child(json.loads(sys.argv[1]))), flush=True)
