@@ -3,7 +3,7 @@ time model, over a study's models and batch sizes.
 
     python benchmarks/bench_predict.py --out /tmp/study [--models ...] [--batch 1 8 32 64]
                                        [--train-batch 1] [--in-process] [--report-only]
-                                       [--json r.json]
+                                       [--chip this-cpu] [--json r.json]
 
 Runs (or resumes, or with --report-only reads) an `fxroof study` on the CPU -- which measures
 this machine's roofs and calibrates its time model first -- then, for every (model, batch),
@@ -23,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Optional
 
 import torch
 from scipy.stats import spearmanr
@@ -33,6 +34,7 @@ sys.path.insert(0, ROOT)
 from benchmarks import script_main  # noqa: E402
 
 from fxroof import calibration as cal, model_probes, probes  # noqa: E402
+from fxroof.chips import get_chip  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
 from fxroof.roofline import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study  # noqa: E402
@@ -40,16 +42,18 @@ from fxroof.study.cache import Cache  # noqa: E402
 from fxroof.study.sweep import COST, LATENCY, TRAIN, measure_roofs  # noqa: E402
 
 
-def found_chip(config: StudyConfig, out: str):
-    """The study's measured chip of this CPU."""
+def found_chip(config: StudyConfig, out: str, chip_id: Optional[str] = None):
+    """The chip to predict on: ``chip_id`` from the chip database (e.g. this-cpu from a
+    `chips measure --full` in FXROOF_CHIPS_DIR), else the study's own quick chip of this CPU."""
+    if chip_id:
+        return get_chip(chip_id)
     return measure_roofs(config, Cache(out), force=False, progress=False,
                          allow_measure=False)["cpu"]
 
 
-def points(config: StudyConfig, out: str) -> list[dict]:
+def points(config: StudyConfig, out: str, chip) -> list[dict]:
     """One point per (phase, model, batch) with a measurement: measured and predicted s."""
     cache = Cache(out)
-    chip = found_chip(config, out)
     found = []
     for model in config.models:
         for batch in config.batches_for("cpu"):
@@ -143,6 +147,9 @@ def main(argv=None) -> int:
                              "fresh processes (fxroof.latency); in a resumed folder, the "
                              "latencies measured the other way are measured again")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--chip", help="predict on this chip id (e.g. this-cpu after `fxroof "
+                                       "chips measure --full`) instead of the study's quick "
+                                       "chip")
     parser.add_argument("--json", help="also write the points and the summary here")
     parser.add_argument("--leave-one-out", action="store_true",
                         help="also calibrate on the timed nodes of every model but the one "
@@ -154,13 +161,17 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     if not args.report_only:
         run_study(config, args.out)
-    found = points(config, args.out)
+    chip = found_chip(config, args.out, args.chip)
+    found = points(config, args.out, chip)
     if args.leave_one_out:
-        leave_one_model_out(found, config, found_chip(config, args.out), args.repeats)
+        leave_one_model_out(found, config, chip, args.repeats)
     for p in found:
         del p["records"]
-    result = {"benchmark": "predict", "device": "cpu", "wall_s":
-              round(time.perf_counter() - start, 1), **summary(found)}
+    # the models `chips measure --full` fits on; the rest test a full chip on unseen models
+    seen = {run.model for run in model_probes.CALIBRATION_MODELS}
+    result = {"benchmark": "predict", "device": "cpu", "chip": chip.id, "wall_s":
+              round(time.perf_counter() - start, 1), **summary(found),
+              "unseen": summary([p for p in found if p["model"] not in seen])}
     print(json.dumps(result, indent=1))
     if args.json:
         with atomic(args.json) as f:

@@ -190,7 +190,7 @@ def test_spearman_matches_scipy_on_the_study_tables(study, monkeypatch, tmp_path
 
 def test_a_training_step_that_fails_keeps_the_inference_results(tmp_path):
     config = StudyConfig(models=["tests.fixtures.user_models:bn_head"], batches=[1, 2],
-                         train_batches=[1, 2], warmup=0, repeats=1)
+                         train_batches=[1, 2], warmup=0, repeats=1, fresh_process=False)
     paths = run_study(config, str(tmp_path / "s"), progress=False)
     failures = json.loads((tmp_path / "s" / "data" / "failures.json").read_text())
     assert [(f["batch"], f["phase"]) for f in failures] == [(1, "cost (training step)")]
@@ -216,7 +216,7 @@ def test_a_compiled_study_sets_eager_beside_torch_compile(tmp_path):
     """--compiled: each model's compiled view and torch.compile's measured latency, in a
     section of their own with their data."""
     config = StudyConfig(models=["squeezenet1_0"], batches=[1], warmup=0, repeats=2,
-                         compiled=True)
+                         compiled=True, fresh_process=False)
     paths = run_study(config, str(tmp_path / "s"), progress=False)
     markdown = Path(paths["md"]).read_text()
     assert "## 6. Eager vs compiled (torch.compile, CPU)" in markdown
