@@ -144,8 +144,9 @@ def main(argv=None) -> int:
                              "over the first few)")
     parser.add_argument("--in-process", action="store_true",
                         help="measure each latency in the study's own process, as before "
-                             "fresh processes (fxroof.latency); in a resumed folder, the "
-                             "latencies measured the other way are measured again")
+                             "fresh processes (fxroof.latency); a folder made the other way "
+                             "is another study, and latencies cached before fresh processes "
+                             "existed are measured again")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--chip", help="predict on this chip id (e.g. this-cpu after `fxroof "
                                        "chips measure --full`) instead of the study's quick "
