@@ -1,14 +1,16 @@
 """Eager vs compiled on this CPU: what the compiled view predicts, and what torch.compile does.
 
     python benchmarks/bench_compiled.py [--models ...] [--batch 1 8] [--repeats 10] [--freeze]
-                                        [--chip this-cpu] [--json r.json] [--measured r0.json]
+                                        [--in-process] [--chip this-cpu] [--json r.json]
+                                        [--measured r0.json]
 
 For every (model, batch): the eager analysis and the compiled view (fxroof.compiled) give the
 bytes each moves and a predicted time on the measured chip (calibrated time model); the model
 is then run for real, eager and through torch.compile (Inductor's C++ backend, after its
-compile and a warm-up), and the medians compared. Reported per batch: compiled / eager bytes,
-the predicted and the measured speed-up (eager / compiled time), and Spearman rho between the
-two over the models (issue 17's goal: rho >= 0.9, compiled bytes <= eager bytes).
+compile and a warm-up), and the medians compared (each (model, batch) in a fresh interpreter
+unless --in-process). Reported per batch: compiled / eager bytes, the predicted and the
+measured speed-up (eager / compiled time), and Spearman rho between the two over the models
+(issue 17's goal: rho >= 0.9, compiled bytes <= eager bytes).
 --freeze compiles both the view and the measured model with Inductor's freezing
 (torch._inductor.config.freezing = True, its CPU inference recipe).
 The chip is this machine's (`fxroof chips measure --full`, run first if --chip names none
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -73,19 +76,29 @@ def measure(model: str, batch: int, repeats: int, freeze: bool = False) -> dict:
     return measured
 
 
-def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False) -> dict:
+def measure_fresh(model: str, batch: int, repeats: int, freeze: bool = False) -> dict:
+    """``measure`` in a new interpreter (multiprocessing's spawn), as the study measures its
+    latencies (fxroof.latency): on a CPU a process that ran other models first faults fewer
+    pages in, and the time model prices a process that runs this one model only."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(measure, (model, batch, repeats, freeze))
+
+
+def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False,
+        fresh=True) -> dict:
     """One (model, batch): bytes and predicted times of both views, and the measured ones
     (``measured``: {"eager": s, "compiled": s} of an earlier run, to predict again only)."""
     eager = fxroof.analyze(model, batch=batch)
     compiled = fxroof.analyze(model, batch=batch, compiled=True, freeze=freeze)
-    measured = measured or measure(model, batch, repeats, freeze)
+    measured = measured or (measure_fresh if fresh else measure)(model, batch, repeats, freeze)
     eager_s, compiled_s = measured["eager"], measured["compiled"]
     predicted = {view: predict(g.records(), chip)["overall"]["predicted_s"]
                  for view, g in (("eager", eager), ("compiled", compiled))}
     bytes_ = {view: g.totals()["overall"]["bytes"]
               for view, g in (("eager", eager), ("compiled", compiled))}
     copies = sum(r["bytes"] for r in compiled.records() if r["op"] == "copy")
-    return {"model": model, "batch": batch, "frozen": freeze, "eager_bytes": bytes_["eager"],
+    return {"model": model, "batch": batch, "frozen": freeze, "fresh_process": fresh,
+            "eager_bytes": bytes_["eager"],
             "compiled_bytes": bytes_["compiled"], "layout_copy_bytes": copies,
             "kernels": len(compiled.records()), "aten_nodes": len(eager.records()),
             "predicted_eager_s": predicted["eager"], "predicted_compiled_s": predicted["compiled"],
@@ -145,6 +158,9 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--freeze", action="store_true",
                    help="compile with Inductor's freezing, the view and the measured model")
+    p.add_argument("--in-process", action="store_true",
+                   help="measure every model in this process, one after another, not each "
+                        "(model, batch) in a fresh one")
     p.add_argument("--chip", default="this-cpu")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--measured", metavar="PATH",
@@ -160,7 +176,8 @@ def main() -> int:
             if args.measured and (model, batch) not in earlier:
                 print(f"{model} b{batch}: not in {args.measured}, skipped", file=sys.stderr)
                 continue
-            r = row(model, batch, chip, args.repeats, earlier.get((model, batch)), args.freeze)
+            r = row(model, batch, chip, args.repeats, earlier.get((model, batch)), args.freeze,
+                    fresh=not args.in_process)
             rows.append(r)
             print(f"{model} b{batch}: bytes compiled/eager "
                   f"{r['compiled_bytes'] / r['eager_bytes']:.2f}, speed-up predicted "
