@@ -26,6 +26,7 @@ import os
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 from scipy.stats import spearmanr
@@ -80,8 +81,10 @@ def measure_fresh(model: str, batch: int, repeats: int, freeze: bool = False) ->
     """``measure`` in a new interpreter (multiprocessing's spawn), as the study measures its
     latencies (fxroof.latency): on a CPU a process that ran other models first faults fewer
     pages in, and the time model prices a process that runs this one model only."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(measure, (model, batch, repeats, freeze))
+    # an executor shuts its worker down cleanly (a Pool's exit terminates it mid-teardown,
+    # leaking the semaphores of Inductor's compile workers)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(measure, model, batch, repeats, freeze).result()
 
 
 def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False,
