@@ -70,17 +70,23 @@ def measure_latency(model: str, batch: int, device: str, warmup: int, repeats: i
     return result if "error" in result else {**result, "process": FRESH}
 
 
+def error_record(e: Exception) -> dict:
+    """A failed measurement as the study records it: fxroof's own message whole; anything
+    else (OOM, a kernel's refusal, a model's own ValueError) by type and first line."""
+    if isinstance(e, FxroofError):
+        return {"error": str(e)}
+    detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return {"error": f"{type(e).__name__}: {detail}"}
+
+
 def _child(request: dict) -> dict:
     try:
         module = build_model(request["model"], device="cpu")
         inputs = default_inputs(request["model"], module, request["batch"], None)
         return run_latency(module, inputs, request["device"], request["warmup"],
                            request["repeats"])
-    except FxroofError as e:
-        return {"error": str(e)}
-    except Exception as e:  # OOM, a kernel's refusal: recorded, as in the study's own process
-        detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return {"error": f"{type(e).__name__}: {detail}"}
+    except Exception as e:  # recorded, as in the study's own process
+        return error_record(e)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from fxroof.analysis import analyze
 from fxroof.chips import read_file
 from fxroof.device import Stopwatch, repeat
 from fxroof.errors import FxroofError, UsageError
-from fxroof.latency import FRESH, SHARED, measure_latency, real_inputs, run_latency
+from fxroof.latency import (FRESH, SHARED, error_record, measure_latency, real_inputs,
+                            run_latency)
 from fxroof.measure import save
 from fxroof.models import build_model, default_inputs
 from fxroof.probes import measure_calibrated
@@ -224,11 +225,8 @@ class Sweep:
                                     self.config.repeats)
             return run_train(module, model, inputs, device, self.config.warmup,
                              self.config.repeats)
-        except FxroofError as e:
-            return {"error": str(e)}
-        except Exception as e:  # OOM, a kernel's refusal, a model's own ValueError: recorded
-            detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            return {"error": f"{type(e).__name__}: {detail}"}
+        except Exception as e:  # one failing task is recorded and the sweep goes on
+            return error_record(e)
         finally:
             if device.startswith("cuda") and torch.cuda.is_available():
                 torch.cuda.empty_cache()
