@@ -27,7 +27,10 @@ import torch.fx as fx
 from functorch.compile import make_boxed_func
 from torch._functorch import config as functorch_config
 from torch._functorch.aot_autograd import aot_module_simplified
-from torch.fx.experimental.symbolic_shapes import optimization_hint
+try:
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+except ImportError:  # torch < 2.14 names it hint_int
+    from torch.fx.experimental.symbolic_shapes import hint_int as optimization_hint
 from torch.utils import _pytree as pytree
 
 from fxroof.capture import Capture, InputKind, Origin

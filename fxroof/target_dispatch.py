@@ -189,7 +189,8 @@ def cuda_policy() -> dict[str, str]:
                         (list(CUDA_FP32_APPEND_DTYPE), "fp32_append_dtype"),
                         (CUDA_PROMOTE, "promote")):
         for name in names:
-            if "imname" not in name and not name.startswith("norm.names"):
+            if "imname" not in name and not name.startswith("norm.names") and \
+                    _overload(name) is not None:  # an older torch lacks the newest ops
                 policy[name if "." in name else f"{name}.default"] = kind
     return policy
 

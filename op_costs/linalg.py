@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 
-from op_costs.registry import MATRIX, Cost, first_output, register
+from op_costs.registry import MATRIX, Cost, first_output, newer_aten_ops, register
 
 aten = __import__("torch").ops.aten
 
@@ -142,7 +142,8 @@ def triangular_solve(first, second, *args, out, **_):
     return Cost(flops=n * result.numel)
 
 
-@register(aten.linalg_matrix_sqrth, op_class=MATRIX)
+# torch 2.11 has neither of these two (fxroof checks its rules on 2.14)
+@register(*newer_aten_ops("2.14", "linalg_matrix_sqrth"), op_class=MATRIX)
 def matrix_sqrth(a, *, out, **_):
     """Symmetric eigendecomposition with vectors (9 n^3), then V diag(sqrt w) V^T: n roots,
     n^2 column scalings and one product (2 n^3)."""
@@ -150,7 +151,7 @@ def matrix_sqrth(a, *, out, **_):
     return Cost(flops=batch_of(a) * (11 * n ** 3 + n * n + n))
 
 
-@register(aten.linalg_polar, op_class=MATRIX)
+@register(*newer_aten_ops("2.14", "linalg_polar"), op_class=MATRIX)
 def linalg_polar(a, *, out, **_):
     """A = U H from the SVD W S V^T: U = W V^T (2 m n^2), H = V S V^T (n^2 + 2 n^3)."""
     m, n = a.shape[-2], a.shape[-1]

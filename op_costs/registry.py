@@ -142,6 +142,22 @@ def aten_op(name: str):
     return packet
 
 
+def newer_aten_ops(since: str, *names: str) -> tuple:
+    """The packets of ``names``, ops added to ATen after the oldest torch fxroof supports:
+    absent from a torch older than ``since`` (their rules then have nothing to price, and
+    are left out), an error like ``aten_op``'s from ``since`` on."""
+    have = tuple(getattr(torch.ops.aten, name) for name in names
+                 if hasattr(torch.ops.aten, name))
+    if len(have) < len(names) and _release(torch.__version__) >= _release(since):
+        return tuple(aten_op(name) for name in names)  # raises for the missing one
+    return have
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(2, 14) of '2.14.1+cpu'."""
+    return tuple(int(part) for part in version.split("+")[0].split(".")[:2])
+
+
 def register(*packets, op_class: str = VECTOR, name: Optional[str] = None,
              seen_below_autograd: bool = False):
     """Decorator: register ``fn`` as the cost rule of every ATen overload packet given.
