@@ -31,6 +31,7 @@ from fxroof import calibration as cal
 from fxroof.chips import Chip, get_chip
 from fxroof.errors import FxroofError, UsageError
 from fxroof.keys import ROOF
+from fxroof.pipeline import KERNEL_FLOOR_S, pipelined_s
 from fxroof.units import peak_key
 
 ROOFS = ("calibrated", "ideal")
@@ -109,6 +110,7 @@ class NodeTime(NamedTuple):
     low_s: float             # p10 of the band
     high_s: float            # p90 of the band
     model: str               # "calibrated" | "ideal"
+    host_s: float = 0.0      # of predicted_s, the fixed cost t0 the host spends issuing it
 
 
 @functools.lru_cache(maxsize=1)
@@ -147,7 +149,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,
                                  used, *_faults_and_reorders(record)))
     low, high = params.band
-    return NodeTime(ideal, expected, expected * low, expected * high, "calibrated")
+    return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0)
 
 
 def _faults_and_reorders(record: dict) -> tuple:
@@ -159,12 +161,17 @@ def _faults_and_reorders(record: dict) -> tuple:
 
 def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
     """Predicted time per phase and in all (s) with its band and the roof time, and the
-    compute-bound share of the roof time."""
+    compute-bound share of the roof time. On a CPU a phase takes the sum of its nodes' times;
+    on an accelerator the host issues each op while the device runs the ones before it
+    (fxroof.pipeline), so a phase takes less than that sum where host and kernel times are
+    alike; "overall" is the sum of the phases either way."""
     check_roof(roof)
     result: dict = {}
+    issued: dict[str, list[NodeTime]] = {}
     for r in records:
         bounds = node_roof(r, chip)
         timed = node_time(r, chip, roof, bounds)
+        issued.setdefault(r["phase"], []).append(timed)
         for phase in (r["phase"], "overall"):
             p = result.setdefault(phase, {"predicted_s": 0.0, "low_s": 0.0, "high_s": 0.0,
                                           "ideal_s": 0.0, "compute_bound_s": 0.0,
@@ -178,10 +185,34 @@ def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
             p["bytes"] += r["bytes"]
             if timed.model == "calibrated":
                 p["model"] = "calibrated"
+    if chip.cls != "cpu":
+        _overlap_host(result, issued)
     for p in result.values():
         p["intensity"] = p["flops"] / p["bytes"] if p["bytes"] else None
         p["bound"] = "compute" if p["compute_bound_s"] >= p["ideal_s"] / 2 else "memory"
     return result
+
+
+def _overlap_host(result: dict, issued: dict[str, list[NodeTime]]) -> None:
+    """Replace each phase's summed expectation and band by the pipelined step's."""
+    overall = result["overall"]
+    for key in ("predicted_s", "low_s", "high_s"):
+        overall[key] = 0.0
+    for phase, times in issued.items():
+        for key in ("predicted_s", "low_s", "high_s"):
+            seconds = pipelined_s(_host_and_kernel(t, getattr(t, key)) for t in times)
+            result[phase][key] = seconds
+            overall[key] += seconds
+
+
+def _host_and_kernel(t: NodeTime, seconds: float) -> tuple[float, float]:
+    """(host s, kernel s) of a node whose isolated time is ``seconds`` (the expectation or a
+    band edge, which scales both parts alike); a calibrated kernel lasts at least the
+    device's floor per kernel."""
+    if not t.host_s:
+        return 0.0, seconds
+    scale = seconds / t.predicted_s
+    return t.host_s * scale, max((t.predicted_s - t.host_s) * scale, KERNEL_FLOOR_S)
 
 
 def fields(roof: NodeRoof, time: NodeTime, timed: Optional[float]) -> dict:

@@ -29,7 +29,7 @@ LAYERS = [
     {"fxroof.errors", "fxroof.version", "fxroof.defaults"},
     {"fxroof.units", "fxroof.keys", "fxroof.suggest", "fxroof.timers", "fxroof.files",
      "fxroof.kernel", "fxroof.target",
-     "fxroof.calibration", "fxroof.heap", "op_costs"},
+     "fxroof.calibration", "fxroof.heap", "fxroof.pipeline", "op_costs"},
     {"fxroof.validate", "fxroof.device", "fxroof.target_dispatch"},
     # capture and the passes that annotate node.meta
     {"fxroof.scope", "fxroof.guard", "fxroof.rollups", "fxroof.chips"},

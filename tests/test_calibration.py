@@ -171,8 +171,48 @@ def test_calibrated_prediction_sits_above_the_roof_with_a_band():
         assert p["low_s"] <= p["predicted_s"] <= p["high_s"]
     records = g.records()
     assert all(r["time_model"] == "calibrated" for r in records if r["op_class"] != "view")
-    assert sum(r["predicted_s"] for r in records) == pytest.approx(
-        calibrated["overall"]["predicted_s"])
+    # a GPU overlaps each op's host cost with the kernels before it (fxroof.pipeline): the
+    # step is shorter than its nodes' isolated times, longer than the host's or the kernels'
+    summed = sum(r["predicted_s"] for r in records)
+    params = [cal.load().params("a100_sxm_80gb", "gpu", cal.op_class_of(r)) for r in records
+              if r["op_class"] != "view"]
+    host = sum(p.t0 for p in params)
+    assert max(host, summed - host) < calibrated["overall"]["predicted_s"] < summed
+    assert calibrated["overall"]["predicted_s"] == pytest.approx(
+        calibrated["forward"]["predicted_s"] + calibrated["backward"]["predicted_s"])
+
+
+def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
+    """Two adds on the T4, one tiny and one of 4e8 bytes: the device starts each kernel when
+    the host has issued it and the kernel before it is done; a CPU runs them one by one."""
+    t4 = load_chips()["t4"]
+    p = cal.load().params("t4", "gpu", "elementwise")
+    small = {"op": "add", "op_class": "vector", "dtype": "float32", "flops": 256,
+             "bytes": 3072, "phase": "forward", "shape": [256]}
+    large = {**small, "flops": 1e8 / 3, "bytes": 4e8, "shape": [10 ** 8 // 3]}
+    kernel = [max(256 / (t4.peaks["fp32"] * p.compute), 3072 / (t4.bandwidth * p.memory)),
+              4e8 / (t4.bandwidth * p.memory)]
+    kernel[0] = max(kernel[0], 3e-6)  # a kernel lasts at least the device's floor
+    # large first: it is issued at t0 and runs until t0 + k1; the small one, issued at 2 t0
+    # (< t0 + k1), waits for it
+    done = p.t0 + kernel[1] + kernel[0]
+    assert roofline.predict([large, small], t4)["forward"]["predicted_s"] == \
+        pytest.approx(done)
+    # small first: its kernel ends long before the large one is issued at 2 t0
+    assert roofline.predict([small, large], t4)["forward"]["predicted_s"] == \
+        pytest.approx(2 * p.t0 + kernel[1])
+    band = roofline.predict([small, large], t4)["forward"]
+    assert band["low_s"] == pytest.approx((2 * p.t0 + kernel[1]) * p.band[0])
+    # the same two nodes on a CPU chip with the T4's parameters: no overlap
+    cpu = parse_chip({"id": "cpu-like", "name": "x", "class": "cpu", "vendor": "x",
+                      "peaks": {"fp32": {"value": t4.peaks["fp32"], "unit": "vector"}},
+                      "bandwidth": t4.bandwidth, "sources": ["test"],
+                      "calibration": {"elementwise": {"t0": p.t0, "compute": p.compute,
+                                                      "memory": p.memory, "band": [1, 1],
+                                                      "source": "test"}}}, "test")
+    summed = sum(roofline.node_time(r, cpu).predicted_s for r in (small, large))
+    assert roofline.predict([small, large], cpu)["forward"]["predicted_s"] == \
+        pytest.approx(summed)
 
 
 def test_chips_without_a_calibration_use_the_roof():

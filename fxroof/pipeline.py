@@ -1,0 +1,38 @@
+"""An eager step on an accelerator: the host issues ops while the device runs earlier ones.
+
+In eager PyTorch on a GPU, kernel launches are asynchronous: the host (Python, the
+dispatcher, the launch itself) issues op i+1 while the device still runs op i. An op timed
+alone pays its host cost with the device idle -- that is what the calibrated fixed cost
+``t0`` holds (NeuSight timed each kernel from an idle GPU, so its floor of 22-53 us is the
+host's; ``../shared/data/gpu-kernels/README.md``) -- but inside a model that cost overlaps
+the kernels before it. So a step takes neither the sum of its ops' isolated times nor the sum
+of its kernels. With h_i the host cost of op i and k_i its kernel time, the device starts op
+i once the host has issued it and the device has finished op i-1:
+
+    issued_i = issued_{i-1} + h_i
+    done_i   = max(done_{i-1}, issued_i) + k_i         step = done_N
+
+Small batches are host-bound (step ~ sum h: the device waits between kernels), large ones
+device-bound (step ~ h_1 + sum k). Between the two, where h and k are alike, the isolated
+sum over-counts up to 2x.
+
+A kernel runs for at least ``KERNEL_FLOOR_S`` on the device however little it does: empty
+kernels launched back to back without synchronisation run at about 334,000 per second
+(M. Boyer, "CUDA Kernel Overhead", www.cs.virginia.edu/~mwb7w/cuda_support/
+kernel_overhead.html), 3 us each.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+KERNEL_FLOOR_S = 3.0e-6  # s: one kernel on the device, back to back (source above)
+
+
+def pipelined_s(ops: Iterable[tuple[float, float]]) -> float:
+    """Seconds until the device finishes the last op, for (host s, kernel s) per op in issue
+    order. Ops with no host cost (a roof time, a view) just queue behind the device."""
+    issued = done = 0.0
+    for host_s, kernel_s in ops:
+        issued += host_s
+        done = max(done, issued) + kernel_s
+    return done
