@@ -1,0 +1,98 @@
+"""`bench_gpu.py compare`: fxroof's predictions for measured GPU runs, and their error.
+
+Every measured run is analysed for the CUDA target on fake tensors (no GPU needed) as the
+same step -- eval forward for inference; forward, cross-entropy, backward and an SGD update
+for training; ``amp="bf16"`` for the bf16 runs -- and predicted on the chip with the ideal
+roofline and the calibrated time model.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+
+from scipy.stats import spearmanr
+
+from fxroof import analyze
+from fxroof.chips import get_chip, load_chips
+from fxroof.errors import FxroofError
+from fxroof.files import check_writable, write_json
+from fxroof.roofline import predict
+
+ROOFS = ("ideal", "calibrated")
+
+
+def predicted(run: dict, chip) -> dict:
+    """The run's step, analysed for the CUDA target and predicted on ``chip`` (s)."""
+    training = run["phase"] == "training"
+    g = analyze(run["model"], batch=run["batch"], device="cuda", chip=chip,
+                amp="bf16" if run["precision"] == "bf16" else None,
+                loss="cross_entropy" if training else None,
+                optimizer="sgd" if training else None)
+    records = g.records()
+    calibrated = predict(records, chip)["overall"]
+    return {"ideal_s": predict(records, chip, "ideal")["overall"]["predicted_s"],
+            "calibrated_s": calibrated["predicted_s"], "low_s": calibrated["low_s"],
+            "high_s": calibrated["high_s"], "nodes": len(records)}
+
+
+def _error(p: dict, roof: str) -> float:
+    return abs(p[f"{roof}_s"] / p["median_s"] - 1)
+
+
+def summary(points: list[dict]) -> dict:
+    """Per (precision, phase) and roof: median and worst error, Spearman rho per batch, and
+    the share of runs whose measured time lies inside the calibrated band."""
+    result = {}
+    for key in sorted({(p["precision"], p["phase"]) for p in points}):
+        mine = [p for p in points if (p["precision"], p["phase"]) == key]
+        entry = {"runs": len(mine)}
+        for roof in ROOFS:
+            rho = {}
+            for batch in sorted({p["batch"] for p in mine}):
+                at = [p for p in mine if p["batch"] == batch]
+                if len(at) >= 4:
+                    rho[batch] = round(float(spearmanr([p[f"{roof}_s"] for p in at],
+                                                       [p["median_s"] for p in at])[0]), 3)
+            worst = max(mine, key=lambda p: _error(p, roof))
+            entry[roof] = {
+                "median_error": round(statistics.median(_error(p, roof) for p in mine), 3),
+                "median_ratio": round(statistics.median(p[f"{roof}_s"] / p["median_s"]
+                                                        for p in mine), 3),
+                "worst_error": round(_error(worst, roof), 3),
+                "worst": f"{worst['model']} b{worst['batch']}", "spearman_rho": rho}
+        entry["inside_band"] = round(sum(p["low_s"] <= p["median_s"] <= p["high_s"]
+                                         for p in mine) / len(mine), 3)
+        result[" ".join(key)] = entry
+    return result
+
+
+def compare(args) -> int:
+    if args.json:
+        check_writable(args.json, overwrite=args.force)
+    measured = _measured(args.measured)
+    chip = get_chip(args.chip, load_chips(args.chips_file))
+    points = []
+    for run in measured["runs"]:
+        if "error" in run:
+            continue
+        points.append({**run, **predicted(run, chip)})
+    result = {"benchmark": "gpu_predict", "chip": chip.id,
+              "measured_on": measured["environment"], **summary(points)}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        write_json(args.json, {"summary": result, "points": points}, overwrite=args.force)
+    return 0
+
+
+def _measured(path: str) -> dict:
+    """The runs of a `measure` file, or a clear error naming what is wrong with it."""
+    try:
+        with open(path) as f:
+            measured = json.load(f)
+        if measured.get("benchmark") == "gpu_step_times" and isinstance(measured["runs"], list):
+            return measured
+    except (OSError, ValueError, AttributeError, KeyError) as e:
+        raise FxroofError(f"Cannot read '{path}' ({e}): give the JSON file that "
+                          "`bench_gpu.py measure --out` wrote.") from None
+    raise FxroofError(f"'{path}' is not a file of measured runs: give the JSON file that "
+                      "`bench_gpu.py measure --out` wrote.")

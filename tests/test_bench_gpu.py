@@ -1,0 +1,58 @@
+"""benchmarks/bench_gpu.py: the GPU step-time check's logic, run on the CPU (its measuring
+loop with --device cpu, its comparison on fake tensors), and its summary by hand."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.gpu_compare import summary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "benchmarks", "bench_gpu.py")
+
+
+def point(model, batch, measured, calibrated, ideal, low, high):
+    return {"model": model, "phase": "inference", "precision": "fp32", "batch": batch,
+            "median_s": measured, "calibrated_s": calibrated, "ideal_s": ideal,
+            "low_s": low, "high_s": high}
+
+
+def test_summary_by_hand():
+    points = [point("a", 1, 1.0, 1.1, 0.5, 0.9, 1.3),   # error 0.1, inside the band
+              point("b", 1, 2.0, 1.5, 1.0, 1.2, 1.8),   # error 0.25, measured above the band
+              point("c", 1, 4.0, 4.4, 2.0, 3.0, 5.0),   # error 0.1, inside
+              point("d", 1, 8.0, 9.6, 4.0, 7.0, 9.0)]   # error 0.2, inside
+    s = summary(points)["fp32 inference"]
+    assert s["runs"] == 4
+    assert s["calibrated"]["median_error"] == pytest.approx(0.15)   # (0.1 + 0.2) / 2
+    assert s["calibrated"]["worst_error"] == pytest.approx(0.25)
+    assert s["calibrated"]["worst"] == "b b1"
+    assert s["calibrated"]["spearman_rho"] == {1: 1.0}              # same order
+    assert s["ideal"]["median_ratio"] == pytest.approx(0.5)
+    assert s["inside_band"] == pytest.approx(0.75)
+
+
+def test_measure_on_the_cpu_then_compare(tmp_path):
+    measured, compared = tmp_path / "m.json", tmp_path / "c.json"
+    run = lambda *args: subprocess.run([sys.executable, SCRIPT, *args],  # noqa: E731
+                                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    done = run("measure", "--device", "cpu", "--out", str(measured), "--models", "resnet18",
+               "--batch", "1", "--train-batch", "2", "--precision", "fp32",
+               "--warmup", "0", "--repeats", "1")
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(measured.read_text())["runs"]
+    assert [(r["phase"], r["batch"]) for r in runs] == [("inference", 1), ("training", 2)]
+    assert all(r["median_s"] > 0 for r in runs)
+    again = run("measure", "--device", "cpu", "--out", str(measured), "--models", "resnet18")
+    assert again.returncode != 0 and "--force" in again.stderr  # nothing overwritten
+    done = run("compare", str(measured), "--chip", "t4", "--json", str(compared))
+    assert done.returncode == 0, done.stderr
+    points = json.loads(compared.read_text())["points"]
+    # the training step adds the loss and the optimizer to the forward: more nodes, longer
+    assert points[1]["nodes"] > 2 * points[0]["nodes"]
+    assert points[1]["calibrated_s"] > points[0]["calibrated_s"]
+    assert all(p["low_s"] <= p["calibrated_s"] <= p["high_s"] for p in points)
+    bad = run("compare", str(tmp_path), "--chip", "t4")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "measure --out" in bad.stderr
