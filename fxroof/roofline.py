@@ -22,6 +22,7 @@ the roof time, and ``fraction_of_roof`` = ideal_s / measured time.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple, Optional
 
@@ -141,7 +142,13 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
-    peak, _ = peak_for(chip, record["op_class"], record["dtype"], record["op"])
+    peak, key = peak_for(chip, record["op_class"], record["dtype"], record["op"])
+    if op_class in cal.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
+        # a GPU's fitted convolution rate can pass the FP32 peak: the kernel data ran with
+        # TF32 off, and cuDNN's FP32 Winograd kernels do up to 2.25x fewer multiplies than the
+        # direct count. Its tensor-core (TF32, BF16, FP16) convolutions are implicit GEMMs
+        # doing every multiply: no faster than their peak.
+        params = dataclasses.replace(params, compute=1.0)
     dims = cal.gemm_dims(record) if op_class in cal.MATRIX_CLASSES else None
     used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \

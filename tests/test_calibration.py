@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 import fxroof
@@ -504,3 +505,21 @@ def test_a_captured_convolution_is_priced_with_its_reorders_on_a_cpu():
     assert with_reorders - without == pytest.approx(2 * operands / 2e10)
     assert roofline.node_time(cl, chip(2e10)).predicted_s - \
         roofline.node_time(cl, chip(0.0)).predicted_s == pytest.approx(2 * weights / 2e10)
+
+
+def test_a_tensor_core_convolution_is_never_predicted_below_its_roof(monkeypatch):
+    """The A100's convolution fit runs faster than the FP32 peak (cuDNN's FP32 Winograd
+    kernels do fewer multiplies than the direct count); its TF32 convolutions are implicit
+    GEMMs, so on the TF32 roof the rate is capped at the peak."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    chip = load_chips()["a100_sxm_80gb"]
+    params = cal.load().params(chip.id, "gpu", "conv")
+    assert params.compute > 1.0  # the premise: the shipped fit passes the FP32 peak
+    g = fxroof.analyze(torch.nn.Conv2d(512, 512, 3, padding=1), torch.empty(64, 512, 28, 28),
+                       device="cuda", chip=chip)
+    (conv,) = [r for r in g.records() if cal.op_class_of(r) == "conv"]
+    roof = roofline.node_roof(conv, chip)
+    assert roof.peak_key == "tf32" and roof.bound == "compute"
+    kernel = roofline.node_time(conv, chip).predicted_s - params.t0
+    assert kernel >= roof.predicted_s  # 2 x 64 x 784 x 512 x 4608 FLOP at <= 156 TFLOP/s
+    assert roof.predicted_s == pytest.approx(2 * 64 * 784 * 512 * 4608 / 156e12, rel=1e-3)
