@@ -166,8 +166,10 @@ def test_cuda_autocast_policy_on_a_small_model():
 
 def test_our_cuda_policy_lists_the_ops_cuda_autocast_registers():
     """Every op with an AutocastCUDA kernel in this torch build has a policy here, bar the
-    banned binary_cross_entropy and cuDNN's RNN (handled by the RNN rule)."""
-    registered = _ops_with_kernel("AutocastCUDA")
+    banned binary_cross_entropy, cuDNN's RNN (handled by the RNN rule) and the named-tensor
+    overloads Python cannot call (torch 2.11 lists them, 2.14 does not)."""
+    registered = {name for name in _ops_with_kernel("AutocastCUDA")
+                  if "imname" not in name and not name.startswith("norm.names")}
     assert registered - set(cuda_policy()) <= {"binary_cross_entropy.default",
                                                "_cudnn_rnn.default"}
     assert set(cuda_policy()) <= registered
