@@ -27,10 +27,12 @@ from fxroof.units import si
 
 PREDICT_NOTE = (
     "time model 'calibrated': per node t0 + max(FLOPs / (peak x compute x tile utilization), "
-    "bytes / (bandwidth x memory)), fitted on public GPU kernel measurements (NeuSight), "
-    "summed; p10..p90 is its band from validation on GPUs it was not fitted on. 'ideal' (and "
-    "the roof column): max(FLOPs / peak, bytes / bandwidth) per node, summed. Model intensity "
-    "= total FLOPs / total bytes.")
+    "bytes / (bandwidth x memory)), fitted on public GPU kernel measurements (NeuSight); on a "
+    "GPU t0 is the host's cost of issuing the op, which overlaps the kernels before it (the "
+    "step is pipelined, not summed; 'waits for host': the share of it the GPU sits idle, "
+    "which fewer launches would save and a faster GPU would not); p10..p90 is its band from "
+    "validation on GPUs it was not fitted on. 'ideal' (and the roof column): max(FLOPs / peak, "
+    "bytes / bandwidth) per node, summed. Model intensity = total FLOPs / total bytes.")
 _GROUP_TITLES = {"layer_type": "layer type", "module": "module", "op": "ATen op",
                  "phase": "phase"}
 

@@ -171,7 +171,8 @@ def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
     compute-bound share of the roof time. On a CPU a phase takes the sum of its nodes' times;
     on an accelerator the host issues each op while the device runs the ones before it
     (fxroof.pipeline), so a phase takes less than that sum where host and kernel times are
-    alike; "overall" is the sum of the phases either way."""
+    alike, and ``host_wait_s`` says how much of it the device waits for the host; "overall"
+    is the sum of the phases either way."""
     check_roof(roof)
     result: dict = {}
     issued: dict[str, list[NodeTime]] = {}
@@ -201,15 +202,21 @@ def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
 
 
 def _overlap_host(result: dict, issued: dict[str, list[NodeTime]]) -> None:
-    """Replace each phase's summed expectation and band by the pipelined step's."""
+    """Replace each phase's summed expectation and band by the pipelined step's, and add
+    ``host_wait_s``: how long the device sits idle waiting for the host to issue work (the
+    step less its kernels) -- most of a small batch's step, which more FLOP/s would not
+    shorten but fewer launches (torch.compile, CUDA graphs) would."""
     overall = result["overall"]
-    for key in ("predicted_s", "low_s", "high_s"):
+    for key in ("predicted_s", "low_s", "high_s", "host_wait_s"):
         overall[key] = 0.0
     for phase, times in issued.items():
         for key in ("predicted_s", "low_s", "high_s"):
             seconds = pipelined_s(_host_and_kernel(t, getattr(t, key)) for t in times)
             result[phase][key] = seconds
             overall[key] += seconds
+        kernels = sum(_host_and_kernel(t, t.predicted_s)[1] for t in times)
+        result[phase]["host_wait_s"] = result[phase]["predicted_s"] - kernels
+        overall["host_wait_s"] += result[phase]["host_wait_s"]
 
 
 def _host_and_kernel(t: NodeTime, seconds: float) -> tuple[float, float]:

@@ -204,6 +204,10 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
         pytest.approx(2 * p.t0 + kernel[1])
     band = roofline.predict([small, large], t4)["forward"]
     assert band["low_s"] == pytest.approx((2 * p.t0 + kernel[1]) * p.band[0])
+    # the device idles until the small kernel is issued, and between it and the large one
+    assert band["host_wait_s"] == pytest.approx(2 * p.t0 - kernel[0])
+    assert roofline.predict([large, small], t4)["overall"]["host_wait_s"] == \
+        pytest.approx(p.t0)
     # the same two nodes on a CPU chip with the T4's parameters: no overlap
     cpu = parse_chip({"id": "cpu-like", "name": "x", "class": "cpu", "vendor": "x",
                       "peaks": {"fp32": {"value": t4.peaks["fp32"], "unit": "vector"}},
@@ -212,8 +216,8 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
                                                       "memory": p.memory, "band": [1, 1],
                                                       "source": "test"}}}, "test")
     summed = sum(roofline.node_time(r, cpu).predicted_s for r in (small, large))
-    assert roofline.predict([small, large], cpu)["forward"]["predicted_s"] == \
-        pytest.approx(summed)
+    on_cpu = roofline.predict([small, large], cpu)["forward"]
+    assert on_cpu["predicted_s"] == pytest.approx(summed) and "host_wait_s" not in on_cpu
 
 
 def test_chips_without_a_calibration_use_the_roof():

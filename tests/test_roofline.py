@@ -153,6 +153,12 @@ def test_cli_chips_json_and_predict(capsys):
     assert main(["predict", "resnet18", "--batch", "8", "--backward"]) == 0
     out = capsys.readouterr().out
     assert "NVIDIA H100 SXM5 80GB" in out and "fits memory" in out
+    # at batch 1 the H100 idles most of the step, waiting for the host to launch kernels
+    assert main(["predict", "resnet18", "--chip", "h100_sxm"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("NVIDIA H100"))
+    wait = next(cell for cell in row.split() if cell.endswith("%"))
+    assert int(wait[:-1]) > 50
     assert main(["predict", "resnet18", "--chip", "h10O"]) == 1
     assert "Did you mean h100_sxm" in capsys.readouterr().err
 
