@@ -258,8 +258,18 @@ def load_chips(extra: Optional[list[str]] = None) -> dict[str, Chip]:
     return chips
 
 
+MEASURED_IDS = ("this-cpu", "this-gpu")  # the ids `fxroof chips measure` saves under
+
+
 def get_chip(chip_id: str, chips: Optional[dict] = None) -> Chip:
     chips = chips if chips is not None else load_chips()
+    if chip_id in MEASURED_IDS and chip_id not in chips:
+        device = "cuda" if chip_id == "this-gpu" else "cpu"
+        raise FxroofError(
+            f"There is no '{chip_id}' chip yet: it is this machine's "
+            f"{'GPU' if device == 'cuda' else 'CPU'} as `fxroof chips measure --device "
+            f"{device}` measures it (saved under "
+            f"{user_chips_dir()}). Measure it first, or name a chip from `fxroof chips list`.")
     if chip_id not in chips:
         raise FxroofError(f"Unknown chip '{chip_id}'.{did_you_mean(chip_id, chips, cutoff=0.4)}"
                           " Known chips: "

@@ -163,6 +163,15 @@ def test_cli_chips_json_and_predict(capsys):
     assert "Did you mean h100_sxm" in capsys.readouterr().err
 
 
+def test_an_unmeasured_device_chip_says_how_to_measure_it(tmp_path, monkeypatch, capsys):
+    from fxroof.cli import main
+
+    monkeypatch.setenv("FXROOF_CHIPS_DIR", str(tmp_path))  # nothing measured here
+    assert main(["predict", "resnet18", "--chip", "this-gpu"]) == 1
+    err = capsys.readouterr().err
+    assert "fxroof chips measure --device cuda" in err and "Traceback" not in err
+
+
 def test_where_to_look_ranks_by_time_above_the_roof():
     g = fxroof.analyze("resnet18", batch=2, backward=True)
     g.time(repeats=2, warmup=1)
