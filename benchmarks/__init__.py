@@ -20,3 +20,18 @@ def script_main(main: Callable[[], int], path: str) -> None:
     except KeyboardInterrupt:
         print(f"{name}: interrupted: nothing written", file=sys.stderr)
         sys.exit(130)
+
+
+def rho_per_batch(points: list[dict], predicted: str, measured: str) -> dict:
+    """{batch: Spearman rho between points[predicted] and points[measured]} over the points
+    of each batch size, where a batch has at least 4 (with fewer, even a perfect order means
+    little)."""
+    from scipy.stats import spearmanr
+
+    rho = {}
+    for batch in sorted({p["batch"] for p in points}):
+        at = [p for p in points if p["batch"] == batch]
+        if len(at) >= 4:
+            rho[batch] = round(float(spearmanr([p[predicted] for p in at],
+                                               [p[measured] for p in at])[0]), 3)
+    return rho

@@ -26,12 +26,11 @@ import time
 from typing import Optional
 
 import torch
-from scipy.stats import spearmanr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import script_main  # noqa: E402
+from benchmarks import rho_per_batch, script_main  # noqa: E402
 
 from fxroof import calibration as cal, model_probes, probes  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
@@ -118,12 +117,7 @@ def summary(found: list[dict]) -> dict:
             if not all(f"{model}_s" in p for p in mine):
                 continue
             errors = [abs(p[f"{model}_s"] / p["measured_s"] - 1) for p in mine]
-            rho = {}
-            for batch in sorted({p["batch"] for p in mine}):
-                at = [p for p in mine if p["batch"] == batch]
-                if len(at) >= 4:
-                    rho[batch] = round(float(spearmanr([p[f"{model}_s"] for p in at],
-                                                       [p["measured_s"] for p in at])[0]), 3)
+            rho = rho_per_batch(mine, f"{model}_s", "measured_s")
             result[f"{phase} {model}"] = {
                 "points": len(mine), "median_error": round(statistics.median(errors), 3),
                 "worst_error": round(max(errors), 3),

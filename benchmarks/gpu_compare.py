@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from scipy.stats import spearmanr
-
+from benchmarks import rho_per_batch
 from fxroof import analyze
 from fxroof.chips import get_chip, load_chips
 from fxroof.errors import FxroofError
@@ -47,12 +46,7 @@ def summary(points: list[dict]) -> dict:
         mine = [p for p in points if (p["precision"], p["phase"]) == key]
         entry = {"runs": len(mine)}
         for roof in ROOFS:
-            rho = {}
-            for batch in sorted({p["batch"] for p in mine}):
-                at = [p for p in mine if p["batch"] == batch]
-                if len(at) >= 4:
-                    rho[batch] = round(float(spearmanr([p[f"{roof}_s"] for p in at],
-                                                       [p["median_s"] for p in at])[0]), 3)
+            rho = rho_per_batch(mine, f"{roof}_s", "median_s")
             worst = max(mine, key=lambda p: _error(p, roof))
             entry[roof] = {
                 "median_error": round(statistics.median(_error(p, roof) for p in mine), 3),
