@@ -23,6 +23,7 @@ from fxroof.models.hf import parse_overrides
 from fxroof.probes import measure_calibrated
 from fxroof.roofline_points import plot_roofline
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study
+from fxroof.target import Target
 from fxroof.units import si
 
 PREDICT_NOTE = (
@@ -37,14 +38,15 @@ _GROUP_TITLES = {"layer_type": "layer type", "module": "module", "op": "ATen op"
                  "phase": "phase"}
 
 
-def _analyze(args):
+def _analyze(args, chip=None, device=None):
+    """The step the arguments describe; ``chip``/``device`` override the target they name."""
     shapes = [parse_shape(s) for s in args.input_shape] if args.input_shape else None
     return analyze(args.model, backward=args.backward, mode=args.mode, dtype=args.dtype,
                    input_shapes=shapes, batch=args.batch, seq_len=args.seq_len,
                    hf_config=parse_overrides(args.hf_config),
                    compiled=getattr(args, "compiled", False),
-                   freeze=getattr(args, "freeze", False), device=args.device,
-                   chip=_target_chip(args), loss=args.loss, optimizer=args.optimizer,
+                   freeze=getattr(args, "freeze", False), device=device or args.device,
+                   chip=chip or _target_chip(args), loss=args.loss, optimizer=args.optimizer,
                    optimizer_impl=args.optimizer_impl, amp=args.amp,
                    memory_format=args.memory_format)
 
@@ -78,12 +80,14 @@ def _write_outputs(g, outputs: list, force: bool) -> None:
         print(f"wrote {path}")
 
 
-def _print_header(g, detail: str) -> None:
+def _print_header(g, detail: str, targets: int = 1) -> None:
     m = g.model
     step = "".join(f", {label} {value}" for label, value in (
         ("autocast", m.amp), ("loss", m.loss), ("optimizer", m.optimizer)) if value)
+    where = f"{m.device} target" if targets == 1 else \
+        f"{targets} targets (each GPU: CUDA's program for its compute capability)"
     print(f"{m.name}: inputs {', '.join(str(tuple(i['shape'])) for i in m.inputs)}, "
-          f"{m.dtype}, {m.device} target, {m.mode} mode{step}, {detail}")
+          f"{m.dtype}, {where}, {m.mode} mode{step}, {detail}")
     print()
 
 
@@ -173,23 +177,60 @@ def _chip(args):
 def run_predict(args) -> int:
     chips = load_chips(args.chips_file)
     selected = [get_chip(c, chips) for c in args.chip] if args.chip else list(chips.values())
-    g = _analyze(args)
-    _print_header(g, f"peak memory {si(g.memory.peak_bytes, 'B')}")
-    rows = []
+    graphs = _graphs_per_target(args, selected)
+    first = next(iter(graphs.values()))
+    _print_header(first, f"peak memory {si(first.memory.peak_bytes, 'B')}",
+                  targets=len(graphs))
+    rows, skipped = [], []
     for chip in selected:
         try:
+            g = graphs[_target_of(args, chip)]
+            if isinstance(g, FxroofError):
+                raise g
             p = roofline.predict(g.records(), chip, args.roof)
         except FxroofError as e:
-            if args.chip:
+            if len(selected) == 1:
                 raise
-            print(f"skipped {chip.id}: {e}")
+            skipped.append(f"skipped {chip.id}: {e}")
             continue
         rows.append({"chip": chip, "prediction": p,
                      "fits": chip.capacity is None or g.memory.peak_bytes <= chip.capacity})
+    print("\n".join(skipped))
+    if not rows:
+        raise FxroofError("None of the chips could price this step (each one's reason is "
+                          "above): choose chips that list its dtype (`fxroof chips list`), or "
+                          "change --dtype or --amp.")
     rows.sort(key=lambda r: r["prediction"]["overall"]["predicted_s"])
     print(render.prediction_table(rows))
     print(PREDICT_NOTE)
     return 0
+
+
+def _target_of(args, chip) -> tuple:
+    """(device, compute capability) of the program a chip is priced on: the --device asked
+    for, else the chip's own -- a GPU runs CUDA's kernels for its compute capability
+    (attention backends, autocast policy, bf16 support), any other chip the CPU's."""
+    target = Target.of(args.device, _target_chip(args)) if args.device else Target.of(None, chip)
+    return target.device, target.capability
+
+
+def _graphs_per_target(args, chips: list) -> dict:
+    """{target: AnnotatedGraph} for the chips' targets (_target_of), each analysed once, the
+    CPU's first. A later target that cannot be recorded (bf16 autocast on a GPU older than
+    Ampere) is kept as its error, for its chips to be skipped with it; the first one's error
+    is the command's."""
+    graphs: dict = {}
+    for chip in sorted(chips, key=lambda c: _target_of(args, c)[0] == "cuda"):
+        target = _target_of(args, chip)
+        if target in graphs:
+            continue
+        try:
+            graphs[target] = _analyze(args, chip if target[0] == "cuda" else None, target[0])
+        except FxroofError as e:
+            if not graphs:
+                raise
+            graphs[target] = e
+    return graphs
 
 
 def run_chips_list(args) -> int:

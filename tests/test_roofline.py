@@ -163,6 +163,23 @@ def test_cli_chips_json_and_predict(capsys):
     assert "Did you mean h100_sxm" in capsys.readouterr().err
 
 
+def test_predict_prices_each_gpu_on_the_cuda_program_for_its_capability(capsys):
+    from fxroof.cli import main
+
+    assert main(["predict", "hf:gpt2", "--hf-config", "n_layer=1", "--chip", "h100_sxm",
+                 "--chip", "xeon_w9_3495x", "--chip", "t4", "--amp", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "3 targets" in out.splitlines()[0]
+    # the T4 has no bf16 autocast: skipped with the reason, the others priced
+    assert "skipped t4: bf16 autocast needs" in out
+    h100 = load_chips()["h100_sxm"]
+    own = fxroof.analyze("hf:gpt2", hf_config={"n_layer": 1}, chip=h100, amp="bf16")
+    assert own.model.device == "cuda"
+    expected = roofline.predict(own.records(), h100)["overall"]["predicted_s"]
+    row = next(line for line in out.splitlines() if line.startswith("NVIDIA H100"))
+    assert row.split()[4:6] == fxroof.render.seconds(expected).split()
+
+
 def test_an_unmeasured_device_chip_says_how_to_measure_it(tmp_path, monkeypatch, capsys):
     from fxroof.cli import main
 
