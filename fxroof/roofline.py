@@ -193,8 +193,8 @@ def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
             p["bytes"] += r["bytes"]
             if timed.model == "calibrated":
                 p["model"] = "calibrated"
-    if chip.cls != "cpu":
-        _overlap_host(result, issued)
+    if chip.cls != "cpu" and any(t.host_s for times in issued.values() for t in times):
+        _overlap_host(result, issued)  # a time model with host costs (the roof has none)
     for p in result.values():
         p["intensity"] = p["flops"] / p["bytes"] if p["bytes"] else None
         p["bound"] = "compute" if p["compute_bound_s"] >= p["ideal_s"] / 2 else "memory"

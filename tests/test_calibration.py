@@ -216,6 +216,8 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
                                                       "memory": p.memory, "band": [1, 1],
                                                       "source": "test"}}}, "test")
     summed = sum(roofline.node_time(r, cpu).predicted_s for r in (small, large))
+    ideal = roofline.predict([small, large], t4, "ideal")["forward"]
+    assert "host_wait_s" not in ideal  # the roof has no host cost to wait for
     on_cpu = roofline.predict([small, large], cpu)["forward"]
     assert on_cpu["predicted_s"] == pytest.approx(summed) and "host_wait_s" not in on_cpu
 
