@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from benchmarks import bench_gpu
 from benchmarks.gpu_compare import summary
+from fxroof.errors import FxroofError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "benchmarks", "bench_gpu.py")
@@ -34,25 +36,29 @@ def test_summary_by_hand():
     assert s["inside_band"] == pytest.approx(0.75)
 
 
-def test_measure_on_the_cpu_then_compare(tmp_path):
+def test_measure_on_the_cpu_then_compare(tmp_path, capsys):
     measured, compared = tmp_path / "m.json", tmp_path / "c.json"
-    run = lambda *args: subprocess.run([sys.executable, SCRIPT, *args],  # noqa: E731
-                                       capture_output=True, text=True, timeout=300, cwd=ROOT)
-    done = run("measure", "--device", "cpu", "--out", str(measured), "--models", "resnet18",
-               "--batch", "1", "--train-batch", "2", "--precision", "fp32",
-               "--warmup", "0", "--repeats", "1")
-    assert done.returncode == 0, done.stderr
+    assert bench_gpu.main(["measure", "--device", "cpu", "--out", str(measured), "--models",
+                           "squeezenet1_1", "--batch", "1", "--train-batch", "2",
+                           "--precision", "fp32", "--warmup", "0", "--repeats", "1"]) == 0
     runs = json.loads(measured.read_text())["runs"]
     assert [(r["phase"], r["batch"]) for r in runs] == [("inference", 1), ("training", 2)]
     assert all(r["median_s"] > 0 for r in runs)
-    again = run("measure", "--device", "cpu", "--out", str(measured), "--models", "resnet18")
-    assert again.returncode != 0 and "--force" in again.stderr  # nothing overwritten
-    done = run("compare", str(measured), "--chip", "t4", "--json", str(compared))
-    assert done.returncode == 0, done.stderr
+    with pytest.raises(FxroofError, match="--force"):  # refused before measuring
+        bench_gpu.main(["measure", "--device", "cpu", "--out", str(measured)])
+    assert bench_gpu.main(["compare", str(measured), "--chip", "t4", "--json",
+                           str(compared)]) == 0
     points = json.loads(compared.read_text())["points"]
     # the training step adds the loss and the optimizer to the forward: more nodes, longer
     assert points[1]["nodes"] > 2 * points[0]["nodes"]
     assert points[1]["calibrated_s"] > points[0]["calibrated_s"]
     assert all(p["low_s"] <= p["calibrated_s"] <= p["high_s"] for p in points)
-    bad = run("compare", str(tmp_path), "--chip", "t4")
-    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "measure --out" in bad.stderr
+    with pytest.raises(FxroofError, match="measure --out"):
+        bench_gpu.main(["compare", str(tmp_path), "--chip", "t4"])
+
+
+def test_the_script_ends_with_one_line_not_a_traceback(tmp_path):
+    done = subprocess.run([sys.executable, SCRIPT, "compare", str(tmp_path), "--chip", "t4"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("bench_gpu.py: error: Cannot read")
