@@ -180,7 +180,7 @@ def run_predict(args) -> int:
     graphs = _graphs_per_target(args, selected)
     first = next(iter(graphs.values()))
     _print_header(first, f"peak memory {si(first.memory.peak_bytes, 'B')}",
-                  targets=len(graphs))
+                  targets=sum(not isinstance(g, FxroofError) for g in graphs.values()))
     rows, skipped = [], []
     for chip in selected:
         try:

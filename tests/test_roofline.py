@@ -169,7 +169,7 @@ def test_predict_prices_each_gpu_on_the_cuda_program_for_its_capability(capsys):
     assert main(["predict", "hf:gpt2", "--hf-config", "n_layer=1", "--chip", "h100_sxm",
                  "--chip", "xeon_w9_3495x", "--chip", "t4", "--amp", "bf16"]) == 0
     out = capsys.readouterr().out
-    assert "3 targets" in out.splitlines()[0]
+    assert "2 targets" in out.splitlines()[0]  # the CPU's and the H100's; the T4's failed
     # the T4 has no bf16 autocast: skipped with the reason, the others priced
     assert "skipped t4: bf16 autocast needs" in out
     h100 = load_chips()["h100_sxm"]
