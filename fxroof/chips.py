@@ -258,13 +258,14 @@ def load_chips(extra: Optional[list[str]] = None) -> dict[str, Chip]:
     return chips
 
 
-MEASURED_IDS = ("this-cpu", "this-gpu")  # the ids `fxroof chips measure` saves under
+# the ids `fxroof chips measure --device cpu | cuda` saves under
+MEASURED_IDS = {"cpu": "this-cpu", "cuda": "this-gpu"}
 
 
 def get_chip(chip_id: str, chips: Optional[dict] = None) -> Chip:
     chips = chips if chips is not None else load_chips()
-    if chip_id in MEASURED_IDS and chip_id not in chips:
-        device = "cuda" if chip_id == "this-gpu" else "cpu"
+    device = next((d for d, measured in MEASURED_IDS.items() if measured == chip_id), None)
+    if device and chip_id not in chips:
         raise FxroofError(
             f"There is no '{chip_id}' chip yet: it is this machine's "
             f"{'GPU' if device == 'cuda' else 'CPU'} as `fxroof chips measure --device "

@@ -206,11 +206,19 @@ def run_predict(args) -> int:
     return 0
 
 
+def _pricing_chip(args, chip):
+    """The chip whose target ``chip`` is priced on: itself, unless --device names one target
+    for all chips (then a single --chip's capability, else CUDA's default)."""
+    if args.device is None:
+        return chip
+    return chip if len(args.chip or ()) == 1 else None
+
+
 def _target_of(args, chip) -> tuple:
     """(device, compute capability) of the program a chip is priced on: the --device asked
     for, else the chip's own -- a GPU runs CUDA's kernels for its compute capability
     (attention backends, autocast policy, bf16 support), any other chip the CPU's."""
-    target = Target.of(args.device, _target_chip(args)) if args.device else Target.of(None, chip)
+    target = Target.of(args.device, _pricing_chip(args, chip))
     return target.device, target.capability
 
 
@@ -225,7 +233,8 @@ def _graphs_per_target(args, chips: list) -> dict:
         if target in graphs:
             continue
         try:
-            graphs[target] = _analyze(args, chip if target[0] == "cuda" else None, target[0])
+            cuda_chip = _pricing_chip(args, chip) if target[0] == "cuda" else None
+            graphs[target] = _analyze(args, cuda_chip, target[0])
         except FxroofError as e:
             if not graphs:
                 raise

@@ -28,7 +28,7 @@ from typing import Callable, Optional
 import torch
 import yaml
 
-from fxroof.chips import user_chips_dir
+from fxroof.chips import MEASURED_IDS, user_chips_dir
 from fxroof.device import Stopwatch, check_device, repeat
 from fxroof.errors import FxroofError
 from fxroof.files import atomic, check_writable
@@ -133,7 +133,7 @@ def measure(device: str = "cpu", quick: bool = True,
     name = (torch.cuda.get_device_name(dev) if gpu else
             (platform.processor() or platform.machine()) + f" ({os.cpu_count()} threads)")
     return {
-        "id": "this-gpu" if gpu else "this-cpu",
+        "id": MEASURED_IDS[dev.type],
         "name": f"{name} (measured)",
         "class": "gpu" if gpu else "cpu",
         "vendor": "",

@@ -178,6 +178,10 @@ def test_predict_prices_each_gpu_on_the_cuda_program_for_its_capability(capsys):
     expected = roofline.predict(own.records(), h100)["overall"]["predicted_s"]
     row = next(line for line in out.splitlines() if line.startswith("NVIDIA H100"))
     assert row.split()[4:6] == fxroof.render.seconds(expected).split()
+    # --device names one target for every chip: one analysis
+    assert main(["predict", "resnet18", "--device", "cuda", "--chip", "t4", "--chip",
+                 "h100_sxm"]) == 0
+    assert ", cuda target," in capsys.readouterr().out.splitlines()[0]
 
 
 def test_an_unmeasured_device_chip_says_how_to_measure_it(tmp_path, monkeypatch, capsys):
