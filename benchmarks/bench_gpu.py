@@ -43,6 +43,7 @@ from fxroof.device import Stopwatch, check_device  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.models import build_model, default_inputs  # noqa: E402
 from fxroof.study import DEFAULT_MODELS  # noqa: E402
+from fxroof.validate import nonnegative_int_arg, positive_int_arg  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16")
 SGD = {"lr": 1e-3, "momentum": 0.9}  # fxroof.step's SGD
@@ -158,11 +159,11 @@ def main(argv=None) -> int:
                    help="where to time (cpu only checks the script: the comparison is "
                         "for GPUs)")
     m.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
-    m.add_argument("--batch", type=int, nargs="+", default=[1, 64, 256])
-    m.add_argument("--train-batch", type=int, nargs="+", default=[64])
+    m.add_argument("--batch", type=positive_int_arg, nargs="+", default=[1, 64, 256])
+    m.add_argument("--train-batch", type=positive_int_arg, nargs="+", default=[64])
     m.add_argument("--precision", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
-    m.add_argument("--warmup", type=int, default=5)
-    m.add_argument("--repeats", type=int, default=20)
+    m.add_argument("--warmup", type=nonnegative_int_arg, default=5)
+    m.add_argument("--repeats", type=positive_int_arg, default=20)
     c = actions.add_parser("compare", help="predict the measured runs and report the error")
     c.add_argument("measured", help="a JSON file from `measure`")
     c.add_argument("--chip", required=True, help="chip id to predict on")

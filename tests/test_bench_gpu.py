@@ -62,3 +62,13 @@ def test_the_script_ends_with_one_line_not_a_traceback(tmp_path):
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("bench_gpu.py: error: Cannot read")
+
+
+@pytest.mark.parametrize("option", [["--batch", "0"], ["--train-batch", "-1"],
+                                    ["--repeats", "0"], ["--warmup", "x"]])
+def test_measure_refuses_a_batch_or_count_it_cannot_time(tmp_path, capsys, option):
+    with pytest.raises(SystemExit) as stop:  # argparse: one line, before any measuring
+        bench_gpu.main(["measure", "--device", "cpu", "--out", str(tmp_path / "m.json"),
+                        *option])
+    assert stop.value.code == 2 and option[0] in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
