@@ -235,9 +235,10 @@ def _study_arguments(p: argparse.ArgumentParser) -> None:
                         "(Inductor's kernels) and torch.compile's measured latency (compiles "
                         "every model: about 20 s each on 2 cores)")
     p.add_argument("--in-process", action="store_true",
-                   help="measure each eager latency in the study's own process, not a fresh "
-                        "one per model and batch (faster by a few seconds each; on a CPU the "
-                        "time then depends on the models run before it)")
+                   help="measure each eager latency, training step and compiled latency in "
+                        "the study's own process, not a fresh one per model and batch (faster "
+                        "by a few seconds each; on a CPU the time then depends on the models "
+                        "run before it)")
     p.add_argument("--report-only", action="store_true",
                    help="redraw the report from the cached results; run nothing")
     p.add_argument("--force", action="store_true",

@@ -51,23 +51,30 @@ def run_latency(module: torch.nn.Module, inputs, device: str, warmup: int, repea
             "samples_s": samples, "warmup": warmup}
 
 
-def measure_latency(model: str, batch: int, device: str, warmup: int, repeats: int) -> dict:
-    """run_latency's result, from a new interpreter; ``{"error": ...}`` if it failed."""
-    request = json.dumps({"model": model, "batch": batch, "device": device, "warmup": warmup,
-                          "repeats": repeats})
+def in_fresh_process(entry: str, request: dict, what: str) -> dict:
+    """Run ``python -m entry request`` and return the one JSON line it prints last, marked as
+    measured in a fresh process; ``{"error": ...}`` naming ``what`` (what the child measures)
+    if it failed."""
     # the child imports what this process can (a user's package.module:callable model)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    # -m of a module outside fxroof.study: the child imports torch, torchvision and this,
-    # not the study's report and plotting stack (about 11 s a child -> 7 s on 2 cores)
-    proc = subprocess.run([sys.executable, "-m", "fxroof.latency", request],
+    proc = subprocess.run([sys.executable, "-m", entry, json.dumps(request)],
                           capture_output=True, text=True, env=env)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"the latency process for {model} at batch {batch} failed "
-                         f"(exit status {proc.returncode}): {last}"}
+        return {"error": f"the process measuring {what} failed (exit status "
+                         f"{proc.returncode}): {last}"}
     result = json.loads(lines[-1])
     return result if "error" in result else {**result, "process": FRESH}
+
+
+def measure_latency(model: str, batch: int, device: str, warmup: int, repeats: int) -> dict:
+    """run_latency's result, from a new interpreter; ``{"error": ...}`` if it failed."""
+    # -m of a module outside fxroof.study: the child imports torch, torchvision and this,
+    # not the study's report and plotting stack (about 11 s a child -> 7 s on 2 cores)
+    return in_fresh_process("fxroof.latency", {"model": model, "batch": batch, "device": device,
+                                               "warmup": warmup, "repeats": repeats},
+                            f"the latency of {model} at batch {batch}")
 
 
 def error_record(e: Exception) -> dict:

@@ -47,7 +47,7 @@ LAYERS = [
     {"fxroof.compile_backend"},
     {"fxroof.compiled"},
     {"fxroof.analysis"},
-    {"fxroof.recording"},
+    {"fxroof.recording", "fxroof.measured"},
     {"fxroof.compiled_probes", "fxroof.model_probes"},
     {"fxroof.roofline_points", "fxroof.probes"},
     # the top: the package's public face, the study and the command line

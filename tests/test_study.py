@@ -15,6 +15,7 @@ from fxroof.study.cache import Cache
 from fxroof.study.sweep import COST, LATENCY, TRAIN, Sweep, tasks
 from fxroof.study import figures
 from fxroof.study.tables import collect, correlation_columns, rho, spearman
+from fxroof.latency import FRESH
 
 
 def csv_rows(path) -> list[dict]:
@@ -285,7 +286,7 @@ def test_a_latency_is_measured_in_a_fresh_process():
     """The child process builds the model by name -- here one only importable through this
     process's sys.path -- and sends run_latency's result back; a failure comes back as the
     sweep's error record, not an exception."""
-    from fxroof.latency import FRESH, measure_latency
+    from fxroof.latency import measure_latency
 
     result = measure_latency("tests.fixtures.user_models:small_net", 1, "cpu", 0, 3)
     assert result["process"] == FRESH and len(result["samples_s"]) == 3
@@ -294,12 +295,40 @@ def test_a_latency_is_measured_in_a_fresh_process():
     assert set(failed) == {"error"} and "out of coffee" in failed["error"]
 
 
-def test_a_latency_from_the_studys_own_process_is_measured_again_in_a_fresh_one():
-    from fxroof.study.sweep import outdated
+def test_a_training_step_and_a_compiled_latency_are_measured_in_fresh_processes():
+    """The training task (every node timed, then the eager step) and the compiled task (the
+    compiled view, then torch.compile's latency) run in a child, like the latency: its result
+    comes back whole, marked fresh, and a failure as the sweep's error record."""
+    from fxroof.measured import COMPILED, measure
 
-    shared = {"median_s": 0.1, "process": "shared"}
-    assert outdated(LATENCY, shared, StudyConfig())
-    assert outdated(LATENCY, {"median_s": 0.1}, StudyConfig())  # cached before the change
-    assert not outdated(LATENCY, shared, StudyConfig(fresh_process=False))
-    assert not outdated(LATENCY, {"median_s": 0.1, "process": "fresh"}, StudyConfig())
-    assert not outdated(LATENCY, {"error": "out of memory"}, StudyConfig())
+    model = "tests.fixtures.user_models:small_net"
+    train = measure(TRAIN, model, 2, "cpu", 0, 2)
+    assert train["process"] == FRESH and train["timing"]["repeats"] == 2
+    assert set(train["timing"]["eager_s"]) == {"forward", "backward"}
+    assert all(t > 0 for t in train["timing"]["interpreted_s"].values())
+    assert {row["key"] for row in train["layer_types"]["backward"]} >= {"Conv2d", "Linear"}
+    compiled = measure(COMPILED, model, 1, "cpu", 0, 2)
+    assert compiled["process"] == FRESH and compiled["median_s"] > 0
+    assert compiled["kernels"] == len(compiled["records"]) > 0
+    failed = measure(TRAIN, "tests.fixtures.user_models:broken", 1, "cpu", 0, 1)
+    assert set(failed) == {"error"} and "out of coffee" in failed["error"]
+    died = measure(TRAIN, "tests.fixtures.user_models:dies", 1, "cpu", 0, 1)
+    assert died["error"].startswith("the process measuring the train step of "
+                                    "tests.fixtures.user_models:dies at batch 1 failed "
+                                    "(exit status 7)")
+
+
+@pytest.mark.parametrize("phase", [LATENCY, TRAIN, "compiled"])
+def test_a_measurement_from_the_studys_own_process_is_taken_again_in_a_fresh_one(phase):
+    from fxroof.study.sweep import RECORDS_VERSION, outdated
+
+    records = {"records_version": RECORDS_VERSION} if phase == "compiled" else {}
+    shared = {"median_s": 0.1, "process": "shared", **records}
+    fresh = {"median_s": 0.1, "process": "fresh", **records}
+    assert outdated(phase, shared, StudyConfig())
+    assert outdated(phase, {"median_s": 0.1, **records}, StudyConfig())  # from before
+    assert not outdated(phase, shared, StudyConfig(fresh_process=False))
+    assert not outdated(phase, fresh, StudyConfig())
+    assert not outdated(phase, {"error": "out of memory"}, StudyConfig())
+    if phase == "compiled":  # records from before RECORDS_VERSION are read again too
+        assert outdated(phase, {**fresh, "records_version": RECORDS_VERSION - 1}, StudyConfig())

@@ -5,14 +5,14 @@
                node records the roofline predictions are made from (no real compute).
 * ``latency``: eager inference, the way a user measures it: eval mode, inference_mode, warm-up
                runs, then repeats, each synchronised on CUDA; the median and quartiles.
-               Each in a fresh Python process (fxroof.latency: on a CPU a process's
-               history changes how many pages a model faults in), unless
-               ``fresh_process=False``.
 * ``train``:   the timing pass over the training graph (every forward and backward node timed)
                and the eager forward/backward step beside it; at the ``train_batches`` only.
 * ``compiled``: with ``compiled=True``, on the CPU: the compiled view (fxroof.compiled: the
                kernels Inductor schedules, their bytes) and the measured latency of
                ``torch.compile(model)`` (after its compile and warm-up), beside the eager one.
+
+The three that run the real model (latency, train, compiled) each run in a fresh Python
+process (fxroof.latency, fxroof.measured), unless ``fresh_process=False``.
 
 Before the sweep each device's roofs are measured once (``fxroof chips measure``, quick) and
 saved in the study folder, so predictions use the machine at hand, not only datasheets.
@@ -29,17 +29,15 @@ from tqdm import tqdm
 from fxroof import calibration as cal
 from fxroof.analysis import analyze
 from fxroof.chips import read_file
-from fxroof.device import Stopwatch, repeat
 from fxroof.errors import FxroofError, UsageError
-from fxroof.latency import (FRESH, SHARED, error_record, measure_latency, real_inputs,
-                            run_latency)
+from fxroof.latency import FRESH, SHARED, error_record, measure_latency, run_latency
+from fxroof.measured import COMPILED, TRAIN, measure, run_compiled, run_train
 from fxroof.measure import save
 from fxroof.models import build_model, default_inputs
 from fxroof.probes import measure_calibrated
 from fxroof.study.cache import Cache
-from fxroof.timers import summarize
 
-COST, LATENCY, TRAIN, COMPILED = "cost", "latency", "train", "compiled"
+COST, LATENCY = "cost", "latency"  # and fxroof.measured's TRAIN and COMPILED
 
 # One model per family of the hand-made study, at its native input size.
 DEFAULT_MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "googlenet", "inception_v3",
@@ -66,7 +64,7 @@ class StudyConfig:
     warmup: int = 1
     repeats: int = 5
     compiled: bool = False  # also the compiled view and torch.compile's latency (CPU)
-    fresh_process: bool = True  # each latency in a new Python process (fxroof.latency)
+    fresh_process: bool = True  # each measurement in a new Python process (fxroof.measured)
     # filled by resolved(): the batch sizes each device actually runs, so a study folder
     # keeps meaning what it meant when it was made, whatever later defaults become
     batches_by_device: dict = field(default_factory=dict)
@@ -124,13 +122,15 @@ def _compact(records: list[dict]) -> list[dict]:
 
 def outdated(phase: str, result: dict, config: "StudyConfig") -> bool:
     """A cached cost or compiled result whose node records predate RECORDS_VERSION, or a
-    latency measured in another kind of process than the study asks for (results from before
-    the fresh processes were measured in the study's own)."""
+    measurement (latency, training step, compiled latency) taken in another kind of process
+    than the study asks for (results from before the fresh processes were measured in the
+    study's own)."""
     if "error" in result:
         return False
-    if phase == LATENCY:
-        return result.get("process", SHARED) != (FRESH if config.fresh_process else SHARED)
-    return phase in (COST, COMPILED) and result.get("records_version") != RECORDS_VERSION
+    if phase in (COST, COMPILED) and result.get("records_version") != RECORDS_VERSION:
+        return True
+    return phase != COST and \
+        result.get("process", SHARED) != (FRESH if config.fresh_process else SHARED)
 
 
 def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
@@ -154,34 +154,6 @@ def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
                       "records": _compact(infer.records())},
         "train": training,
     }
-
-
-def run_train(module: torch.nn.Module, model: str, inputs, device: str, warmup: int,
-              repeats: int) -> dict:
-    args, kwargs = inputs
-    g = analyze(module, *args, kwargs=kwargs, backward=True, name=model)
-    timing = g.time(device, repeats=repeats, warmup=warmup, progress=False)  # the sweep has a bar
-    return {"timing": timing.as_dict(),
-            "layer_types": {p: g.breakdown("layer_type", phase=p, sort="time_s")
-                            for p in ("forward", "backward")}}
-
-
-def run_compiled(module: torch.nn.Module, model: str, batch: int, inputs, warmup: int,
-                 repeats: int) -> dict:
-    """The compiled view's kernels and totals, and torch.compile's measured latency (CPU)."""
-    view = analyze(model, batch=batch, compiled=True)
-    args, kwargs = real_inputs(inputs, torch.device("cpu"))
-    torch._dynamo.reset()
-    compiled = torch.compile(module.eval())
-    watch = Stopwatch(torch.device("cpu"))
-    with torch.inference_mode():
-        compiled(*args, **kwargs)  # the compile itself, not timed
-        samples = repeat(lambda: watch.time(lambda: compiled(*args, **kwargs)), warmup,
-                         repeats)
-    torch._dynamo.reset()
-    return {"totals": view.totals()["forward"], "kernels": len(view.records()),
-            "records": _compact(view.records()), "records_version": RECORDS_VERSION,
-            "median_s": summarize(samples).median_s}
 
 
 class Sweep:
@@ -212,24 +184,33 @@ class Sweep:
         try:
             if phase == COST:
                 return run_cost(model, batch, device)
-            if phase == LATENCY and self.config.fresh_process:
-                return measure_latency(model, batch, device, self.config.warmup,
-                                       self.config.repeats)
-            module = self._real_module(model)
-            inputs = default_inputs(model, module, batch, None)
-            if phase == LATENCY:
-                return {**run_latency(module, inputs, device, self.config.warmup,
-                                      self.config.repeats), "process": SHARED}
-            if phase == COMPILED:
-                return run_compiled(module, model, batch, inputs, self.config.warmup,
-                                    self.config.repeats)
-            return run_train(module, model, inputs, device, self.config.warmup,
-                             self.config.repeats)
+            result = self._measure(device, model, batch, phase)
+            if phase == COMPILED and "error" not in result:
+                result = {**result, "records": _compact(result["records"]),
+                          "records_version": RECORDS_VERSION}
+            return result
         except Exception as e:  # one failing task is recorded and the sweep goes on
             return error_record(e)
         finally:
             if device.startswith("cuda") and torch.cuda.is_available():
                 torch.cuda.empty_cache()
+
+    def _measure(self, device: str, model: str, batch: int, phase: str) -> dict:
+        """A task that runs the real model: in a fresh process, or in this one."""
+        warmup, repeats = self.config.warmup, self.config.repeats
+        if self.config.fresh_process:
+            if phase == LATENCY:
+                return measure_latency(model, batch, device, warmup, repeats)
+            return measure(phase, model, batch, device, warmup, repeats)
+        module = self._real_module(model)
+        inputs = default_inputs(model, module, batch, None)
+        if phase == LATENCY:
+            result = run_latency(module, inputs, device, warmup, repeats)
+        elif phase == COMPILED:
+            result = run_compiled(module, model, batch, inputs, warmup, repeats)
+        else:
+            result = run_train(module, model, inputs, device, warmup, repeats)
+        return {**result, "process": SHARED}
 
     def run(self) -> int:
         """Run every pending task; returns how many ran. One failing task is recorded (its
