@@ -12,8 +12,9 @@ A compiled call costs a fixed amount per call (guards, the wrapper) plus each ke
 time. Chains of 1 to 8 tiny softmaxes (a few kernels each) separate the two: their times
 against their kernel counts give the cost per kernel (the slope, ``t0``) and per call (the
 intercept), each the fastest of many calls. The sized probes (pointwise chains, row sums,
-softmax, layer norm, inference batch norm + ReLU; 4 KB to 64 MB) then give the sustained
-bandwidth and cache rates with ``t0`` held, after the per-call cost is taken off.
+softmax, layer norm; and a CNN's kernels: inference batch norm + ReLU, residual add + ReLU,
+max and average pools, global means, hardswish; 4 KB to 100 MB) then give the sustained
+compute, bandwidth and cache rates with ``t0`` held, the per-call cost held beside them.
 """
 from __future__ import annotations
 
@@ -59,8 +60,33 @@ class _BatchNormReLU(nn.Sequential):
         self.eval()
 
 
+class _ResidualReLU(nn.Module):
+    """A residual block's end, (x + identity).relu(): two channels-last tensors read, one
+    written (the identity is a buffer, an input of the compiled graph)."""
+
+    def __init__(self, shape: tuple):
+        super().__init__()
+        self.register_buffer("identity",
+                             torch.randn(shape).to(memory_format=torch.channels_last))
+
+    def forward(self, x):
+        return (x + self.identity).relu()
+
+
+class _GlobalMean(nn.Module):
+    """A classifier head's (or squeeze-excitation's) mean over the map."""
+
+    def forward(self, x):
+        return x.mean((2, 3))
+
+
 CHAINS = (1, 2, 4, 8)
-# (label, module factory, input shape, channels-last input)
+# (label, module factory, input shape, channels-last input). Beside pointwise chains and
+# reductions of 4 KB-64 MB, the generated kernels CNNs are made of, at the sizes of
+# torchvision's CNNs at batches 1 and 8: batch norm + ReLU, a residual add + ReLU, the
+# stem's max pool and Inception's 3x3 average pool (windowed: several reads and compares or
+# adds per output, where the pointwise probes leave the compute rate unconstrained), a
+# global mean and a hardswish.
 SIZED = [
     *[(f"x*2+1 relu {n}", _Pointwise, (n,), False) for n in (1024, 65536, 2 ** 20, 2 ** 23)],
     *[(f"row sum {r}x{c}", _RowSum, (r, c), False) for r, c in ((128, 512), (4096, 2048))],
@@ -68,8 +94,16 @@ SIZED = [
       for r, c in ((128, 512), (1024, 1024), (4096, 2048))],
     *[(f"layernorm {r}x{c}", lambda c=c: nn.LayerNorm(c), (r, c), False)
       for r, c in ((128, 768), (1024, 1024))],
-    *[(f"batchnorm+relu c{c} {s}px", lambda c=c: _BatchNormReLU(c), (b, c, s, s), True)
-      for b, c, s in ((1, 64, 56), (1, 256, 14), (8, 64, 56))],
+    *[(f"batchnorm+relu c{c} {s}px b{b}", lambda c=c: _BatchNormReLU(c), (b, c, s, s), True)
+      for b, c, s in ((1, 64, 56), (1, 256, 14), (8, 64, 56), (8, 64, 112))],
+    *[(f"add+relu c{c} {s}px b{b}", lambda b=b, c=c, s=s: _ResidualReLU((b, c, s, s)),
+       (b, c, s, s), True) for b, c, s in ((1, 256, 56), (8, 256, 56))],
+    *[(f"max pool 3x3/2 b{b}", lambda: nn.MaxPool2d(3, 2, 1), (b, 64, 112, 112), True)
+      for b in (1, 8)],
+    *[(f"avg pool 3x3/1 b{b}", lambda: nn.AvgPool2d(3, 1, 1), (b, 192, 35, 35), True)
+      for b in (1, 8)],
+    *[(f"mean c{c} b{b}", _GlobalMean, (b, c, 7, 7), True) for b, c in ((1, 2048), (8, 1280))],
+    ("hardswish c96 56px b8", nn.Hardswish, (8, 96, 56, 56), True),
 ]
 
 

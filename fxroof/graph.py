@@ -199,10 +199,12 @@ class AnnotatedGraph:
         phase (fxroof.roofline.place)."""
         return roofline.place(self, chip, roof)
 
-    def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=True):
+    def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=True,
+             eager_first: bool = False):
         """Run the step on real tensors and time every node; see fxroof.timing. ``progress``:
         True shows a progress bar of the runs (on a terminal or in a notebook), a callable
-        gets (runs done, runs in all), False shows nothing."""
+        gets (runs done, runs in all), False shows nothing. ``eager_first``: time the plain
+        eager step before the nodes (timing.time_graphs)."""
         if self.source is None:
             raise UsageError("This graph was not made by fxroof.analyze (it came from the "
                              "torch.compile backend, fxroof.record or a file): there is no model "
@@ -218,11 +220,12 @@ class AnnotatedGraph:
             module = build_model(self.source.spec, device="cpu",  # real weights, random init
                                  hf_config=self.source.hf_config)
         if progress is not True:
-            return timing.time_graphs(self, module, device, warmup, repeats, progress or None)
+            return timing.time_graphs(self, module, device, warmup, repeats, progress or None,
+                                      eager_first)
         with tqdm(total=warmup + repeats, desc=f"timing {self.model.name}", unit="run",
                   leave=False) as bar:
             return timing.time_graphs(self, module, device, warmup, repeats,
-                                      lambda done, total: bar.update(done - bar.n))
+                                      lambda done, total: bar.update(done - bar.n), eager_first)
 
     def table(self, top: Optional[int] = 20, sort: str = "flops", phase: Optional[str] = None,
               macs: bool = False) -> str:

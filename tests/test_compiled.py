@@ -55,6 +55,19 @@ def test_conv_bn_relu_in_eval_is_an_extern_convolution_and_one_fused_epilogue():
     assert epilogue["layer_type"] == "BatchNorm2d"  # its costliest node's
 
 
+def test_a_windowed_pool_is_one_kernel_reading_its_input_once():
+    """A 3x3 stride-2 max pool (padding 1) over a channels-last map, as the fused class's
+    probes run it: one generated kernel, the input read once and the pooled map written once
+    (no indices in inference), nine compares counted per output."""
+    batch, channels, size = 2, 16, 20
+    x = torch.randn(batch, channels, size, size).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        (kernel,) = fxroof.analyze(nn.MaxPool2d(3, 2, 1), x, compiled=True).records()
+    out = batch * channels * (size // 2) ** 2     # (20 + 2 - 3) // 2 + 1 = 10
+    assert (kernel["bytes_read"], kernel["bytes_written"]) == (4 * x.numel(), 4 * out)
+    assert kernel["flops"] == 9 * out
+
+
 def test_a_convolution_is_laid_out_as_inductor_runs_it():
     """Inductor's layout optimisation runs a CPU convolution channels-last: the view's
     record says so (and the time model prices it as one), the eager record keeps the

@@ -193,6 +193,24 @@ def test_timing_shows_its_progress(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("eager_first", [False, True])
+def test_the_eager_step_is_timed_after_the_nodes_or_before_them(monkeypatch, eager_first):
+    """On a CPU what runs first changes what the next run faults in; the study times the
+    eager step first (eager_first), the calibration after the node runs, as always."""
+    from fxroof import timing
+
+    order = []
+    run, eager = timing.TimingInterpreter.run, timing.eager_step
+    monkeypatch.setattr(timing.TimingInterpreter, "run",
+                        lambda self, *a: order.append("nodes") or run(self, *a))
+    monkeypatch.setattr(timing, "eager_step",
+                        lambda *a: order.append("eager") or eager(*a))
+    g = fxroof.analyze(nn.Linear(4, 2), torch.randn(3, 4), backward=True)
+    report = g.time(repeats=2, warmup=0, progress=False, eager_first=eager_first)
+    assert order.count("eager") == 1 and set(report.eager_s) == {"forward", "backward"}
+    assert (order[0] == "eager") == eager_first and (order[-1] == "eager") != eager_first
+
+
 def test_a_channels_last_analysis_is_timed_channels_last():
     """The timed run must take the analysed program's kernels: inputs and weights the graph
     recorded channels-last are made so (an NCHW convolution is another kernel)."""
