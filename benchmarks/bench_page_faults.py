@@ -1,15 +1,16 @@
 """Replayed page faults (fxroof.page_faults) against the kernel's count, on this CPU.
 
     python benchmarks/bench_page_faults.py [--models ...] [--batch 1 8 32] [--processes 3]
-                                           [--json r.json [--force]]
+                                           [--train] [--json r.json [--force]]
 
-For every (model, batch): an eager inference forward of the torchvision model runs in
-``--processes`` processes of its own (the steady state a user's loop reaches: five calls,
-the mean minor-fault count of calls 3-5 from getrusage, times 4096-byte pages; the median
-over the processes, and their range: the count differs from one process to the next, e.g.
-mobilenet_v2 b8 183-335 MB over five), and fxroof's analysis of the same
-forward gives the bytes its allocator replay faults in and those the isolated-node rule
-(outputs and reorder buffers of 32 MiB or more) gives. Prints a line per point and, per
+For every (model, batch): an eager inference forward of the torchvision model (or with
+--train, a training step: forward and backward) runs in ``--processes`` processes of its
+own (the steady state a user's loop reaches: five calls, the mean minor-fault count of
+calls 3-5 from getrusage, times 4096-byte pages; the median over the processes, and their
+range: the count differs from one process to the next, e.g. mobilenet_v2 b8 183-335 MB
+over five), and fxroof's analysis of the same step gives the bytes its allocator replay
+faults in and those the isolated-node rule (outputs and reorder buffers of 32 MiB or more)
+gives. Prints a line per point and, per
 batch, the totals and the median absolute error of each; results in benchmarks/README.md.
 """
 from __future__ import annotations
@@ -26,37 +27,53 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import script_main  # noqa: E402
 
-from fxroof import analyze, calibration as cal  # noqa: E402
+from fxroof import analyze, calibration as cal, heap, page_faults  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.study import DEFAULT_MODELS  # noqa: E402
 
-# Runs in a fresh interpreter: the model's forward five times, the faults of each call.
+# Runs in a fresh interpreter: the model's step five times, the faults of each call -- an
+# inference forward, or (train) a training step: forward, then autograd's backward to every
+# parameter, everything the step made dropped before the next, as the study's eager step.
 CHILD = """
 import json, resource, sys, warnings
 warnings.filterwarnings("ignore")
 import torch
 from fxroof.models import build_model, default_inputs
-model, batch = sys.argv[1], int(sys.argv[2])
-module = build_model(model, device="cpu").eval()
+model, batch, train = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "train"
+module = build_model(model, device="cpu").train(train)
 (args, kwargs) = default_inputs(model, module, batch, None)
 args = [torch.randn(a.shape) for a in args]
+params = [p for p in module.parameters() if p.requires_grad]
+
+def step():
+    if not train:
+        with torch.inference_mode():
+            module(*args, **kwargs)
+        return
+    outs = [o for o in torch.utils._pytree.tree_leaves(module(*args, **kwargs))
+            if isinstance(o, torch.Tensor) and o.requires_grad]
+    torch.autograd.grad(outs, params, [torch.randn_like(o) for o in outs], allow_unused=True)
+
 faults = []
-with torch.inference_mode():
-    for _ in range(5):
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        module(*args, **kwargs)
-        faults.append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * 4096)
+for _ in range(5):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    step()
+    faults.append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * 4096)
 print(json.dumps(faults))
 """
 
 
-def measured_faults(model: str, batch: int, processes: int) -> list[float]:
-    """Bytes of minor faults per forward in the steady state of each of ``processes`` fresh
+PREDICTED = ("replayed_bytes", "unpinned_bytes", "rule_bytes")
+
+
+def measured_faults(model: str, batch: int, processes: int, train: bool) -> list[float]:
+    """Bytes of minor faults per step in the steady state of each of ``processes`` fresh
     processes."""
     found = []
     for _ in range(processes):
-        done = subprocess.run([sys.executable, "-c", CHILD, model, str(batch)], cwd=ROOT,
+        done = subprocess.run([sys.executable, "-c", CHILD, model, str(batch),
+                               "train" if train else "infer"], cwd=ROOT,
                               capture_output=True, text=True)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
@@ -67,12 +84,16 @@ def measured_faults(model: str, batch: int, processes: int) -> list[float]:
     return found
 
 
-def predicted_faults(model: str, batch: int) -> tuple[float, float]:
-    """(replayed, rule) bytes faulted per forward, from the analysis."""
-    records = analyze(model, batch=batch).records()
+def predicted_faults(model: str, batch: int, train: bool) -> tuple[float, float, float]:
+    """(replayed, replayed without the first backward's pin, rule) bytes faulted per step,
+    from the analysis."""
+    graph = analyze(model, batch=batch, backward=train)
+    records = graph.records()
     replayed = sum(r["faulted_bytes"] for r in records)
+    events, _ = page_faults.step_events(graph.capture)
+    unpinned = sum(heap.steady_faults(e for e in events if e[0] != "pin").values())
     rule = sum(cal.fresh_bytes(r) + cal.layout_bytes(r)[1] for r in records)
-    return replayed, rule
+    return replayed, unpinned, rule
 
 
 def main() -> int:
@@ -80,6 +101,8 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32])
     parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--train", action="store_true",
+                        help="a training step (forward and backward), not an inference forward")
     parser.add_argument("--json", help="write the points here")
     parser.add_argument("--force", action="store_true", help="overwrite --json if it exists")
     args = parser.parse_args()
@@ -90,25 +113,27 @@ def main() -> int:
     points = []
     for batch in args.batch:
         for model in args.models:
-            replayed, rule = predicted_faults(model, batch)  # first: names a bad model clearly
-            each = measured_faults(model, batch, args.processes)
+            # first: names a bad model clearly
+            replayed, unpinned, rule = predicted_faults(model, batch, args.train)
+            each = measured_faults(model, batch, args.processes, args.train)
             measured = statistics.median(each)
-            points.append({"model": model, "batch": batch, "measured_bytes": measured,
+            points.append({"model": model, "batch": batch, "train": args.train,
+                           "measured_bytes": measured,
                            "measured_range": [min(each), max(each)],
-                           "replayed_bytes": replayed, "rule_bytes": rule})
+                           "replayed_bytes": replayed, "unpinned_bytes": unpinned,
+                           "rule_bytes": rule})
             print(f"{model:20s} b{batch:<3d} measured {measured / 1e6:9.1f} MB "
                   f"({min(each) / 1e6:.0f}-{max(each) / 1e6:.0f})   replayed "
-                  f"{replayed / 1e6:9.1f} MB   rule {rule / 1e6:9.1f} MB", flush=True)
+                  f"{replayed / 1e6:9.1f} MB   unpinned {unpinned / 1e6:9.1f} MB   rule "
+                  f"{rule / 1e6:9.1f} MB", flush=True)
     for batch in args.batch:
         found = [p for p in points if p["batch"] == batch]
-        totals = {k: sum(p[k] for p in found) / 1e6
-                  for k in ("measured_bytes", "replayed_bytes", "rule_bytes")}
+        totals = {k: sum(p[k] for p in found) / 1e6 for k in ("measured_bytes", *PREDICTED)}
         errors = {k: statistics.median(abs(p[k] - p["measured_bytes"]) for p in found) / 1e6
-                  for k in ("replayed_bytes", "rule_bytes")}
-        print(f"b{batch}: measured {totals['measured_bytes']:.0f} MB, replayed "
-              f"{totals['replayed_bytes']:.0f} MB, rule {totals['rule_bytes']:.0f} MB; median "
-              f"|error| replayed {errors['replayed_bytes']:.1f} MB, rule "
-              f"{errors['rule_bytes']:.1f} MB")
+                  for k in PREDICTED}
+        print(f"b{batch}: measured {totals['measured_bytes']:.0f} MB; " + "; ".join(
+            f"{k.split('_')[0]} {totals[k]:.0f} MB (median |error| {errors[k]:.1f} MB)"
+            for k in PREDICTED))
     if args.json:
         write_json(args.json, points, overwrite=args.force)
     return 0

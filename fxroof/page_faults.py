@@ -7,14 +7,17 @@ the step's allocations in eager order -- every new storage where its node runs, 
 its last reader (fxroof.memory's schedule: outputs the step returns live to its end), and
 the scratch buffers a kernel allocates and frees inside a node
 (calibration.scratch_buffers: oneDNN's blocked copies) -- through a model of the main
-arena, until it settles, and writes each node's faulted bytes to ``node.meta[FAULTS]``. The time model prices them at the device's
-first-touch rate (calibration.faulted_bytes).
+arena, until it settles, and writes each node's faulted bytes to ``node.meta[FAULTS]``.
+The time model prices them at the device's first-touch rate (calibration.faulted_bytes).
 
 Parameters, buffers and inputs are allocated before the step and stay; memory returned by
 the step (the outputs, gradients) is taken as freed when the step ends, as a loop that drops
-them before the next call does. Not modelled: allocations smaller than a page that the
-kernels make, other threads' arenas, and an allocator other than glibc's (jemalloc or
-tcmalloc keep freed pages and fault far less).
+them before the next call does. A training step's first backward pins the heap at the
+forward's high-water mark (fxroof.heap: the state its kernels build on first use), so the
+activations a later forward allocates come back from the heap's bins instead of faulting.
+Not modelled: allocations smaller than a page that the kernels make, other threads' arenas,
+and an allocator other than glibc's (jemalloc or tcmalloc keep freed pages and fault far
+less).
 """
 from __future__ import annotations
 
@@ -24,10 +27,15 @@ from fxroof import calibration as cal, heap
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.graph import node_record
-from fxroof.keys import FAULTS
+from fxroof.keys import BACKWARD, FAULTS, ORIGIN
 from fxroof.memory import (Allocations, resident_storages, returned_storages,
                            step_schedule)
 from fxroof.target import Target
+
+
+# The blocks a training step's first backward leaves for good (fxroof.heap: autograd's and
+# oneDNN's state), taken as one small block: its size does not matter, where it lies does.
+FIRST_BACKWARD, PIN_BYTES = "first backward", 64
 
 
 def step_events(capture: Capture) -> tuple[list, dict]:
@@ -43,7 +51,12 @@ def step_events(capture: Capture) -> tuple[list, dict]:
         if ref not in kept:
             freed_after[allocations.last_use[ref]].append(ref)
     events, owner = [], {}
+    pinned = False
     for index, node in enumerate(schedule):
+        if not pinned and node.meta[ORIGIN].phase == BACKWARD:
+            # the first backward's library state, made at the forward's high-water mark
+            events.append(("pin", FIRST_BACKWARD, PIN_BYTES))
+            pinned = True
         # keyed by the node itself: forward and backward graphs may reuse a node's name
         sizes = _scratch(node)
         scratch = [(node, i) for i in range(len(sizes))]

@@ -49,6 +49,22 @@ def test_a_trimmed_top_faults_again_every_call():
     assert heap.steady_faults(_step(MIB, MIB), calls=4) == {0: MIB + PAGE - TOP_PAD, 1: MIB}
 
 
+def test_a_block_pinned_above_the_step_keeps_its_memory_in_the_heap():
+    # four 64 KiB blocks (65,600 bytes each with overhead) come from the heap: 262,400 bytes,
+    # resident to 266,240 (65 pages). Freed, they reach the top, 397,312 - 0 >= the 128 KiB
+    # trim threshold: trimmed to the 128 KiB pad, so every later call faults the pages from
+    # 131,072 to 266,240 again: 4 KiB in block 1 (its last page), all of blocks 2 and 3.
+    blocks = [64 * 1024] * 4
+    allocs = [("alloc", i, n) for i, n in enumerate(blocks)]
+    frees = [("free", i) for i in range(len(blocks))]
+    assert heap.steady_faults(allocs + frees) == {0: 0, 1: PAGE, 2: 65536, 3: 65536}
+    # a block the first call leaves above them (a library's state made at that moment): the
+    # freed blocks coalesce under it, never into the top, nothing is trimmed, and later calls
+    # take them back from the free chunk without a fault
+    pinned = allocs + [("pin", "state", 64)] + frees
+    assert heap.steady_faults(pinned) == {0: 0, 1: 0, 2: 0, 3: 0}
+
+
 def test_a_freed_chunk_in_the_middle_is_reused_best_fit():
     arena = heap.MainArena(mmap_threshold=32 * MIB, trim_threshold=64 * MIB)
     assert arena.malloc("a", MIB) == MIB + PAGE           # the heap's first pages
@@ -91,6 +107,20 @@ def test_a_training_step_allocates_each_key_once():
     allocated = [e[1] for e in events if e[0] == "alloc"]
     assert len(allocated) == len(set(allocated))
     assert all(e[1] in owner for e in events if e[0] == "alloc")
+
+
+def test_a_training_step_is_pinned_once_where_its_backward_starts():
+    from fxroof.keys import BACKWARD, ORIGIN
+    from fxroof.page_faults import step_events
+
+    model, x = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU()), torch.empty(2, 3, 16, 16)
+    events, owner = step_events(analyze(model, x, backward=True).capture)
+    (at,) = [i for i, e in enumerate(events) if e[0] == "pin"]
+    phases = [owner[e[1]].meta[ORIGIN].phase == BACKWARD for e in events if e[0] == "alloc"]
+    before = sum(e[0] == "alloc" for e in events[:at])
+    assert not any(phases[:before]) and all(phases[before:])
+    inference, _ = step_events(analyze(model, x).capture)
+    assert not any(e[0] == "pin" for e in inference)
 
 
 def test_a_cuda_target_records_no_faults():

@@ -231,6 +231,15 @@ CASES = [
     # pooling: (2, 3, 8, 8), 3x3 window, stride 2 -> 3x3 outputs... out given explicitly
     ("max_pool2d", aten.max_pool2d_with_indices.default, (T(2, 3, 8, 8), [3, 3], [2, 2]), {},
      (T(2, 3, 3, 3), T(2, 3, 3, 3, dtype=torch.int64)), dict(flops=54 * 9)),
+    # Inductor's form: int8 offsets into the window instead of int64 indices, written with
+    # the values (54 x 4 + 54 x 1 bytes); the input read once
+    ("max_pool_with_offsets", torch.ops.prims._low_memory_max_pool_with_offsets.default,
+     (T(2, 3, 8, 8), [3, 3], [2, 2], [0, 0], [1, 1], False), {},
+     (T(2, 3, 3, 3), T(2, 3, 3, 3, dtype=torch.int8)),
+     dict(flops=54 * 9, bytes_read=384 * 4, bytes_written=54 * 4 + 54)),
+    ("max_pool_offsets_to_indices", torch.ops.prims._low_memory_max_pool_offsets_to_indices.default,
+     (T(2, 3, 3, 3, dtype=torch.int8), [3, 3], [8, 8], [2, 2], [0, 0], [1, 1]), {},
+     T(2, 3, 3, 3, dtype=torch.int64), dict(flops=0, bytes_read=54, bytes_written=54 * 8)),
     ("max_pool2d_backward", aten.max_pool2d_with_indices_backward.default,
      (T(2, 3, 3, 3), T(2, 3, 8, 8), [3, 3], [2, 2], [0, 0], [1, 1], False,
       T(2, 3, 3, 3, dtype=torch.int64)), {}, T(2, 3, 8, 8),
