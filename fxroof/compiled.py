@@ -51,10 +51,10 @@ from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo
 from fxroof.kernel import Kernel
-from fxroof.keys import BACKWARD, COST, FORWARD, KERNEL, ORIGIN, SHAPES
+from fxroof.keys import BACKWARD, COST, FORWARD, KERNEL, ORIGIN, SHAPES, UNPRICED
 from fxroof.scope import op_family
 import op_costs
-from op_costs import MATRIX, Estimate, TensorMeta
+from op_costs import DEFAULT_RULE, MATRIX, Estimate, TensorMeta
 
 
 class _Probe:
@@ -283,6 +283,8 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
         node.meta[SHAPES] = TensorMeta(shapes.shape, stride, shapes.dtype)  # as Inductor lays it out
     node.meta[COST] = estimate
     node.meta[KERNEL] = [n.name for n in mine]
+    # an ATen node with no cost rule adds no FLOPs to its kernel: say so in the coverage
+    node.meta[UNPRICED] = [str(n.target) for n in mine if n.meta[COST].rule == DEFAULT_RULE]
     return node
 
 

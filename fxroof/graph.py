@@ -22,7 +22,7 @@ from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError, UsageError
 from fxroof.keys import (BACKWARD, COST, FAULTS, FORWARD, KERNEL, OPTIMIZER, ORIGIN, PHASES,
-                         ROOF, SHAPES, TIME)
+                         ROOF, SHAPES, TIME, UNPRICED)
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model
 from fxroof.units import dtype_name
@@ -110,6 +110,7 @@ def node_record(node: fx.Node) -> dict:
     }
     if KERNEL in node.meta:  # compiled view: the ATen nodes the kernel holds
         record["fused_nodes"] = list(node.meta[KERNEL])
+        record["unpriced_nodes"] = list(node.meta.get(UNPRICED, ()))
     if ROOF in node.meta:
         record.update(roofline.fields(*node.meta[ROOF], timed))
     return record
@@ -185,9 +186,14 @@ class AnnotatedGraph:
         return rollups.breakdown(self.records(phase), by, depth, sort)
 
     def coverage(self) -> dict:
+        """Nodes, those fully costed, and the ops priced by the bytes-only default rule -- in
+        a compiled view, also the ATen nodes inside a kernel that had no rule."""
         records = self.records()
         missing = Counter(r["target"] for r in records if r["rule"] == DEFAULT_RULE)
-        return {"nodes": len(records), "costed_nodes": len(records) - sum(missing.values()),
+        missing.update(t for r in records for t in r.get("unpriced_nodes", ()))
+        partial = sum(r["rule"] == DEFAULT_RULE or bool(r.get("unpriced_nodes"))
+                      for r in records)
+        return {"nodes": len(records), "costed_nodes": len(records) - partial,
                 "default_rule_ops": dict(missing)}
 
     # ---- conveniences over the passes and renderers ---------------------------------------

@@ -16,3 +16,4 @@ TIME = "fxroof.time"      # timing pass: timers.Summary (seconds)
 ROOF = "fxroof.roof"      # roofline pass: roofline.NodeRoof on the chip placed on
 FAULTS = "fxroof.faults"  # page-fault pass: bytes the node's allocations fault in (int; None on CUDA)
 KERNEL = "fxroof.kernel"  # compiled view: names of the ATen nodes a kernel holds
+UNPRICED = "fxroof.unpriced"  # compiled view: targets of a kernel's ATen nodes with no rule

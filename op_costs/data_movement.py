@@ -62,6 +62,7 @@ def allocation(*args, out, **kwargs):
           aten.randn_like, aten.randint, aten.uniform, aten.normal, aten.randperm,
           aten.linspace, aten.eye, aten.logspace, aten.randint_like, aten._efficientzerotensor,
           aten.cauchy, aten.exponential, aten.geometric, aten.log_normal, aten.random,
+          torch.ops.prims.iota,  # arange's decomposed form, in Inductor's post-grad graphs
           op_class=MEMORY)
 def fill(*args, out, **kwargs):
     """Writes its output; reads nothing but a scalar."""

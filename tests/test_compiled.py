@@ -32,6 +32,31 @@ def test_a_pointwise_chain_and_its_reduction_are_one_kernel_reading_x_once():
     assert eager["bytes"] == 4 * (4 * n + 3 * n) + 4
 
 
+def test_an_aten_node_with_no_rule_inside_a_kernel_shows_in_the_coverage(monkeypatch):
+    """A fused kernel's FLOPs are its ATen nodes'; one priced by the bytes-only default rule
+    adds none, so the view's coverage names it rather than counting the kernel costed."""
+    import op_costs
+
+    estimate = op_costs.estimate
+
+    def no_rule_for_relu(op, *args, **kwargs):
+        found = estimate(op, *args, **kwargs)
+        if op == torch.ops.aten.relu.default:
+            return found._replace(flops=0, macs=0, rule=op_costs.DEFAULT_RULE)
+        return found
+
+    monkeypatch.setattr(op_costs, "estimate", no_rule_for_relu)
+    g = fxroof.analyze(Chain(), torch.randn(10, 10), compiled=True)
+    (kernel,) = g.records()
+    assert kernel["unpriced_nodes"] == ["aten.relu.default"]
+    assert kernel["flops"] == 2 * 100 + 99  # mul and add, the sum's 99 adds: no relu
+    assert g.coverage() == {"nodes": 1, "costed_nodes": 0,
+                            "default_rule_ops": {"aten.relu.default": 1}}
+    monkeypatch.undo()
+    assert fxroof.analyze(Chain(), torch.randn(10, 10), compiled=True).coverage() == {
+        "nodes": 1, "costed_nodes": 1, "default_rule_ops": {}}
+
+
 class ConvBnRelu(nn.Sequential):
     def __init__(self):
         super().__init__(nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
