@@ -84,21 +84,22 @@ class MainArena:
             self._live[key] = ("mmap", mapped)
             self.faulted += mapped
         else:
-            address = self._top
-            self._top += size
-            self._brk = max(self._brk, _round_up(self._top + TOP_PAD, PAGE))
-            self._use(key, address, size)
+            self._grow(key, size)
         return self.faulted - before
 
     def pin(self, key: Hashable, nbytes: int) -> int:
         """Place a block that is never freed at the top of the heap (not in a free chunk:
         it is made where the heap ends); returns the bytes this faulted in."""
-        size = _round_up(nbytes + CHUNK_OVERHEAD, ALIGNMENT)
-        before, address = self.faulted, self._top
+        before = self.faulted
+        self._grow(key, _round_up(nbytes + CHUNK_OVERHEAD, ALIGNMENT))
+        return self.faulted - before
+
+    def _grow(self, key, size: int) -> None:
+        """A chunk carved from the top, the heap extended (brk) as far as it needs."""
+        address = self._top
         self._top += size
         self._brk = max(self._brk, _round_up(self._top + TOP_PAD, PAGE))
         self._use(key, address, size)
-        return self.faulted - before
 
     def free(self, key: Hashable) -> None:
         kind, *where = self._live.pop(key)
