@@ -49,10 +49,11 @@ DEFAULT_MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "googlenet", "ince
 DEFAULT_BATCHES = {"cpu": [1, 8, 32, 64], "cuda": [1, 64, 256]}
 # What a cached result keeps of each node record: what the tables group by and what the
 # time model reads (calibration.RECORD_FIELDS). Cached records are versioned: results cached
-# with fewer fields (before version 2; before 3, without the replayed page faults) are
-# computed again rather than predicted short.
+# with fewer fields (before version 2; before 3, without the replayed page faults) or other
+# values (before 4, a training step's faults replayed without the first backward's pin) are
+# computed again rather than predicted wrong.
 RECORD_KEYS = ("phase", "layer_type") + cal.RECORD_FIELDS
-RECORDS_VERSION = 3
+RECORDS_VERSION = 4
 
 
 @dataclass
