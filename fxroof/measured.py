@@ -27,13 +27,13 @@ TRAIN, COMPILED = "train", "compiled"
 
 
 def run_train(module: torch.nn.Module, model: str, inputs, device: str, warmup: int,
-              repeats: int, progress: bool = False) -> dict:
+              repeats: int) -> dict:
     """The timing pass over the training graph (every forward and backward node) and the
     eager forward/backward step beside it -- timed first, so that in a fresh process it is
     the step a user's own loop runs (after the node runs, a CPU step faults no pages in)."""
     args, kwargs = inputs
     g = analyze(module, *args, kwargs=kwargs, backward=True, name=model)
-    timing = g.time(device, repeats=repeats, warmup=warmup, progress=progress,
+    timing = g.time(device, repeats=repeats, warmup=warmup, progress=False,  # the sweep's bar
                     eager_first=True)
     return {"timing": timing.as_dict(),
             "layer_types": {p: g.breakdown("layer_type", phase=p, sort="time_s")

@@ -12,7 +12,7 @@ from fxroof.errors import FxroofError
 from fxroof.study import StudyConfig, run_study
 from fxroof.study import sweep as sweep_module
 from fxroof.study.cache import Cache
-from fxroof.study.sweep import COST, LATENCY, TRAIN, Sweep, tasks
+from fxroof.study.sweep import COMPILED, COST, LATENCY, TRAIN, Sweep, tasks
 from fxroof.study import figures
 from fxroof.study.tables import collect, correlation_columns, rho, spearman
 from fxroof.latency import FRESH
@@ -299,7 +299,7 @@ def test_a_training_step_and_a_compiled_latency_are_measured_in_fresh_processes(
     """The training task (every node timed, then the eager step) and the compiled task (the
     compiled view, then torch.compile's latency) run in a child, like the latency: its result
     comes back whole, marked fresh, and a failure as the sweep's error record."""
-    from fxroof.measured import COMPILED, measure
+    from fxroof.measured import measure
 
     model = "tests.fixtures.user_models:small_net"
     train = measure(TRAIN, model, 2, "cpu", 0, 2)
@@ -318,11 +318,11 @@ def test_a_training_step_and_a_compiled_latency_are_measured_in_fresh_processes(
                                     "(exit status 7)")
 
 
-@pytest.mark.parametrize("phase", [LATENCY, TRAIN, "compiled"])
+@pytest.mark.parametrize("phase", [LATENCY, TRAIN, COMPILED])
 def test_a_measurement_from_the_studys_own_process_is_taken_again_in_a_fresh_one(phase):
     from fxroof.study.sweep import RECORDS_VERSION, outdated
 
-    records = {"records_version": RECORDS_VERSION} if phase == "compiled" else {}
+    records = {"records_version": RECORDS_VERSION} if phase == COMPILED else {}
     shared = {"median_s": 0.1, "process": "shared", **records}
     fresh = {"median_s": 0.1, "process": "fresh", **records}
     assert outdated(phase, shared, StudyConfig())
@@ -330,5 +330,5 @@ def test_a_measurement_from_the_studys_own_process_is_taken_again_in_a_fresh_one
     assert not outdated(phase, shared, StudyConfig(fresh_process=False))
     assert not outdated(phase, fresh, StudyConfig())
     assert not outdated(phase, {"error": "out of memory"}, StudyConfig())
-    if phase == "compiled":  # records from before RECORDS_VERSION are read again too
+    if phase == COMPILED:  # records from before RECORDS_VERSION are read again too
         assert outdated(phase, {**fresh, "records_version": RECORDS_VERSION - 1}, StudyConfig())
