@@ -43,6 +43,15 @@ COMPUTE_CAP = {"conv": 2.25}  # Winograd does up to 2.25x fewer multiplies than 
 # The conv sweep has no op short enough to see the launch floor (its fastest is ~60 us), so a
 # convolution takes the GEMM fit's fixed cost on the same GPU instead of inventing its own.
 FLOOR_FROM = {"conv": "gemm"}
+# Nor has it a memory-bound convolution: its arithmetic intensity is 26-31 FLOP/byte at the
+# 5th percentile, above every GPU's FP32 ridge but P4's and T4's (25-30), so a free memory
+# fraction fitted something else -- the slowness of convolutions with few input channels --
+# at 9.5% of the bandwidth on A100-80GB, and on the TF32 roof (8x the FP32 peak) priced
+# ResNet-50's 1x1 convolutions as memory-bound at 190 GB/s, 7x their roof. The memory
+# fraction is held at the GPU's streaming rate (its elementwise fit), and that slowness is
+# fitted as what it is: a rate rising with the reduction length C_in x 9 (K_RISE).
+MEMORY_FROM = {"conv": "elementwise"}
+K_RISE = ("conv",)
 
 
 class Rows:
@@ -103,25 +112,31 @@ def load(data: str) -> tuple[dict, dict]:
     return gpus, sweeps
 
 
-def fit(rows: Rows, gpu: Gpu, op_class: str, t0=None) -> cal.Params:
+def fit(rows: Rows, gpu: Gpu, op_class: str, fitted: dict) -> cal.Params:
+    """One (GPU, class) sweep, taking its fixed cost and memory fraction from the classes
+    FLOOR_FROM and MEMORY_FROM name, already in ``fitted`` ({(gpu, class): Params})."""
+    floor = fitted.get((gpu.name, FLOOR_FROM.get(op_class)))
+    streaming = fitted.get((gpu.name, MEMORY_FROM.get(op_class)))
     return cal.fit(rows.flops, rows.bytes, rows.seconds, gpu.peak(op_class), gpu.bandwidth,
-                   rows.dims, gpu.units, COMPUTE_CAP.get(op_class, 1.0), t0,
-                   tiles=cal.tiling(op_class))
+                   rows.dims, gpu.units, COMPUTE_CAP.get(op_class, 1.0),
+                   floor.t0 if floor else None, tiles=cal.tiling(op_class),
+                   memory=streaming.memory if streaming else None,
+                   k_rise=op_class in K_RISE)
 
 
 def fit_all(gpus: dict, sweeps: dict, subset=None) -> dict:
-    """{(gpu, class): Params}; classes whose floor comes from another are fitted after it."""
+    """{(gpu, class): Params}; classes that borrow from others are fitted after them."""
     fitted: dict = {}
-    for (gpu, op_class), rows in sorted(sweeps.items(), key=lambda kv: kv[0][1] in FLOOR_FROM):
+    borrows = set(FLOOR_FROM) | set(MEMORY_FROM)
+    for (gpu, op_class), rows in sorted(sweeps.items(), key=lambda kv: kv[0][1] in borrows):
         rows = rows.subset(subset(rows)) if subset else rows
-        donor = fitted.get((gpu, FLOOR_FROM.get(op_class)))
-        fitted[gpu, op_class] = fit(rows, gpus[gpu], op_class, donor.t0 if donor else None)
+        fitted[gpu, op_class] = fit(rows, gpus[gpu], op_class, fitted)
     return fitted
 
 
 def ratios(params: cal.Params, rows: Rows, gpu: Gpu, op_class: str) -> np.ndarray:
     """measured / predicted for each row."""
-    used = cal.utilization(*rows.dims, gpu.units, params.small_tile,
+    used = cal.utilization(*rows.dims, gpu.units, params.small_tile, params.k_half,
                            tiles=cal.tiling(op_class)) \
         if rows.dims is not None else 1.0
     predicted = cal.predict(rows.flops, rows.bytes, gpu.peak(op_class), gpu.bandwidth, params,
@@ -137,7 +152,8 @@ def mape(r: np.ndarray) -> float:
 def family(fitted: list[cal.Params]) -> cal.Params:
     """The median of each parameter over chips: what a chip without measurements gets."""
     return cal.Params(*(statistics.median(getattr(p, f) for p in fitted)
-                        for f in ("t0", "compute", "memory", "small_tile")))
+                        for f in ("t0", "compute", "memory", "small_tile")),
+                      k_half=statistics.median(p.k_half for p in fitted))
 
 
 def band(r: np.ndarray) -> tuple:
@@ -160,8 +176,7 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
                 "logo_ratios": ratios(family(others), rows, g, op_class) if others else None}
         train, test = rows.split == "train", rows.split == "test"
         if train.sum() > 50 and test.sum() > 20:
-            donor = own.get((gpu, FLOOR_FROM.get(op_class)))
-            held = fit(rows.subset(train), g, op_class, donor.t0 if donor else None)
+            held = fit(rows.subset(train), g, op_class, own)
             line["train_to_test_mape"] = mape(ratios(held, rows.subset(test), g, op_class))
         report.append(line)
     return own, report
@@ -192,16 +207,19 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
             family(fitted), band(pooled), f"{source}: median over {len(fitted)} NVIDIA GPUs; "
             f"band from leave-one-GPU-out, MAPE {mape(pooled):.1f}%")
     return {"schema_version": 1,
-            "model": "time = t0 + max(F / (peak x compute x tile utilization), "
+            "model": "time = t0 + max(F / (peak x compute x tile utilization x k / (k + "
+                     "k_half)), "
                      "B / (bandwidth x memory)); see fxroof/calibration.py",
             "licence": "derived from NeuSight data, MIT licence: fxroof/LICENSE-NeuSight.txt",
             "chips": chips, "families": families}
 
 
 def _entry(params: cal.Params, band_: tuple, source: str) -> dict:
-    return {"t0": float(f"{params.t0:.4g}"), "compute": round(params.compute, 4),
-            "memory": round(params.memory, 4), "small_tile": round(params.small_tile, 4),
-            "band": list(band_), "source": source}
+    entry = {"t0": float(f"{params.t0:.4g}"), "compute": round(params.compute, 4),
+             "memory": round(params.memory, 4), "small_tile": round(params.small_tile, 4)}
+    if params.k_half:
+        entry["k_half"] = float(f"{params.k_half:.4g}")
+    return {**entry, "band": list(band_), "source": source}
 
 
 def markdown(report: list) -> str:

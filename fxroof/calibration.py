@@ -199,6 +199,25 @@ def layout_bytes(record: dict) -> tuple[int, int]:
     return 2 * record["bytes"], fresh
 
 
+# Tensor cores compute convolutions in NHWC: given NCHW tensors, cuDNN transposes the
+# activations and weights to NHWC before the kernel and the result back after it, each a
+# pass over memory of its own (NVIDIA's Convolutional Layers User's Guide: choose NHWC "to
+# avoid transposing input and output data"). Its FP32 kernels without tensor cores -- all
+# that NeuSight's sweep ran -- read NCHW as it is.
+TRANSPOSED_CLASSES = ("conv", "conv_bwd")
+
+
+def transpose_bytes(record: dict) -> int:
+    """Bytes the NHWC transposes of a GPU tensor-core convolution (or its backward) move
+    when its tensors are NCHW: every operand read and written once more before the kernel
+    and every result after it -- twice the node's bytes; 0 for a channels-last node and for
+    every other class. Whether the node runs on tensor cores is the roof's to say
+    (fxroof.roofline)."""
+    if op_class_of(record) not in TRANSPOSED_CLASSES or record.get("layout") == "channels_last":
+        return 0
+    return 2 * record["bytes"]
+
+
 def scratch_buffers(record: dict) -> list[int]:
     """Sizes (bytes) of the buffers a CPU kernel allocates inside one node before its output
     and frees after it -- what fxroof.page_faults replays through the allocator besides the
@@ -306,18 +325,19 @@ def _tile_utilization(batch, m, n, k, units: int, rows: int, cols: int, split_k:
 def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0,
                 k_half: float = 0.0, tiles: Tiling = GEMM_TILING):
     """The best of the tiling's tile shapes (a library picks smaller tiles for small
-    problems, at ``small_tile`` of the rate per step down). Where ``units`` is unknown (a
-    CPU), k / (k + k_half): a short reduction -- a depthwise convolution's 9 products per
-    output against a dense one's hundreds -- cannot keep the vector units' accumulators busy
-    between loads and stores of the output, and the rate rises with k to its asymptote."""
+    problems, at ``small_tile`` of the rate per step down), times k / (k + k_half) where
+    ``k_half`` is set: a short reduction cannot amortise what a kernel does once per output
+    -- on a CPU, a depthwise convolution's 9 products per output against a dense one's
+    hundreds cannot keep the vector units' accumulators busy between loads and stores of the
+    output; on a GPU, a tile's prologue and epilogue (loading its first slices, writing its
+    outputs) against a main loop of k / slice steps -- and the rate rises with k to its
+    asymptote. Where ``units`` is unknown (a CPU) only that rise is applied."""
+    k_known = np.where(np.isinf(k), 1e30, np.asarray(k, dtype=float))  # unknown: no penalty
+    rise = k_known / (k_known + k_half) if k_half else np.ones_like(k_known)
     if not units:
-        k = np.asarray(k, dtype=float)
-        if not k_half:
-            return np.ones_like(k)
-        k = np.where(np.isinf(k), 1e30, k)  # k unknown: no penalty
-        return k / (k + k_half)
+        return rise
     b, m, n, k = (np.asarray(a, dtype=float) for a in (batch, m, n, k))
-    return np.maximum.reduce([
+    return rise * np.maximum.reduce([
         _tile_utilization(b, m, n, k, units, rows, cols, tiles.split_k) * small_tile ** i
         for i, (rows, cols) in enumerate(tiles.shapes)])
 
@@ -353,7 +373,8 @@ def reorder_seconds(layout_rate: float, fresh_rate: float, layout=0.0, layout_fr
 
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False,
-        fresh=0.0, fresh_rate: float = 0.0, offset=0.0, tiles: Tiling = GEMM_TILING) -> Params:
+        fresh=0.0, fresh_rate: float = 0.0, offset=0.0, tiles: Tiling = GEMM_TILING,
+        memory: Optional[float] = None, k_rise: bool = False) -> Params:
     """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization (``tiles``: how they are cut). Parameters are fitted in log space (all
@@ -366,16 +387,23 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     that first touch, held (fresh_bytes). ``offset``: seconds per measurement (or an array,
     one per row) that the fitted terms do not model, held -- a compiled call's fixed cost, a
     convolution's layout reorders (reorder_seconds): the fit compares offset + predicted with
-    the measured time, rather than subtracting it from a measurement it may exceed by noise."""
+    the measured time, rather than subtracting it from a measurement it may exceed by noise.
+    ``memory``: hold the memory fraction at this value, for a sweep with no memory-bound op
+    to fit it on (left free there, it fits some other shortfall and mis-prices the memory-
+    bound ops of another roof). ``k_rise``: on a GPU too, fit the rise of the rate with the
+    reduction length (utilization's k_half)."""
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
     caps = (math.log(compute_cap), 0.0, 0.0)
-    reduction = dims is not None and not units   # a CPU: the rate rises with k
+    # the rate rises with k (utilization): always fitted on a CPU, on a GPU where asked
+    reduction = dims is not None and (not units or k_rise)
 
     def params(x) -> Params:
         fractions = [math.exp(min(v, c)) for v, c in zip(x[1:4], caps)]
         extra = iter(x[4:])
         cache_bytes, cache_memory = (math.exp(next(extra)), math.exp(next(extra))) \
             if cache else (0.0, 1.0)
+        if memory is not None:
+            fractions[1] = memory
         return Params(t0 if t0 is not None else math.exp(x[0]), *fractions,
                       cache_bytes=cache_bytes, cache_memory=cache_memory,
                       fresh_rate=fresh_rate,
@@ -388,6 +416,13 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         return np.log((predict(flops, nbytes, peak, bandwidth, p, used, fresh) + offset)
                       / seconds)
 
+    start, bounds = _start_and_bounds(seconds, nbytes, cache, reduction)
+    return params(_least_squares(residuals, start, bounds))
+
+
+def _start_and_bounds(seconds, nbytes, cache: bool, reduction: bool) -> tuple[list, tuple]:
+    """fit's starting point and bounds, in log space: (t0, compute, memory, small_tile),
+    then the cache's size and rate where fitted, then k_half where fitted."""
     start = [max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8]
     low, high = [0.0] * 4, [np.inf] * 4  # unbounded (log space) but for what follows
     if cache:
@@ -407,7 +442,7 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         start, low, high = start + [16.0], low + [0.1], high + [1e5]
     with np.errstate(divide="ignore"):  # log(0) = -inf: no lower bound
         bounds = np.log(np.array(low)), np.log(np.array(high))
-    return params(_least_squares(residuals, start, bounds))
+    return start, bounds
 
 
 def _least_squares(residuals, start: list, bounds: tuple) -> np.ndarray:

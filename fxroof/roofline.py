@@ -154,9 +154,21 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
     expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,
-                                 used, *_faults_and_reorders(record)))
+                                 used, *_faults_and_reorders(record))) \
+        + _transpose_s(record, chip, key)
     low, high = params.band
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0)
+
+
+def _transpose_s(record: dict, chip: Chip, key: str) -> float:
+    """Seconds of the NHWC transposes around a convolution on an NVIDIA GPU's tensor cores
+    (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (calibration.transpose_bytes),
+    each pass streaming at the chip's copy rate."""
+    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or chip.units.get(key) != "matrix":
+        return 0.0
+    moved = cal.transpose_bytes(record)
+    copy = _params(chip, "copy") if moved else None
+    return moved / (chip.bandwidth * copy.memory) if copy else 0.0
 
 
 def _faults_and_reorders(record: dict) -> tuple:

@@ -61,6 +61,37 @@ def test_convolution_tiles_are_128_positions_by_channels_and_never_split():
         pytest.approx(1 / 16)
 
 
+def test_the_rate_rises_with_the_reduction_length_on_a_gpu_too():
+    # 4 SMs, a 256 x 256 output in 128-wide tiles: one full wave (utilization 1), times
+    # k / (k + k_half): k = 64 with k_half = 64 runs at half the rate, k = 192 at 3/4
+    assert cal.utilization(1, 256, 256, 64, units=4, k_half=64) == pytest.approx(0.5)
+    assert cal.utilization(1, 256, 256, 192, units=4, k_half=64) == pytest.approx(0.75)
+    # with the convolution tiling and 5 tiles on 4 SMs (5 / 8 useful) the two multiply
+    assert cal.utilization(1, 5 * 128, 128, 64, units=4, small_tile=0.01, k_half=64,
+                           tiles=cal.CONV_TILING) == pytest.approx(5 / 8 * 0.5)
+    # no k_half: no rise; an unknown k (inf): no penalty
+    assert cal.utilization(1, 256, 256, 8, units=4) == pytest.approx(1.0)
+    assert cal.utilization(1, 256, 256, math.inf, units=4, k_half=64) == pytest.approx(1.0)
+
+
+def test_fit_holds_the_memory_fraction_and_finds_the_rise_with_k():
+    # a convolution sweep with no memory-bound row: held at 0.8, the memory fraction stays
+    # there, and the compute fraction, small-tile rate and k_half of the data are found
+    rng = np.random.default_rng(2)
+    m, n, k = (np.round(10 ** rng.uniform(a, b, 400)) for a, b in ((3, 5), (1.2, 3), (1.5, 4)))
+    dims = (np.ones_like(m), m, n, k)
+    flops, nbytes = 2 * m * n * k, 4 * (m * k / 9 + k * n + m * n)
+    truth = cal.Params(t0=30e-6, compute=0.9, memory=0.8, small_tile=0.85, k_half=80.0)
+    used = cal.utilization(*dims, 80, truth.small_tile, truth.k_half, tiles=cal.CONV_TILING)
+    seconds = cal.predict(flops, nbytes, 1.5e13, 9e11, truth, used)
+    found = cal.fit(flops, nbytes, seconds, 1.5e13, 9e11, dims, 80, compute_cap=2.25,
+                    t0=30e-6, tiles=cal.CONV_TILING, memory=0.8, k_rise=True)
+    assert found.memory == 0.8
+    assert found.compute == pytest.approx(0.9, rel=0.02)
+    assert found.small_tile == pytest.approx(0.85, rel=0.02)
+    assert found.k_half == pytest.approx(80.0, rel=0.02)
+
+
 def test_fit_recovers_a_compute_bound_convolution_sweep():
     # data made from known parameters with the convolution tiling: the fit, given the same
     # tiling, finds them (from the compute-bound start: max() makes the cost non-convex)
@@ -121,6 +152,12 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
                 assert p.band[0] <= 1 <= p.band[1] and "NeuSight" in p.source
     assert set(calibration.chips) == {"t4", "v100_sxm2", "a100_sxm_40gb", "a100_sxm_80gb",
                                       "h100_sxm"}
+    # the convolution sweep has no memory-bound kernel: its memory fraction is the GPU's
+    # streaming one (the elementwise fit), not a free parameter fitting something else
+    for chip_id, classes in calibration.chips.items():
+        if "conv" in classes:
+            assert classes["conv"].memory == classes["elementwise"].memory, chip_id
+            assert classes["conv"].k_half > 0, chip_id
     with open(os.path.join(ROOT, "fxroof", "LICENSE-NeuSight.txt")) as f:
         assert "MIT" in f.read()
 
@@ -145,7 +182,7 @@ def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
 
     def params(entry):
         return cal.Params(entry["t0"], entry["compute"], entry["memory"],
-                          entry.get("small_tile", 1.0))
+                          entry.get("small_tile", 1.0), k_half=entry.get("k_half", 0.0))
 
     for chip, entry in shipped["chips"].items():
         gpu = gpus[entry["fitted_on"]]
@@ -529,3 +566,52 @@ def test_a_tensor_core_convolution_is_never_predicted_below_its_roof(monkeypatch
     kernel = roofline.node_time(conv, chip).predicted_s - params.t0
     assert kernel >= roof.predicted_s  # 2 x 64 x 784 x 512 x 4608 FLOP at <= 156 TFLOP/s
     assert roof.predicted_s == pytest.approx(2 * 64 * 784 * 512 * 4608 / 156e12, rel=1e-3)
+
+
+def _gpu_with(conv: dict, elementwise: dict):
+    return parse_chip({"id": "gpu-x", "name": "a GPU", "class": "gpu", "vendor": "NVIDIA",
+                       "peaks": {"fp32": {"value": 1e13, "unit": "vector"},
+                                 "fp16": {"value": 1e14, "unit": "matrix"}},
+                       "bandwidth": {"value": 1e12},
+                       "calibration": {"conv": conv, "elementwise": elementwise}}, "(test)")
+
+
+def _conv_record(dtype: str, layout: str) -> dict:
+    return {"op": "convolution", "op_class": "matrix", "dtype": dtype, "flops": 2e10,
+            "bytes": 3e8, "bytes_read": 2e8, "bytes_written": 1e8, "layout": layout,
+            "shape": [64, 256, 28, 28], "rule": "convolution", "phase": "forward"}
+
+
+def test_an_nchw_tensor_core_convolution_pays_its_nhwc_transposes_by_hand():
+    """cuDNN's tensor-core convolutions run NHWC: NCHW operands are transposed in and the
+    result out, each tensor read and written once more -- 2 x 3e8 bytes at the GPU's copy
+    rate (its elementwise memory fraction 0.5 of 1e12 B/s): 1.2 ms more than channels-last."""
+    chip = _gpu_with({"t0": 1e-5, "compute": 0.5, "memory": 1.0, "band": [1, 1]},
+                     {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]})
+    nchw, nhwc = _conv_record("float16", "contiguous"), _conv_record("float16", "channels_last")
+    assert cal.transpose_bytes(nchw) == 6e8 and cal.transpose_bytes(nhwc) == 0
+    # channels-last: 10 us + max(2e10 / (1e14 x 0.5), 3e8 / 1e12) = 10 us + 0.4 ms
+    assert roofline.node_time(nhwc, chip).predicted_s == pytest.approx(1e-5 + 4e-4)
+    assert roofline.node_time(nchw, chip).predicted_s == pytest.approx(1e-5 + 4e-4 + 1.2e-3)
+    # FP32 without tensor cores reads NCHW as it is: no transposes (2e10 / 5e12 = 4 ms)
+    fp32 = _conv_record("float32", "contiguous")
+    assert roofline.node_time(fp32, chip).predicted_s == pytest.approx(1e-5 + 4e-3)
+    # a GEMM is never transposed
+    assert cal.transpose_bytes({**nchw, "op": "mm", "shape": [512, 512]}) == 0
+
+
+def test_tf32_convolutions_are_transposed_and_plain_fp32_ones_not(monkeypatch):
+    chip = load_chips()["a100_sxm_80gb"]
+    g = fxroof.analyze(torch.nn.Conv2d(256, 256, 3, padding=1), torch.empty(32, 256, 28, 28),
+                       device="cuda", chip=chip)
+    (conv,) = [r for r in g.records() if cal.op_class_of(r) == "conv"]
+    copy = cal.load().params(chip.id, "gpu", "elementwise")
+    transposes = 2 * conv["bytes"] / (chip.bandwidth * copy.memory)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    tf32 = roofline.node_time(conv, chip).predicted_s
+    on_cl = roofline.node_time({**conv, "layout": "channels_last"}, chip).predicted_s
+    assert tf32 - on_cl == pytest.approx(transposes)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    fp32 = roofline.node_time(conv, chip).predicted_s
+    assert fp32 == pytest.approx(roofline.node_time({**conv, "layout": "channels_last"},
+                                                    chip).predicted_s)
