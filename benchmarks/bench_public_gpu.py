@@ -2,13 +2,26 @@
 
     python benchmarks/bench_public_gpu.py [--json r.json [--force]]
 
-The reference: NVIDIA's DeepLearningExamples, ResNet50 v1.5 for PyTorch (torchvision's
-resnet50 is v1.5), README "Inference performance results", measured in the pytorch-21.03
-NGC container on a DGX-1 V100 16GB (fxroof chip v100_sxm2) and a T4, FP32 and mixed
-precision (fp16 autocast), average latency per batch
-(github.com/NVIDIA/DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/
-README.md). Their timing is of their own inference loop (cuDNN autotuning on, DALI input
-pipeline), not of fxroof's step, so read the errors as an outside check, not as a target.
+Two references, both running NVIDIA DeepLearningExamples' ResNet50 v1.5 for PyTorch
+(torchvision's resnet50 is v1.5; github.com/NVIDIA/DeepLearningExamples,
+PyTorch/Classification/ConvNets):
+* DeepLearningExamples' own README (resnet50v1.5/README.md), pytorch-21.03 NGC container:
+  - "Inference performance results": average latency per batch on a DGX-1 V100 16GB (fxroof
+    chip v100_sxm2) and a T4, FP32 and mixed precision;
+  - "Training performance results", 1 GPU: images/s on a DGX-1 V100 16GB (FP32, batch 112;
+    mixed precision, batch 256) and a DGX A100 80GB (TF32 and mixed precision, batch 256).
+  The batches are those of its configs.yml for the DGX1V and DGXA100 platforms, which also
+  run mixed precision channels-last ("memory_format: nhwc"), so fxroof analyses those
+  points channels-last. The loop has a DALI input pipeline, label smoothing and mixup.
+* Lambda's GPU benchmarks (github.com/lambdal/deeplearning-benchmark, pytorch/
+  pytorch-train-throughput-fp32.csv and -fp16.csv, 1 GPU, images/s, batches from
+  pytorch-train-bs-fp32.csv and -fp16.csv, or for the H100 SXM5 from
+  scripts/config_v1/config_pytorch_80GB.sh): the same training script with synthetic data
+  ("--data-backend synthetic"), NCHW (no memory-format flag), mixed precision by "--amp";
+  FP32 on Ampere and later runs its convolutions in TF32 (PyTorch's cuDNN default).
+Training points are fxroof's step with cross-entropy and SGD with momentum, the measured
+step time batch / throughput. The timings are of those loops (cuDNN autotuning on), not of
+fxroof's step, so read the errors as an outside check, not as a target.
 
 For each point: fxroof's calibrated prediction (the shipped GPU parameters, the eager step
 pipelined, fxroof.pipeline), the plain sum of the nodes' isolated times that the pipeline
@@ -34,7 +47,9 @@ from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.roofline import node_time, predict  # noqa: E402
 
 SOURCE = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
-          " inference latency avg (pytorch-21.03 NGC container)")
+          " inference latency avg and 1-GPU training throughput (pytorch-21.03 NGC container);"
+          " Lambda's deeplearning-benchmark, pytorch/pytorch-train-throughput-fp32.csv and"
+          " -fp16.csv, resnet50, 1 GPU")
 # (chip, autocast precision or None for FP32) -> {batch: measured average latency, ms}
 RESNET50_LATENCY_MS = {
     ("v100_sxm2", None): {1: 10.37, 2: 10.24, 4: 10.46, 8: 11.5, 16: 16.07, 32: 29.37,
@@ -46,22 +61,51 @@ RESNET50_LATENCY_MS = {
     ("t4", "fp16"): {1: 12.96, 2: 13.18, 4: 12.99, 8: 12.82, 16: 15.8, 32: 29.54, 64: 57.41,
                      128: 114.24, 256: 225.95},
 }
+# 1-GPU training: (reference, chip, autocast precision or None, memory format, batch,
+# measured images/s)
+RESNET50_TRAINING = [
+    ("DeepLearningExamples", "v100_sxm2", None, None, 112, 367),
+    ("DeepLearningExamples", "v100_sxm2", "fp16", "channels_last", 256, 1200),
+    ("DeepLearningExamples", "a100_sxm_80gb", None, None, 256, 938),
+    ("DeepLearningExamples", "a100_sxm_80gb", "fp16", "channels_last", 256, 2470),
+    ("Lambda", "v100_sxm2", None, None, 128, 369),
+    ("Lambda", "v100_sxm2", "fp16", None, 256, 833),
+    ("Lambda", "rtx_3090", None, None, 224, 513),
+    ("Lambda", "rtx_3090", "fp16", None, 448, 905),
+    ("Lambda", "rtx_4090", None, None, 224, 721),
+    ("Lambda", "rtx_4090", "fp16", None, 448, 1301),
+    ("Lambda", "a100_sxm_80gb", None, None, 640, 1066),
+    ("Lambda", "a100_sxm_80gb", "fp16", None, 1280, 1582),
+    ("Lambda", "h100_sxm", None, None, 640, 1753),
+    ("Lambda", "h100_sxm", "fp16", None, 1280, 2616),
+]
+
+
+def _point(reference: str, chip_id: str, amp, memory_format, batch: int, measured_s: float,
+           train: bool) -> dict:
+    chip = get_chip(chip_id)
+    step = {"loss": "cross_entropy", "optimizer": "sgd"} if train else {}
+    records = analyze("resnet50", batch=batch, device="cuda", chip=chip, amp=amp,
+                      memory_format=memory_format, **step).records()
+    p = predict(records, chip)["overall" if train else "forward"]
+    return {"reference": reference, "chip": chip_id, "precision": amp or "fp32",
+            "layout": memory_format or "nchw", "batch": batch,
+            "task": "train" if train else "inference", "measured_s": measured_s,
+            "pipelined_s": p["predicted_s"], "low_s": p["low_s"], "high_s": p["high_s"],
+            "summed_s": sum(node_time(r, chip).predicted_s for r in records),
+            "ideal_s": p["ideal_s"]}
 
 
 def points() -> list[dict]:
-    found = []
-    for (chip_id, amp), latencies in RESNET50_LATENCY_MS.items():
-        chip = get_chip(chip_id)
-        for batch, ms in latencies.items():
-            records = analyze("resnet50", batch=batch, device="cuda", chip=chip,
-                              amp=amp).records()
-            p = predict(records, chip)["forward"]
-            found.append({"chip": chip_id, "precision": amp or "fp32", "batch": batch,
-                          "measured_s": ms / 1e3, "pipelined_s": p["predicted_s"],
-                          "low_s": p["low_s"], "high_s": p["high_s"],
-                          "summed_s": sum(node_time(r, chip).predicted_s for r in records),
-                          "ideal_s": p["ideal_s"]})
-    return found
+    # DeepLearningExamples runs mixed precision channels-last (its configs.yml), FP32 NCHW
+    found = [_point("DeepLearningExamples", chip_id, amp, "channels_last" if amp else None,
+                    batch, ms / 1e3, train=False)
+             for (chip_id, amp), latencies in RESNET50_LATENCY_MS.items()
+             for batch, ms in latencies.items()]
+    return found + [_point(reference, chip_id, amp, layout, batch, batch / images_per_s,
+                           train=True)
+                    for reference, chip_id, amp, layout, batch, images_per_s
+                    in RESNET50_TRAINING]
 
 
 def summary(found: list[dict]) -> dict:
@@ -87,12 +131,15 @@ def main(argv=None) -> int:
         check_writable(args.json, overwrite=args.force)
     found = points()
     for p in found:
-        print(f"{p['chip']:10s} {p['precision']:5s} b{p['batch']:<4d} measured "
+        print(f"{p['reference'][:6]:6s} {p['task']:9s} {p['chip']:13s} {p['precision']:5s} "
+              f"{p['layout']:13s} b{p['batch']:<4d} measured "
               f"{p['measured_s'] * 1e3:7.2f} ms  pipelined x{p['pipelined_s'] / p['measured_s']:.2f}"
               f"  summed x{p['summed_s'] / p['measured_s']:.2f}"
               f"  ideal x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
     result = {"benchmark": "public_gpu", "reference": SOURCE, "points": len(found),
-              **summary(found)}
+              **summary(found),
+              **{task: summary([p for p in found if p["task"] == task])
+                 for task in ("inference", "train")}}
     print(json.dumps(result, indent=1))
     if args.json:
         write_json(args.json, {"summary": result, "points": found}, overwrite=args.force)

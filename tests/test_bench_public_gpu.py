@@ -1,0 +1,39 @@
+"""benchmarks/bench_public_gpu.py: its summary by hand, and one training point analysed as
+the reference ran it."""
+import pytest
+
+from benchmarks import bench_public_gpu as bench
+
+
+def _point(measured, pipelined, low, high):
+    return {"measured_s": measured, "pipelined_s": pipelined, "summed_s": measured,
+            "ideal_s": measured / 2, "low_s": low, "high_s": high}
+
+
+def test_summary_by_hand():
+    points = [_point(1.0, 1.1, 0.9, 1.3),    # error 0.1, inside the band
+              _point(2.0, 1.5, 1.2, 1.8),    # error 0.25, measured above the band
+              _point(4.0, 4.4, 3.0, 5.0),    # error 0.1, inside
+              _point(8.0, 9.6, 7.0, 9.0)]    # error 0.2, inside
+    s = bench.summary(points)
+    assert s["pipelined"]["median_error"] == pytest.approx(0.15)   # (0.1 + 0.2) / 2
+    assert s["pipelined"]["worst_error"] == pytest.approx(0.25)
+    assert s["pipelined"]["spearman_rho"] == pytest.approx(1.0)    # same order
+    assert s["summed"]["median_error"] == 0 and s["ideal"]["median_error"] == 0.5
+    assert s["inside_band"] == pytest.approx(0.75)
+
+
+def test_a_training_point_is_the_reference_step():
+    # Lambda's RTX 4090 mixed-precision run: batch 448 at 1301 images/s, NCHW
+    ((reference, chip, amp, layout, batch, rate),) = [
+        p for p in bench.RESNET50_TRAINING if p[:3] == ("Lambda", "rtx_4090", "fp16")]
+    found = bench._point(reference, chip, amp, layout, batch, batch / rate, train=True)
+    assert found["measured_s"] == pytest.approx(448 / 1301)
+    assert found["task"] == "train" and found["layout"] == "nchw"
+    assert found["low_s"] <= found["pipelined_s"] <= found["high_s"]
+    # a step with a backward and an optimizer takes more than the forward at that batch
+    forward = bench._point(reference, chip, amp, layout, batch, 1.0, train=False)
+    assert found["pipelined_s"] > 2 * forward["pipelined_s"]
+    # NCHW tensor-core convolutions pay their NHWC transposes: channels-last is faster
+    channels_last = bench._point(reference, chip, amp, "channels_last", batch, 1.0, train=True)
+    assert channels_last["pipelined_s"] < found["pipelined_s"]
