@@ -218,6 +218,18 @@ def transpose_bytes(record: dict) -> int:
     return 2 * record["bytes"]
 
 
+def second_pass_bytes(record: dict) -> int:
+    """Bytes a GPU norm kernel of training (norm_train) reads a second time: PyTorch's CUDA
+    batch norm computes the batch statistics in one kernel (batch_norm_mean_var) and
+    normalises in another (batch_norm_elementwise), and a norm backward reduces over its
+    inputs (the weight gradient, the batch norm's sums) before or beside the input-gradient
+    pass -- at a training batch a channel's values span megabytes, so the second pass reads
+    its inputs from memory again: the node's bytes read, once more. 0 for other classes.
+    The GPU fits price only single-pass LayerNorm forwards, so fxroof.roofline adds this
+    where a chip has no norm_train parameters of its own."""
+    return record.get("bytes_read", 0) if op_class_of(record) == "norm_train" else 0
+
+
 def scratch_buffers(record: dict) -> list[int]:
     """Sizes (bytes) of the buffers a CPU kernel allocates inside one node before its output
     and frees after it -- what fxroof.page_faults replays through the allocator besides the

@@ -153,11 +153,22 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
-    expected = float(cal.predict(record["flops"], record["bytes"], peak, chip.bandwidth, params,
+    moved = record["bytes"] + _second_pass_bytes(record, chip, op_class)
+    expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
                                  used, *_faults_and_reorders(record))) \
         + _transpose_s(record, chip, key)
     low, high = params.band
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0)
+
+
+def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
+    """The inputs a GPU's training norm kernels read again (calibration.second_pass_bytes),
+    where the chip's norm_train parameters are the single-pass norm class's (no chip
+    measured for norm_train prices its passes itself)."""
+    if chip.cls != "gpu" or op_class != "norm_train" or chip.calibration.get(op_class) \
+            or calibration().chips.get(chip.id, {}).get(op_class):
+        return 0
+    return cal.second_pass_bytes(record)
 
 
 def _transpose_s(record: dict, chip: Chip, key: str) -> float:

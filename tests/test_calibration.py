@@ -615,3 +615,36 @@ def test_tf32_convolutions_are_transposed_and_plain_fp32_ones_not(monkeypatch):
     fp32 = roofline.node_time(conv, chip).predicted_s
     assert fp32 == pytest.approx(roofline.node_time({**conv, "layout": "channels_last"},
                                                     chip).predicted_s)
+
+
+def test_a_gpu_training_norm_reads_its_inputs_twice_by_hand():
+    """PyTorch's CUDA batch norm of training reduces the batch statistics in one kernel and
+    normalises in another: x is read twice. A chip whose norm_train class falls back to
+    the single-pass norm fit pays its bytes read once more; a chip that measured norm_train
+    (its own passes in its fit) and a CPU do not."""
+    norm = {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]}
+    record = {"op": "native_batch_norm", "op_class": "vector", "dtype": "float32",
+              "flops": 1e6, "bytes": 2e8, "bytes_read": 1e8, "bytes_written": 1e8,
+              "rule": "batch_norm[batch stats]", "shape": [64, 256, 28, 28],
+              "phase": "forward"}
+    assert cal.op_class_of(record) == "norm_train" and cal.second_pass_bytes(record) == 1e8
+
+    def device(cls, classes):
+        return parse_chip({"id": f"{cls}-x", "name": "a device", "class": cls,
+                           "vendor": "NVIDIA", "peaks": {"fp32": {"value": 1e13,
+                                                                   "unit": "vector"}},
+                           "bandwidth": {"value": 1e12}, "calibration": classes}, "(test)")
+
+    # 10 us + (2e8 + 1e8) B / (0.5 x 1e12 B/s) = 10 us + 0.6 ms
+    assert roofline.node_time(record, device("gpu", {"norm": norm})).predicted_s == \
+        pytest.approx(1e-5 + 6e-4)
+    # measured for norm_train: its fit saw both passes; 2e8 B / 5e11 B/s = 0.4 ms
+    assert roofline.node_time(record, device("gpu", {"norm": norm, "norm_train": norm})
+                              ).predicted_s == pytest.approx(1e-5 + 4e-4)
+    assert roofline.node_time(record, device("cpu", {"norm": norm})).predicted_s == \
+        pytest.approx(1e-5 + 4e-4)
+    # an eval batch norm (running statistics) is one pass everywhere
+    eval_bn = {**record, "rule": "batch_norm"}
+    assert cal.second_pass_bytes(eval_bn) == 0
+    assert roofline.node_time(eval_bn, device("gpu", {"norm": norm})).predicted_s == \
+        pytest.approx(1e-5 + 4e-4)
