@@ -19,8 +19,17 @@ PyTorch/Classification/ConvNets):
   scripts/config_v1/config_pytorch_80GB.sh): the same training script with synthetic data
   ("--data-backend synthetic"), NCHW (no memory-format flag), mixed precision by "--amp";
   FP32 on Ampere and later runs its convolutions in TF32 (PyTorch's cuDNN default).
-Training points are fxroof's step with cross-entropy and SGD with momentum, the measured
-step time batch / throughput. The timings are of those loops (cuDNN autotuning on), not of
+  Lambda also trains BERT-base on SQuAD with DeepLearningExamples' BERT (LanguageModeling/
+  BERT, run_squad.sh: 384-token sequences; sequences/s, batches from the same files): its
+  modeling.py computes attention unfused (matmul, softmax, dropout, matmul), so fxroof
+  analyses transformers' BertForQuestionAnswering with its eager attention and AdamW; for
+  FP32, with TF32 matmuls, as the NGC containers it runs in enable them
+  (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1: docs.monai.io, "Precision and Accelerating"); for
+  --fp16, as a half model: the run_squad.py read (commit 0663b67) initialises apex amp at
+  opt_level "O2" (fp16 weights and activations, softmax included, FP32 master weights).
+  Skipped where transformers (an optional extra) is not installed.
+Training points are fxroof's step with cross-entropy (for BERT, over the start and end
+logits) and SGD with momentum (BERT: AdamW), the measured step time batch / throughput. The timings are of those loops (cuDNN autotuning on), not of
 fxroof's step, so read the errors as an outside check, not as a target.
 
 For each point: fxroof's calibrated prediction (the shipped GPU parameters, the eager step
@@ -30,11 +39,13 @@ replaced, and the ideal roof.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 
+import torch
 from scipy.stats import spearmanr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,19 +92,75 @@ RESNET50_TRAINING = [
 ]
 
 
+# Lambda, bert_base_squad, 1 GPU: (chip, autocast precision or None, batch, sequences/s)
+BERT_BASE_SQUAD_TRAINING = [
+    ("v100_sxm2", None, 24, 42), ("v100_sxm2", "fp16", 48, 189),
+    ("rtx_3090", None, 48, 85), ("rtx_3090", "fp16", 96, 172),
+    ("rtx_4090", None, 48, 137), ("rtx_4090", "fp16", 96, 297),
+    ("a100_sxm_80gb", None, 172, 239), ("a100_sxm_80gb", "fp16", 320, 443),
+    ("h100_sxm", None, 172, 408), ("h100_sxm", "fp16", 320, 812),
+]
+SQUAD_TOKENS = 384
+
+
+def _qa_loss(output):
+    """run_squad's loss: cross-entropy over the start and over the end logits."""
+    start, end = output.start_logits, output.end_logits
+    target = torch.zeros(start.shape[0], dtype=torch.long, device=start.device)
+    return torch.nn.functional.cross_entropy(start, target) + \
+        torch.nn.functional.cross_entropy(end, target)
+
+
+@contextlib.contextmanager
+def _tf32_matmuls():
+    """FP32 matmuls on TF32 tensor cores, as in an NGC container, for the duration."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _bert_point(chip_id: str, amp, batch: int, sequences_per_s: float) -> dict:
+    import transformers
+
+    config = transformers.BertConfig()  # bert-base-uncased's shape
+    config._attn_implementation = "eager"
+    with torch.device("meta"):
+        model = transformers.BertForQuestionAnswering(config)
+    tokens = torch.zeros(batch, SQUAD_TOKENS, dtype=torch.long)
+    inputs = {"input_ids": tokens, "token_type_ids": tokens,
+              "attention_mask": torch.ones_like(tokens)}
+    chip = get_chip(chip_id)
+    # apex O2: the whole model in half precision, not autocast's per-op choice
+    dtype = torch.float16 if amp == "fp16" else None
+    with _tf32_matmuls():
+        records = analyze(model, kwargs=inputs, device="cuda", chip=chip, dtype=dtype,
+                          loss=_qa_loss, optimizer="adamw").records()
+        return _summarised("Lambda", "bert_base_squad", chip, amp, None, batch,
+                           batch / sequences_per_s, "train", records)
+
+
+def _summarised(reference: str, model: str, chip, amp, memory_format, batch: int,
+                measured_s: float, task: str, records: list) -> dict:
+    p = predict(records, chip)["overall" if task == "train" else "forward"]
+    return {"reference": reference, "model": model, "chip": chip.id,
+            "precision": amp or "fp32", "layout": memory_format or "nchw", "batch": batch,
+            "task": task, "measured_s": measured_s,
+            "pipelined_s": p["predicted_s"], "low_s": p["low_s"], "high_s": p["high_s"],
+            "summed_s": sum(node_time(r, chip).predicted_s for r in records),
+            "ideal_s": p["ideal_s"]}
+
+
 def _point(reference: str, chip_id: str, amp, memory_format, batch: int, measured_s: float,
            train: bool) -> dict:
     chip = get_chip(chip_id)
     step = {"loss": "cross_entropy", "optimizer": "sgd"} if train else {}
     records = analyze("resnet50", batch=batch, device="cuda", chip=chip, amp=amp,
                       memory_format=memory_format, **step).records()
-    p = predict(records, chip)["overall" if train else "forward"]
-    return {"reference": reference, "chip": chip_id, "precision": amp or "fp32",
-            "layout": memory_format or "nchw", "batch": batch,
-            "task": "train" if train else "inference", "measured_s": measured_s,
-            "pipelined_s": p["predicted_s"], "low_s": p["low_s"], "high_s": p["high_s"],
-            "summed_s": sum(node_time(r, chip).predicted_s for r in records),
-            "ideal_s": p["ideal_s"]}
+    return _summarised(reference, "resnet50", chip, amp, memory_format, batch, measured_s,
+                       "train" if train else "inference", records)
 
 
 def points() -> list[dict]:
@@ -102,10 +169,14 @@ def points() -> list[dict]:
                     batch, ms / 1e3, train=False)
              for (chip_id, amp), latencies in RESNET50_LATENCY_MS.items()
              for batch, ms in latencies.items()]
-    return found + [_point(reference, chip_id, amp, layout, batch, batch / images_per_s,
-                           train=True)
-                    for reference, chip_id, amp, layout, batch, images_per_s
-                    in RESNET50_TRAINING]
+    found += [_point(reference, chip_id, amp, layout, batch, batch / images_per_s, train=True)
+              for reference, chip_id, amp, layout, batch, images_per_s in RESNET50_TRAINING]
+    try:
+        import transformers  # noqa: F401 -- an optional extra
+    except ImportError:
+        print("transformers is not installed: the BERT points are left out", file=sys.stderr)
+        return found
+    return found + [_bert_point(*point) for point in BERT_BASE_SQUAD_TRAINING]
 
 
 def summary(found: list[dict]) -> dict:
@@ -131,7 +202,7 @@ def main(argv=None) -> int:
         check_writable(args.json, overwrite=args.force)
     found = points()
     for p in found:
-        print(f"{p['reference'][:6]:6s} {p['task']:9s} {p['chip']:13s} {p['precision']:5s} "
+        print(f"{p['model'][:8]:8s} {p['task']:9s} {p['chip']:13s} {p['precision']:5s} "
               f"{p['layout']:13s} b{p['batch']:<4d} measured "
               f"{p['measured_s'] * 1e3:7.2f} ms  pipelined x{p['pipelined_s'] / p['measured_s']:.2f}"
               f"  summed x{p['summed_s'] / p['measured_s']:.2f}"
@@ -139,7 +210,9 @@ def main(argv=None) -> int:
     result = {"benchmark": "public_gpu", "reference": SOURCE, "points": len(found),
               **summary(found),
               **{task: summary([p for p in found if p["task"] == task])
-                 for task in ("inference", "train")}}
+                 for task in ("inference", "train")},
+              **{model: summary([p for p in found if p["model"] == model and p["task"] == "train"])
+                 for model in sorted({p["model"] for p in found if p["task"] == "train"})}}
     print(json.dumps(result, indent=1))
     if args.json:
         write_json(args.json, {"summary": result, "points": found}, overwrite=args.force)

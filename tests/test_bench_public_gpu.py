@@ -37,3 +37,22 @@ def test_a_training_point_is_the_reference_step():
     # NCHW tensor-core convolutions pay their NHWC transposes: channels-last is faster
     channels_last = bench._point(reference, chip, amp, "channels_last", batch, 1.0, train=True)
     assert channels_last["pipelined_s"] < found["pipelined_s"]
+
+
+def test_a_bert_point_runs_as_the_reference_did():
+    import torch
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    with bench._tf32_matmuls():
+        assert torch.backends.cuda.matmul.allow_tf32
+    assert torch.backends.cuda.matmul.allow_tf32 == before   # restored
+    # Lambda's RTX 3090 --fp16 run: batch 96 at 172 sequences/s, apex O2 (a half model)
+    half = bench._bert_point("rtx_3090", "fp16", 96, 172)
+    assert half["measured_s"] == pytest.approx(96 / 172)
+    assert half["model"] == "bert_base_squad" and half["task"] == "train"
+    assert half["low_s"] <= half["pipelined_s"] <= half["high_s"]
+    # FP32 at half the batch moves more bytes per sequence and runs on the TF32 roof, not
+    # the half-precision one: slower per sequence
+    fp32 = bench._bert_point("rtx_3090", None, 48, 85)
+    assert fp32["pipelined_s"] / 48 > half["pipelined_s"] / 96
+    assert torch.backends.cuda.matmul.allow_tf32 == before
