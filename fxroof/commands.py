@@ -29,7 +29,9 @@ from fxroof.units import si
 PREDICT_NOTE = (
     "time model 'calibrated': per node t0 + max(FLOPs / (peak x compute x tile utilization), "
     "bytes / (bandwidth x memory)), fitted on public GPU kernel measurements (NeuSight); on a "
-    "GPU t0 is the host's cost of issuing the op, which overlaps the kernels before it (the "
+    "GPU a tensor-core convolution on NCHW tensors also pays cuDNN's NHWC transposes and a "
+    "norm of training reads its inputs twice; t0 is the host's cost of issuing the op, which "
+    "overlaps the kernels before it (the "
     "step is pipelined, not summed; 'waits for host': the share of it the GPU sits idle, "
     "which fewer launches would save and a faster GPU would not); p10..p90 is its band from "
     "validation on GPUs it was not fitted on. 'ideal' (and the roof column): max(FLOPs / peak, "

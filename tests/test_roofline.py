@@ -263,3 +263,15 @@ def test_measured_overhead_is_paid_once_per_launching_node():
     view = {**record(0, 0), "op_class": "view"}
     assert roofline.node_roof(view, measured).predicted_s == 0.0
     assert roofline.node_roof(add, TOY).predicted_s == pytest.approx(1e3 / 50e9)
+
+
+def test_every_tensor_core_gpu_prices_mixed_precision():
+    """Autocast fp16 runs matrix ops on the tensor cores, which NVIDIA GPUs have from compute
+    capability 7.0 (Volta) on: each such shipped chip lists an fp16 roof, so `predict --amp
+    fp16` does not stop at "no fp16 peak" (the L40S listed only FP32 and FP8)."""
+    for chip in load_chips().values():
+        cc = chip.compute_capability
+        if chip.cls == "gpu" and chip.vendor == "NVIDIA" and cc and tuple(cc) >= (7, 0):
+            peak, key = roofline.peak_for(chip, "matrix", "float16", "mm")
+            assert key == "fp16" and chip.units["fp16"] == "matrix", chip.id
+            assert peak > chip.peaks["fp32"], chip.id
