@@ -28,6 +28,11 @@ PyTorch/Classification/ConvNets):
   --fp16, as a half model: the run_squad.py read (commit 0663b67) initialises apex amp at
   opt_level "O2" (fp16 weights and activations, softmax included, FP32 master weights).
   Skipped where transformers (an optional extra) is not installed.
+* Largest matrix products: the "maximum achievable matmul FLOPS" of mag-/gpu_benchmark's
+  README (github.com/mag-/gpu_benchmark, "Stats": Stas Bekman's mamf-finder, torch.mm in
+  bf16, its default, at the fastest shape found) on the RTX 4090, L4, L40S, A100 SXM and
+  H100 SXM, against fxroof's kernel time for that product (the node's time less its host
+  cost): a check of the tensor-core GEMM rate alone, reported apart from the steps.
 Training points are fxroof's step with cross-entropy (for BERT, over the start and end
 logits) and SGD with momentum (BERT: AdamW), the measured step time batch / throughput. The timings are of those loops (cuDNN autotuning on), not of
 fxroof's step, so read the errors as an outside check, not as a target.
@@ -101,6 +106,34 @@ BERT_BASE_SQUAD_TRAINING = [
     ("h100_sxm", None, 172, 408), ("h100_sxm", "fp16", 320, 812),
 ]
 SQUAD_TOKENS = 384
+# mag-/gpu_benchmark: (chip, (m, n, k) of the fastest bf16 product found, measured TFLOP/s).
+# "A100 SXM" names no memory size: the 80 GB chip's fit is used.
+LARGEST_BF16_GEMM = [
+    ("rtx_4090", (15360, 6784, 8192), 178.5), ("l4", (1024, 6016, 1792), 91.4),
+    ("l40s", (4416, 3776, 3072), 252.0), ("a100_sxm_80gb", (6912, 16384, 2048), 267.9),
+    ("h100_sxm", (6144, 17920, 2816), 792.1),
+]
+
+
+class _MatMul(torch.nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+def gemm_point(chip_id: str, shape: tuple, tflops: float) -> dict:
+    """One largest-product point: measured and predicted kernel seconds of a bf16 m x k by
+    k x n product (2 m n k FLOP), the prediction's band, and the roof's time."""
+    m, n, k = shape
+    chip = get_chip(chip_id)
+    inputs = (torch.empty(m, k, dtype=torch.bfloat16), torch.empty(k, n, dtype=torch.bfloat16))
+    (record,) = [r for r in analyze(_MatMul(), *inputs, device="cuda", chip=chip).records()
+                 if r["op_class"] == "matrix"]
+    timed = node_time(record, chip)
+    kernel = timed.predicted_s - timed.host_s
+    low, high = timed.low_s / timed.predicted_s, timed.high_s / timed.predicted_s
+    return {"chip": chip_id, "shape": list(shape), "measured_s": 2 * m * n * k / tflops / 1e12,
+            "pipelined_s": kernel, "low_s": kernel * low, "high_s": kernel * high,
+            "summed_s": kernel, "ideal_s": timed.ideal_s}
 
 
 def _qa_loss(output):
@@ -213,9 +246,16 @@ def main(argv=None) -> int:
                  for task in ("inference", "train")},
               **{model: summary([p for p in found if p["model"] == model and p["task"] == "train"])
                  for model in sorted({p["model"] for p in found if p["task"] == "train"})}}
+    gemms = [gemm_point(*point) for point in LARGEST_BF16_GEMM]
+    for p in gemms:
+        print(f"largest bf16 GEMM {p['chip']:13s} {'x'.join(map(str, p['shape'])):18s} measured "
+              f"{p['measured_s'] * 1e3:7.2f} ms  predicted x{p['pipelined_s'] / p['measured_s']:.2f}"
+              f"  roof x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
+    result["largest_bf16_gemm"] = summary(gemms)
     print(json.dumps(result, indent=1))
     if args.json:
-        write_json(args.json, {"summary": result, "points": found}, overwrite=args.force)
+        write_json(args.json, {"summary": result, "points": found, "largest_bf16_gemm": gemms},
+                   overwrite=args.force)
     return 0
 
 

@@ -56,3 +56,14 @@ def test_a_bert_point_runs_as_the_reference_did():
     fp32 = bench._bert_point("rtx_3090", None, 48, 85)
     assert fp32["pipelined_s"] / 48 > half["pipelined_s"] / 96
     assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_a_largest_gemm_point_is_the_kernel_alone():
+    # mag-/gpu_benchmark's H100 SXM: a 6144 x 17920 x 2816 bf16 product at 792.1 TFLOP/s
+    ((chip, shape, tflops),) = [p for p in bench.LARGEST_BF16_GEMM if p[0] == "h100_sxm"]
+    found = bench.gemm_point(chip, shape, tflops)
+    assert found["measured_s"] == pytest.approx(2 * 6144 * 17920 * 2816 / 792.1e12)
+    # the kernel alone (no host cost), never faster than the bf16 roof
+    assert found["ideal_s"] == pytest.approx(2 * 6144 * 17920 * 2816 / 989.4e12, rel=1e-3)
+    assert found["ideal_s"] <= found["pipelined_s"]
+    assert found["low_s"] <= found["pipelined_s"] <= found["high_s"]
