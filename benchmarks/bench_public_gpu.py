@@ -13,6 +13,9 @@ PyTorch/Classification/ConvNets):
   The batches are those of its configs.yml for the DGX1V and DGXA100 platforms, which also
   run mixed precision channels-last ("memory_format: nhwc"), so fxroof analyses those
   points channels-last. The loop has a DALI input pipeline, label smoothing and mixup.
+  And its EfficientNet-B0 README (efficientnet/README.md, same container): inference
+  latency on the A100 80GB (TF32) and the V100 16GB (FP32), NCHW, batches 1-256; its mixed
+  precision rows are left out (their memory format is set by a configs.yml entry not read).
 * Lambda's GPU benchmarks (github.com/lambdal/deeplearning-benchmark, pytorch/
   pytorch-train-throughput-fp32.csv and -fp16.csv, 1 GPU, images/s, batches from
   pytorch-train-bs-fp32.csv and -fp16.csv, or for the H100 SXM5 from
@@ -76,6 +79,17 @@ RESNET50_LATENCY_MS = {
                    128: 309.26, 256: 635.98},
     ("t4", "fp16"): {1: 12.96, 2: 13.18, 4: 12.99, 8: 12.82, 16: 15.8, 32: 29.54, 64: 57.41,
                      128: 114.24, 256: 225.95},
+}
+# EfficientNet-B0 (DeepLearningExamples' efficientnet/README.md, same container), FP32 on the
+# V100 and TF32 on the A100, NCHW: {chip: {batch: measured average latency, ms}}. Its mixed
+# precision rows are left out: the inference scripts take their memory format from a
+# configs.yml entry this benchmark could not read. Its EfficientNet-B0 is the paper's
+# network, as torchvision's efficientnet_b0 is.
+EFFICIENTNET_B0_LATENCY_MS = {
+    "a100_sxm_80gb": {1: 9.33, 2: 9.39, 4: 9.68, 8: 9.85, 16: 10.27, 32: 11.46, 64: 19.58,
+                      128: 31.03, 256: 60.71},
+    "v100_sxm2": {1: 13.15, 2: 13.17, 4: 13.25, 8: 13.42, 16: 13.78, 32: 16.46, 64: 25.14,
+                  128: 48.03, 256: 94.86},
 }
 # 1-GPU training: (reference, chip, autocast precision or None, memory format, batch,
 # measured images/s)
@@ -187,12 +201,12 @@ def _summarised(reference: str, model: str, chip, amp, memory_format, batch: int
 
 
 def _point(reference: str, chip_id: str, amp, memory_format, batch: int, measured_s: float,
-           train: bool) -> dict:
+           train: bool, model: str = "resnet50") -> dict:
     chip = get_chip(chip_id)
     step = {"loss": "cross_entropy", "optimizer": "sgd"} if train else {}
-    records = analyze("resnet50", batch=batch, device="cuda", chip=chip, amp=amp,
+    records = analyze(model, batch=batch, device="cuda", chip=chip, amp=amp,
                       memory_format=memory_format, **step).records()
-    return _summarised(reference, "resnet50", chip, amp, memory_format, batch, measured_s,
+    return _summarised(reference, model, chip, amp, memory_format, batch, measured_s,
                        "train" if train else "inference", records)
 
 
@@ -202,6 +216,10 @@ def points() -> list[dict]:
                     batch, ms / 1e3, train=False)
              for (chip_id, amp), latencies in RESNET50_LATENCY_MS.items()
              for batch, ms in latencies.items()]
+    found += [_point("DeepLearningExamples", chip_id, None, None, batch, ms / 1e3, train=False,
+                     model="efficientnet_b0")
+              for chip_id, latencies in EFFICIENTNET_B0_LATENCY_MS.items()
+              for batch, ms in latencies.items()]
     found += [_point(reference, chip_id, amp, layout, batch, batch / images_per_s, train=True)
               for reference, chip_id, amp, layout, batch, images_per_s in RESNET50_TRAINING]
     try:
@@ -244,8 +262,9 @@ def main(argv=None) -> int:
               **summary(found),
               **{task: summary([p for p in found if p["task"] == task])
                  for task in ("inference", "train")},
-              **{model: summary([p for p in found if p["model"] == model and p["task"] == "train"])
-                 for model in sorted({p["model"] for p in found if p["task"] == "train"})}}
+              **{f"{model} {task}": summary([p for p in found
+                                             if (p["model"], p["task"]) == (model, task)])
+                 for model, task in sorted({(p["model"], p["task"]) for p in found})}}
     gemms = [gemm_point(*point) for point in LARGEST_BF16_GEMM]
     for p in gemms:
         print(f"largest bf16 GEMM {p['chip']:13s} {'x'.join(map(str, p['shape'])):18s} measured "
