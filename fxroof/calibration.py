@@ -71,6 +71,13 @@ _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convo
              "slow_conv_transpose2d", "slow_conv_dilated2d")
 # op_costs/norm.py names a training batch norm's kernel so: "batch_norm[batch stats]"
 BATCH_STATS_VARIANT = "[batch stats]"
+# op_costs/conv.py names a depthwise convolution (or its backward) so
+DEPTHWISE_VARIANT = "[depthwise]"
+
+
+def depthwise(record: dict) -> bool:
+    """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
+    return record.get("rule", "").endswith(DEPTHWISE_VARIANT)
 _NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 

@@ -87,8 +87,18 @@ class NodeRoof(NamedTuple):
     bound: str               # "compute" | "memory"
 
 
+def engine_class(record: dict, chip: Chip) -> str:
+    """The op class whose peak bounds a node on this chip: its own, but a depthwise
+    convolution on a GPU is bounded by the CUDA cores ("vector"): the tensor cores multiply
+    tiles of at least 8 input channels, and a depthwise filter sees one (cuDNN's and ATen's
+    depthwise kernels are CUDA-core kernels)."""
+    if chip.cls == "gpu" and cal.depthwise(record):
+        return "vector"
+    return record["op_class"]
+
+
 def node_roof(record: dict, chip: Chip) -> NodeRoof:
-    peak, key = peak_for(chip, record["op_class"], record["dtype"], record["op"])
+    peak, key = peak_for(chip, engine_class(record, chip), record["dtype"], record["op"])
     compute_s = record["flops"] / peak
     memory_s = record["bytes"] / chip.bandwidth
     attainable = min(peak, chip.bandwidth * record["flops"] / record["bytes"]) \
@@ -142,7 +152,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
-    peak, key = peak_for(chip, record["op_class"], record["dtype"], record["op"])
+    peak, key = peak_for(chip, engine_class(record, chip), record["dtype"], record["op"])
     if op_class in cal.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
         # a GPU's fitted convolution rate can pass the FP32 peak: the kernel data ran with
         # TF32 off, and cuDNN's FP32 Winograd kernels do up to 2.25x fewer multiplies than the

@@ -24,15 +24,27 @@ from op_costs.registry import MATRIX, Cost, register
 aten = __import__("torch").ops.aten
 
 
+# A depthwise convolution (one input channel per group) is named so in the rule
+# ("convolution[depthwise]"): its kernels are not the dense ones -- on a GPU they run on the
+# CUDA cores, not the tensor cores (fxroof.roofline) -- though its count is the same formula.
+DEPTHWISE = "depthwise"
+
+
 def conv_macs(x, weight, out, transposed: bool) -> int:
     per_element = math.prod(weight.shape[1:])
     return (x.numel if transposed else out.numel) * per_element
 
 
+def _depthwise(weight, groups, transposed: bool):
+    return DEPTHWISE if not transposed and groups > 1 and weight.shape[1] == 1 else None
+
+
 @register(aten.convolution, aten._convolution, op_class=MATRIX)
-def convolution(x, weight, bias, stride, padding, dilation, transposed, *_, out, **__):
+def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding=None,
+                groups=1, *_, out, **__):
     macs = conv_macs(x, weight, out, transposed)
-    return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs)
+    return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs,
+                variant=_depthwise(weight, groups, transposed))
 
 
 @register(aten.convolution_backward, op_class=MATRIX)
@@ -44,4 +56,5 @@ def convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilat
     flops = 2 * macs + (grad_out.numel if want_bias else 0)
     # grad_input needs (grad_out, weight); grad_weight needs (grad_out, x); grad_bias grad_out.
     read = grad_out.nbytes + (weight.nbytes if want_input else 0) + (x.nbytes if want_weight else 0)
-    return Cost(flops=flops, macs=macs, bytes_read=read)
+    return Cost(flops=flops, macs=macs, bytes_read=read,
+                variant=_depthwise(weight, groups, transposed))

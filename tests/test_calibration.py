@@ -648,3 +648,31 @@ def test_a_gpu_training_norm_reads_its_inputs_twice_by_hand():
     assert cal.second_pass_bytes(eval_bn) == 0
     assert roofline.node_time(eval_bn, device("gpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 4e-4)
+
+
+def test_a_depthwise_convolution_is_named_so_and_bounded_by_the_cuda_cores(monkeypatch):
+    """One input channel per group: the rule names it depthwise (forward and backward); on a
+    GPU its roof is the FP32 CUDA-core peak, not TF32's, and so it pays no NHWC transposes.
+    A dense or a grouped (2 channels a group) convolution stays on the tensor cores."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    chip = load_chips()["a100_sxm_80gb"]
+
+    def convs(module, x):
+        g = fxroof.analyze(module, x, device="cuda", chip=chip, backward=True)
+        return [r for r in g.records() if cal.op_class_of(r) in cal.CONV_CLASSES]
+
+    x = torch.empty(8, 64, 56, 56)
+    depthwise = convs(torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), x)
+    assert {r["rule"] for r in depthwise} == {"convolution[depthwise]",
+                                              "convolution_backward[depthwise]"}
+    for r in depthwise:
+        assert cal.depthwise(r) and roofline.node_roof(r, chip).peak_key == "fp32"
+        assert roofline._transpose_s(r, chip, roofline.node_roof(r, chip).peak_key) == 0
+    for module in (torch.nn.Conv2d(64, 64, 3, padding=1),
+                   torch.nn.Conv2d(64, 64, 3, padding=1, groups=32)):
+        for r in convs(module, x):
+            assert not cal.depthwise(r) and roofline.node_roof(r, chip).peak_key == "tf32"
+    # on a CPU the marker changes nothing: a depthwise convolution keeps the matrix class
+    (cpu_dw,) = [r for r in fxroof.analyze(torch.nn.Conv2d(64, 64, 3, groups=64), x).records()
+                 if cal.op_class_of(r) == "conv"]
+    assert roofline.engine_class(cpu_dw, load_chips()["epyc_9654"]) == "matrix"
