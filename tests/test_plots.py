@@ -102,6 +102,9 @@ def test_point_labels_stay_inside_the_axes_once_the_figure_is_laid_out(monkeypat
     (["a b1", "a b2", "a b2"], "a b1, b2"),
     (["conv", "relu"], "conv, relu"),
     (["x (t4)", "x (h100)"], "x (t4), (h100)"),
+    # four names are shown; a fifth makes it three and a count
+    ([f"bn_{i} (a100)" for i in range(4)], "bn_0, bn_1, bn_2, bn_3 (a100)"),
+    ([f"bn_{i} (a100)" for i in range(40)], "bn_0, bn_1, bn_2, +37 more (a100)"),
 ])
 def test_join_labels_keeps_shared_words_once(labels, joined):
     from fxroof.plots import join_labels
