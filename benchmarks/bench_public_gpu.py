@@ -37,8 +37,9 @@ PyTorch/Classification/ConvNets):
   H100 SXM, against fxroof's kernel time for that product (the node's time less its host
   cost): a check of the tensor-core GEMM rate alone, reported apart from the steps.
 Training points are fxroof's step with cross-entropy (for BERT, over the start and end
-logits) and SGD with momentum (BERT: AdamW), the measured step time batch / throughput. The timings are of those loops (cuDNN autotuning on), not of
-fxroof's step, so read the errors as an outside check, not as a target.
+logits) and SGD with momentum (BERT: AdamW), the measured step time batch / throughput.
+The timings are of those loops (cuDNN autotuning on), not of fxroof's step, so read the
+errors as an outside check, not as a target.
 
 For each point: fxroof's calibrated prediction (the shipped GPU parameters, the eager step
 pipelined, fxroof.pipeline), the plain sum of the nodes' isolated times that the pipeline
@@ -255,7 +256,8 @@ def main(argv=None) -> int:
     for p in found:
         print(f"{p['model'][:8]:8s} {p['task']:9s} {p['chip']:13s} {p['precision']:5s} "
               f"{p['layout']:13s} b{p['batch']:<4d} measured "
-              f"{p['measured_s'] * 1e3:7.2f} ms  pipelined x{p['pipelined_s'] / p['measured_s']:.2f}"
+              f"{p['measured_s'] * 1e3:7.2f} ms"
+              f"  pipelined x{p['pipelined_s'] / p['measured_s']:.2f}"
               f"  summed x{p['summed_s'] / p['measured_s']:.2f}"
               f"  ideal x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
     result = {"benchmark": "public_gpu", "reference": SOURCE, "points": len(found),
@@ -268,7 +270,8 @@ def main(argv=None) -> int:
     gemms = [gemm_point(*point) for point in LARGEST_BF16_GEMM]
     for p in gemms:
         print(f"largest bf16 GEMM {p['chip']:13s} {'x'.join(map(str, p['shape'])):18s} measured "
-              f"{p['measured_s'] * 1e3:7.2f} ms  predicted x{p['pipelined_s'] / p['measured_s']:.2f}"
+              f"{p['measured_s'] * 1e3:7.2f} ms"
+              f"  predicted x{p['pipelined_s'] / p['measured_s']:.2f}"
               f"  roof x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
     result["largest_bf16_gemm"] = summary(gemms)
     print(json.dumps(result, indent=1))

@@ -73,13 +73,13 @@ _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convo
 BATCH_STATS_VARIANT = "[batch stats]"
 # op_costs/conv.py names a depthwise convolution (or its backward) so
 DEPTHWISE_VARIANT = "[depthwise]"
+_NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
+_SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
 
 def depthwise(record: dict) -> bool:
     """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
     return record.get("rule", "").endswith(DEPTHWISE_VARIANT)
-_NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
-_SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
 
 @dataclass(frozen=True)
