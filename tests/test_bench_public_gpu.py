@@ -67,3 +67,6 @@ def test_a_largest_gemm_point_is_the_kernel_alone():
     assert found["ideal_s"] == pytest.approx(2 * 6144 * 17920 * 2816 / 989.4e12, rel=1e-3)
     assert found["ideal_s"] <= found["pipelined_s"]
     assert found["low_s"] <= found["pipelined_s"] <= found["high_s"]
+    # a lone kernel has no host cost to sum or pipeline: its summary has no "summed" model
+    s = bench.summary([found], models=("pipelined", "ideal"))
+    assert set(s) == {"pipelined", "ideal", "inside_band"} and "summed_s" not in found
