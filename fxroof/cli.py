@@ -43,8 +43,8 @@ def _parser(sub, name: str, help: str, description: Optional[str] = None):
 def _model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help="a torchvision model name (`fxroof models`), hf:<model_type> (e.g. "
-                        "hf:gpt2), timm:<name>, or package.module:callable returning an "
-                        "nn.Module")
+                        "hf:gpt2), timm:<name>, or package.module:callable (or "
+                        "path/to/file.py:callable) returning an nn.Module")
     p.add_argument("--batch", type=positive_int_arg, default=1,
                    help="batch size of the default input")
     p.add_argument("--input-shape", action="append", metavar="N,C,H,W",

@@ -51,6 +51,20 @@ def test_macs_switch(capsys):
     assert shares["Conv2d"] == 100.0  # 1.81 GMAC of 1.81 GMAC + 0.5 MMAC in the Linear
 
 
+def test_a_model_named_by_its_file(capsys, tmp_path, monkeypatch):
+    """path/to/file.py:callable imports the file (its folder first on sys.path, so its own
+    imports of neighbouring files work), from any working directory."""
+    (tmp_path / "blocks.py").write_text(
+        "import torch\nclass Head(torch.nn.Linear):\n    pass\n")
+    (tmp_path / "net.py").write_text(
+        "from blocks import Head\ndef make():\n    return Head(8, 4)\n")
+    monkeypatch.chdir(tmp_path.parent)
+    code, out, _ = run(capsys, "annotate", f"{tmp_path.name}/net.py:make",
+                       "--input-shape", "2,8")
+    # Linear(8, 4) on 2 rows: 2 * 2 * 8 * 4 FLOP of products and sums, 2 * 4 of bias adds
+    assert code == 0 and "forward: 136 FLOP" in out
+
+
 def test_refuses_to_overwrite_before_doing_work(capsys, tmp_path):
     path = tmp_path / "keep.json"
     path.write_text("mine")
@@ -64,6 +78,10 @@ BAD = [
     (["annotate", "resnet5O"], FAILED, ["Unknown model 'resnet5O'", "resnet50", "hf:"]),
     (["annotate", "no_such_pkg.models:net"], FAILED, ["Cannot import 'no_such_pkg.models'"]),
     (["annotate", "tests.fixtures.user_models:missing"], FAILED, ["has no attribute 'missing'"]),
+    (["annotate", "tests/fixtures/no_such_file.py:Net"], FAILED,
+     ["names the file 'tests/fixtures/no_such_file.py', which does not exist"]),
+    (["annotate", "tests/fixtures/user_models.py:missing"], FAILED,
+     ["has no attribute 'missing'"]),
     (["annotate", "tests.fixtures.user_models:broken"], FAILED, ["out of coffee"]),
     (["annotate", "tests.fixtures.user_models:not_a_module"], FAILED,
      ["not a torch.nn.Module"]),

@@ -1,9 +1,9 @@
 """Turning what the user names into an nn.Module and example inputs.
 
 A spec is a torchvision classification model name (``resnet50``), ``hf:<model_type>``,
-``timm:<name>``, or ``package.module:callable`` returning an nn.Module. Models are built on the
-meta device when their constructor allows it (no weight memory, no init time: a 70B-shaped
-model builds in seconds); constructors that need real data (RegNet computes its widths with
+``timm:<name>``, or ``package.module:callable`` (or ``path/to/file.py:callable``)
+returning an nn.Module. Models are built on the meta device when their constructor allows
+it (no weight memory, no init time: a 70B-shaped model builds in seconds); constructors that need real data (RegNet computes its widths with
 tensors) are built on the CPU.
 
 A new model source is one module here with a ``build(name, device, config)`` function and a

@@ -1,7 +1,9 @@
-"""The user's own models: ``package.module:callable`` returning an nn.Module."""
+"""The user's own models: ``package.module:callable`` or ``path/to/file.py:callable``
+returning an nn.Module."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -12,16 +14,24 @@ from fxroof.models.base import ensure_module
 
 
 def build(spec: str) -> nn.Module:
-    module_name, _, attr = spec.partition(":")
+    # The last ':' splits, so that a Windows path (C:\\models\\net.py:Net) keeps its drive.
+    module_name, _, attr = spec.rpartition(":")
     if os.getcwd() not in sys.path:  # like uvicorn/gunicorn: the user's project is importable
         sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        if module_name.endswith(".py"):
+            module = _import_file(module_name)
+        else:
+            module = importlib.import_module(module_name)
+    except FxroofError:
+        raise
     except Exception as e:
-        raise FxroofError(
-            f"Cannot import '{module_name}' from the model spec '{spec}': "
-            f"{type(e).__name__}: {e}. Check that the package is installed or on PYTHONPATH "
-            "and that the spec has the form 'package.module:callable'.") from None
+        hint = ("Fix that error in the file (running `python` on it shows where it is)"
+                if module_name.endswith(".py") else
+                "Check that the package is installed or on PYTHONPATH and that the spec has "
+                "the form 'package.module:callable' or 'path/to/file.py:callable'")
+        raise FxroofError(f"Cannot import '{module_name}' from the model spec '{spec}': "
+                          f"{type(e).__name__}: {e}. {hint}.") from None
     target = module
     for part in attr.split("."):
         target = getattr(target, part, None)
@@ -36,3 +46,28 @@ def build(spec: str) -> nn.Module:
             f"Calling '{spec}' to build the model failed: {type(e).__name__}: {e}. "
             "The callable must build the model with no arguments.") from None
     return ensure_module(model, spec)
+
+
+def _import_file(path: str):
+    """The module a Python file defines, imported as a script's neighbours would see it: its
+    folder on sys.path (so its own imports of sibling files work) and under its file name."""
+    if not os.path.isfile(path):
+        raise FxroofError(f"The model spec names the file '{path}', which does not exist "
+                          f"(looked in {os.getcwd()}). Give the path to a .py file that defines "
+                          "the model, e.g. models/net.py:Net.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    name = os.path.splitext(os.path.basename(path))[0]
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) != \
+            os.path.abspath(path):
+        name = f"fxroof_user_{abs(hash(os.path.abspath(path)))}"  # a name taken by a package
+    file_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(file_spec)
+    sys.modules[name] = module  # dataclasses and pickling look classes up here
+    try:
+        file_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
