@@ -351,6 +351,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_FAILED
+    except OSError as e:  # the machine refused (disk full, permissions), not a bug of fxroof's
+        where = f" ('{e.filename}')" if e.filename else ""
+        print(f"fxroof: error: the system refused an operation{where}: "
+              f"{e.strerror or e}. Free space or choose paths you can write to, then run "
+              "again; fxroof writes its files atomically, so none was left half-written.",
+              file=sys.stderr)
+        return EXIT_FAILED
 
 
 def entry() -> None:

@@ -138,6 +138,8 @@ CLI = [
     ("chips plot --dtype fp33", USAGE, ["--dtype", "invalid choice"]),
     ("study --repeats 0 --out never", USAGE, ["--repeats"]),
     ("study --out exists.json", FAILED, ["is a file, not a folder"]),
+    ("study --out exists.json/inside", FAILED, ["Cannot create the study folder",
+                                                "Not a directory"]),
     ("study --report-only --out folder", FAILED, ["holds no study"]),
     # a training batch the sweep would never reach was skipped in silence
     ("study --models alexnet --batch 1 --train-batch 8 --out never", USAGE,

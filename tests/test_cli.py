@@ -65,6 +65,21 @@ def test_a_model_named_by_its_file(capsys, tmp_path, monkeypatch):
     assert code == 0 and "forward: 136 FLOP" in out
 
 
+def test_a_refusal_from_the_system_is_one_paragraph(capsys, monkeypatch):
+    """A full disk or a permission the system denies mid-run is the machine's answer, not a
+    bug: one paragraph naming the path and what to do, no traceback."""
+    from fxroof import commands
+
+    def full_disk(args):
+        raise OSError(28, "No space left on device", "out.json")
+
+    monkeypatch.setattr(commands, "run", full_disk)
+    code, _, err = run(capsys, "annotate", "resnet18")
+    assert code == 1 and "Traceback" not in err
+    assert err.strip() == err.strip().splitlines()[0]
+    assert "'out.json'" in err and "No space left on device" in err and "atomically" in err
+
+
 def test_refuses_to_overwrite_before_doing_work(capsys, tmp_path):
     path = tmp_path / "keep.json"
     path.write_text("mine")

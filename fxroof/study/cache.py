@@ -89,7 +89,11 @@ def claim(root: str, config: dict, force: bool) -> None:
     elif os.path.isdir(root) and os.listdir(root) and not force:
         raise FxroofError(f"'{root}' exists and is not an fxroof study folder; fxroof will not "
                           "write into it. Choose a new or empty --out, or pass --force.")
-    os.makedirs(root, exist_ok=True)
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as e:
+        raise FxroofError(f"Cannot create the study folder '{root}': {e.strerror}. Choose an "
+                          "--out in a folder you can write to.") from None
     write_json(manifest, config)
 
 
