@@ -410,4 +410,5 @@ def rejected_message(e: BaseException, scope, args) -> str:
         f"Running the model on inputs of shape {shapes or '(none)'} failed in {_where(scope)}: "
         f"{type(e).__name__}: {detail}" + (f" (at {where})" if where else "") + ". If the "
         "input shape does not fit the model, pass the shape it expects (--input-shape, batch "
-        "first, e.g. 8,3,224,224); if the model needs extra inputs, pass them all.")
+        "first, e.g. 8,3,224,224); if the model takes several inputs, repeat --input-shape "
+        "once per input, in forward's order; integer inputs take a dtype (8,128:int64).")

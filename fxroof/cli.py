@@ -48,8 +48,10 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=positive_int_arg, default=1,
                    help="batch size of the default input")
     p.add_argument("--input-shape", action="append", metavar="N,C,H,W",
-                   help="shape of one float input, batch first; repeat for several inputs "
-                        "(default: the model's native (batch, 3, S, S))")
+                   help="shape of one input, batch first; repeat for several inputs, in "
+                        "forward's order; a dtype after a colon for integer or mask inputs "
+                        "(8,128:int64; default float) (default: the model's native "
+                        "(batch, 3, S, S))")
     p.add_argument("--dtype", type=dtype_arg, metavar="{" + ",".join(FLOAT_DTYPES) + "}",
                    help="run the whole model in this dtype (default: the model's own)")
     p.add_argument("--mode", choices=["train", "eval"],

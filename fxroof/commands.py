@@ -7,9 +7,10 @@ import json
 import sys
 import textwrap
 
+import torch
 from tqdm import tqdm
 
-from fxroof import plots, render, roofline
+from fxroof import plots, render, roofline, validate
 from fxroof.analysis import analyze
 from fxroof.chips import get_chip, load_chips, parse_chip
 from fxroof.device import check_device
@@ -18,7 +19,7 @@ from fxroof.files import check_writable
 from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
 from fxroof.measure import check_target, datasheet_chip, default_path, save, versus_datasheet
 from fxroof.model_probes import CALIBRATION_MODELS
-from fxroof.models import MODEL_SOURCES, build_model, model_names, parse_shape
+from fxroof.models import MODEL_SOURCES, build_model, model_names, parse_input
 from fxroof.models.hf import parse_overrides
 from fxroof.probes import measure_calibrated
 from fxroof.roofline_points import plot_roofline
@@ -42,8 +43,8 @@ _GROUP_TITLES = {"layer_type": "layer type", "module": "module", "op": "ATen op"
 
 def _analyze(args, chip=None, device=None):
     """The step the arguments describe; ``chip``/``device`` override the target they name."""
-    shapes = [parse_shape(s) for s in args.input_shape] if args.input_shape else None
-    return analyze(args.model, backward=args.backward, mode=args.mode, dtype=args.dtype,
+    shapes, inputs = _input_shapes(args.input_shape or [], args.dtype)
+    return analyze(args.model, *inputs, backward=args.backward, mode=args.mode, dtype=args.dtype,
                    input_shapes=shapes, batch=args.batch, seq_len=args.seq_len,
                    hf_config=parse_overrides(args.hf_config),
                    compiled=getattr(args, "compiled", False),
@@ -51,6 +52,20 @@ def _analyze(args, chip=None, device=None):
                    chip=chip or _target_chip(args), loss=args.loss, optimizer=args.optimizer,
                    optimizer_impl=args.optimizer_impl, amp=args.amp,
                    memory_format=args.memory_format)
+
+
+def _input_shapes(texts: list[str], dtype) -> tuple:
+    """(input_shapes, inputs) for analyze: float shapes as they are; where any --input-shape
+    names a dtype (8,128:int64 for token ids), meta tensors of every input instead."""
+    parsed = [parse_input(text) for text in texts]
+    if not any(given for _, given in parsed):
+        return [shape for shape, _ in parsed] or None, ()
+    inputs = []
+    for shape, given in parsed:
+        given = given or getattr(torch, dtype or "float32")
+        shape = validate.shape(shape, itemsize=given.itemsize)
+        inputs.append(torch.empty(shape, dtype=given, device="meta"))
+    return None, tuple(inputs)
 
 
 def _target_chip(args):

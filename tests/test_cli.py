@@ -80,6 +80,22 @@ def test_a_refusal_from_the_system_is_one_paragraph(capsys, monkeypatch):
     assert "'out.json'" in err and "No space left on device" in err and "atomically" in err
 
 
+def test_integer_and_mask_inputs_take_a_dtype(capsys, tmp_path):
+    """--input-shape 4,16:int64 gives token ids, 4,16:bool a mask; the costs are the closed
+    form of embed -> mask multiply -> sum over 16 tokens -> Linear(8, 3) at batch 4."""
+    out_json = tmp_path / "bag.json"
+    code, _, err = run(capsys, "annotate", "tests.fixtures.user_models:TokenBag",
+                       "--input-shape", "4,16:int64", "--input-shape", "4,16:bool",
+                       "--json", str(out_json))
+    assert code == 0, err
+    data = json.loads(out_json.read_text())
+    assert data["model"]["inputs"] == [{"shape": [4, 16], "dtype": "int64"},
+                                       {"shape": [4, 16], "dtype": "bool"}]
+    multiply, token_sum, head = 4 * 16 * 8, 4 * 15 * 8, 2 * 4 * 8 * 3 + 4 * 3
+    assert data["totals"]["forward"]["flops"] == multiply + token_sum + head
+    assert data["memory"]["input_bytes"] == 4 * 16 * 8 + 4 * 16 * 1
+
+
 def test_refuses_to_overwrite_before_doing_work(capsys, tmp_path):
     path = tmp_path / "keep.json"
     path.write_text("mine")
@@ -110,6 +126,13 @@ BAD = [
     (["annotate", "resnet18", "--dtype", "int8"], USAGE,
      ["argument --dtype", "'int8' is not a dtype"]),
     (["annotate", "resnet18", "--input-shape", "1,x,2"], USAGE, ["Cannot read the input shape"]),
+    (["annotate", "resnet18", "--input-shape", "1,16:int7"], USAGE,
+     ["'int7' is not an input dtype", "int64"]),
+    (["annotate", "tests.fixtures.user_models:TokenBag", "--input-shape", "4,16"], FAILED,
+     ["missing 1 required positional argument: 'mask'", "repeat --input-shape"]),
+    (["annotate", "tests.fixtures.user_models:TokenBag", "--input-shape", "4,16",
+      "--input-shape", "4,16"], FAILED,
+     ["failed in layer `embed` (Embedding)", "integer inputs take a dtype (8,128:int64)"]),
     (["annotate", "resnet18", "--batch", "0"], USAGE, ["argument --batch", "not a positive"]),
     (["annotate", "resnet18", "--seq-len", "64"], USAGE, ["--seq-len", "hf: text model"]),
     (["annotate", "resnet18", "--hf-config", "n_layer=2"], USAGE, ["not an hf: model"]),

@@ -25,7 +25,7 @@ from fxroof.suggest import did_you_mean
 
 __all__ = ["DEFAULT_MODEL", "MODEL_SOURCES", "build_model", "capture_context", "model_names",
            "construct", "default_input_shape",
-           "default_inputs", "ensure_module", "parse_shape", "torchvision_names"]
+           "default_inputs", "ensure_module", "parse_input", "parse_shape", "torchvision_names"]
 
 # prefix -> build(name after the prefix, device, config overrides)
 SOURCES: dict[str, Callable[[str, str, Optional[dict]], nn.Module]] = {
@@ -115,13 +115,30 @@ def default_input_shape(spec: str, model: nn.Module, batch: int) -> tuple[int, .
     return (batch, 3, size, size)
 
 
+# The dtypes an --input-shape may name after a colon: integer inputs (token ids, indices)
+# cannot be float, and a mask may be bool.
+INPUT_DTYPES = {"int64": torch.int64, "long": torch.int64, "int32": torch.int32,
+                "int": torch.int32, "bool": torch.bool, "float32": torch.float32,
+                "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
-    try:  # "8,3,224,224" or "8x3x224x224"
-        shape = tuple(int(p) for p in text.replace("x", ",").split(","))
+    return parse_input(text)[0]
+
+
+def parse_input(text: str) -> tuple[tuple[int, ...], Optional[torch.dtype]]:
+    """(shape, dtype or None) of an --input-shape: "8,3,224,224", "8x3x224x224", or with a
+    dtype, "8,128:int64" for token ids."""
+    dims, _, dtype_name = text.partition(":")
+    try:
+        shape = tuple(int(p) for p in dims.replace("x", ",").split(","))
     except ValueError:
         shape = ()
     if not shape or any(d <= 0 for d in shape):
         raise UsageError(
             f"Cannot read the input shape '{text}': give positive integers separated by commas, "
-            "batch first, e.g. --input-shape 8,3,224,224.")
-    return shape
+            "batch first, e.g. --input-shape 8,3,224,224 (or 8,128:int64 for token ids).")
+    if dtype_name and dtype_name not in INPUT_DTYPES:
+        raise UsageError(f"Cannot read the input shape '{text}': '{dtype_name}' is not an input "
+                         f"dtype fxroof knows; use one of {', '.join(INPUT_DTYPES)}.")
+    return shape, INPUT_DTYPES.get(dtype_name)
