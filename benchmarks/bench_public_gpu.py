@@ -36,6 +36,12 @@ PyTorch/Classification/ConvNets):
   bf16, its default, at the fastest shape found) on the RTX 4090, L4, L40S, A100 SXM and
   H100 SXM, against fxroof's kernel time for that product (the node's time less its host
   cost): a check of the tensor-core GEMM rate alone, reported apart from the steps.
+* Square products held for a while: zzc0721/torch-performance-test-data (test.py: torch.mm
+  of two n x n tensors, 6 warm-up calls then 30 timed back to back, n = 1024 ... 10240;
+  TFLOP/s = 2 n^3 x 30 / elapsed). Its issue #120 lists every size on an L4 (torch 2.9,
+  FP32, FP16, BF16), from which the three largest are taken: a 72 W board sustaining its
+  products, where mamf-finder's fastest shape is a best case. FP32 there is true FP32 (torch
+  leaves TF32 matmuls off by default).
 Training points are fxroof's step with cross-entropy (for BERT, over the start and end
 logits) and SGD with momentum (BERT: AdamW), the measured step time batch / throughput.
 The timings are of those loops (cuDNN autotuning on), not of fxroof's step, so read the
@@ -129,18 +135,25 @@ LARGEST_BF16_GEMM = [
     ("h100_sxm", (6144, 17920, 2816), 792.1),
 ]
 
+# zzc0721/torch-performance-test-data issue #120, NVIDIA L4: dtype -> {n: TFLOP/s}
+L4_SQUARE_MM = {
+    torch.float32: {4096: 12.53, 8192: 10.66, 10240: 11.11},
+    torch.float16: {4096: 53.02, 8192: 53.80, 10240: 52.47},
+    torch.bfloat16: {4096: 54.91, 8192: 59.40, 10240: 56.90},
+}
+
 
 class _MatMul(torch.nn.Module):
     def forward(self, a, b):
         return a @ b
 
 
-def gemm_point(chip_id: str, shape: tuple, tflops: float) -> dict:
-    """One largest-product point: measured and predicted kernel seconds of a bf16 m x k by
-    k x n product (2 m n k FLOP), the prediction's band, and the roof's time."""
+def gemm_point(chip_id: str, shape: tuple, tflops: float, dtype=torch.bfloat16) -> dict:
+    """One product's point: measured and predicted kernel seconds of an m x k by k x n
+    product (2 m n k FLOP), the prediction's band, and the roof's time."""
     m, n, k = shape
     chip = get_chip(chip_id)
-    inputs = (torch.empty(m, k, dtype=torch.bfloat16), torch.empty(k, n, dtype=torch.bfloat16))
+    inputs = (torch.empty(m, k, dtype=dtype), torch.empty(k, n, dtype=dtype))
     (record,) = [r for r in analyze(_MatMul(), *inputs, device="cuda", chip=chip).records()
                  if r["op_class"] == "matrix"]
     timed = node_time(record, chip)
@@ -280,10 +293,17 @@ def main(argv=None) -> int:
               f"  predicted x{p['pipelined_s'] / p['measured_s']:.2f}"
               f"  roof x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
     result["largest_bf16_gemm"] = summary(gemms, models=("pipelined", "ideal"))
+    squares = [gemm_point("l4", (n, n, n), tflops, dtype)
+               for dtype, sizes in L4_SQUARE_MM.items() for n, tflops in sizes.items()]
+    for p, dtype in zip(squares, [d for d, sizes in L4_SQUARE_MM.items() for _ in sizes]):
+        print(f"L4 square mm {str(dtype)[6:]:9s} n={p['shape'][0]:<6d} measured "
+              f"{p['measured_s'] * 1e3:7.2f} ms  predicted x{p['pipelined_s'] / p['measured_s']:.2f}"
+              f"  roof x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
+    result["l4_square_mm"] = summary(squares, models=("pipelined", "ideal"))
     print(json.dumps(result, indent=1))
     if args.json:
-        write_json(args.json, {"summary": result, "points": found, "largest_bf16_gemm": gemms},
-                   overwrite=args.force)
+        write_json(args.json, {"summary": result, "points": found, "largest_bf16_gemm": gemms,
+                               "l4_square_mm": squares}, overwrite=args.force)
     return 0
 
 

@@ -13,8 +13,9 @@ norm: nn.LayerNorm; softmax) it fits t0, the compute and memory fractions and th
 rate of fxroof.calibration's model. Validation:
 * own chip: fit on NeuSight's random-grid "train" rows, predict its transformer-shaped "test"
   rows, where a GPU has both;
-* leave one GPU out: the family parameters (the median over the other NVIDIA GPUs) predict
-  every row of the GPU left out -- what a chip with no measurements gets.
+* leave one GPU out: the family parameters (the median over the other NVIDIA GPUs; for a
+  75 W board, over the other 75 W boards) predict every row of the GPU left out -- what a
+  chip with no measurements gets.
 """
 from __future__ import annotations
 
@@ -52,6 +53,10 @@ FLOOR_FROM = {"conv": "gemm"}
 # fitted as what it is: a rate rising with the reduction length C_in x 9 (K_RISE).
 MEMORY_FROM = {"conv": "elementwise"}
 K_RISE = ("conv",)
+# The boards of NeuSight's set held to a PCIe slot's 75 W (T4 70 W: gpus.csv; P4: "a
+# low-power board", Jia et al., "Dissecting the NVidia Turing T4 GPU via Microbenchmarking",
+# 2019, on both): the GPUs fxroof.calibration.LOW_POWER_FAMILY is fitted on.
+LOW_POWER = ("T4", "P4")
 
 
 class Rows:
@@ -166,7 +171,7 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
     for (gpu, op_class), rows in sorted(sweeps.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         g = gpus[gpu]
         others = [p for (o, c), p in own.items() if c == op_class and o != gpu
-                  and gpus[o].nvidia == g.nvidia]
+                  and gpus[o].nvidia == g.nvidia and (gpu not in LOW_POWER or o in LOW_POWER)]
         ideal = np.maximum(rows.flops / g.peak(op_class), rows.bytes / g.bandwidth)
         line = {"gpu": gpu, "class": op_class, "rows": len(rows),
                 "ideal_mape": mape(rows.seconds / ideal),
@@ -197,15 +202,22 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
         entry = chips.setdefault(g.chip, {"units": g.units, "fitted_on": gpu, "classes": {}})
         entry["classes"][op_class] = _entry(params, band(r), f"{source}: {gpu}, "
                                             f"{len(r)} kernels, MAPE {mape(r):.1f}%")
-    families = {"gpu": {}}
+    families: dict = {"gpu": {}, cal.LOW_POWER_FAMILY: {}}
     for op_class in FILES:
-        fitted = [p for (gpu, c), p in own.items() if c == op_class and gpus[gpu].nvidia]
-        pooled = np.concatenate([line["logo_ratios"] for line in report
-                                 if line["class"] == op_class and line["logo_ratios"] is not None
-                                 and gpus[line["gpu"]].nvidia])
-        families["gpu"][op_class] = _entry(
-            family(fitted), band(pooled), f"{source}: median over {len(fitted)} NVIDIA GPUs; "
-            f"band from leave-one-GPU-out, MAPE {mape(pooled):.1f}%")
+        # (family, GPUs its median is over, GPUs whose leave-one-out errors make its band:
+        # those that would take it, had they no measurements)
+        for name, members, users, what in (
+                ("gpu", lambda g: gpus[g].nvidia,
+                 lambda g: gpus[g].nvidia and g not in LOW_POWER, "NVIDIA GPUs"),
+                (cal.LOW_POWER_FAMILY, lambda g: g in LOW_POWER, lambda g: g in LOW_POWER,
+                 f"NVIDIA GPUs of {cal.LOW_POWER_W:g} W or less ({', '.join(LOW_POWER)})")):
+            fitted = [p for (gpu, c), p in own.items() if c == op_class and members(gpu)]
+            pooled = np.concatenate([line["logo_ratios"] for line in report
+                                     if line["class"] == op_class and users(line["gpu"])
+                                     and line["logo_ratios"] is not None])
+            families[name][op_class] = _entry(
+                family(fitted), band(pooled), f"{source}: median over {len(fitted)} {what}; "
+                f"band from leave-one-GPU-out, MAPE {mape(pooled):.1f}%")
     return {"schema_version": 1,
             "model": "time = t0 + max(F / (peak x compute x tile utilization x k / (k + "
                      "k_half)), "

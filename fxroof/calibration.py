@@ -32,7 +32,8 @@ Parameters per (chip, op class) are fitted on measurements (``fit``) and shipped
 ``band`` holds the p10 and p90 of measured / predicted where the set was validated (its own
 kernels for a fitted chip, the GPUs left out for a family), so every prediction carries a
 range. GPUs without their own measurements take the family parameters (the median over the
-measured NVIDIA GPUs) with the wider band of a chip never seen; a device measured with
+measured NVIDIA GPUs, or over the 75 W boards for a GPU of that power) with the wider band
+of a chip never seen; a device measured with
 ``fxroof chips measure`` carries its own set in its chip entry (fxroof.probes).
 """
 from __future__ import annotations
@@ -63,6 +64,13 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "pool": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm"}
 CONV_CLASSES = ("conv", "conv_cl", "conv_bwd")
+# GPU boards held to the 75 W a PCIe slot supplies (T4 70 W, P4 75 W, L4 72 W) cap their
+# clocks under sustained load: NeuSight's T4 and P4 GEMM fits reach 0.41-0.45 of the FP32
+# peak against 0.75-1.0 on its five other NVIDIA GPUs, and NVIDIA's forum puts a T4's
+# cuBLAS FP16 GEMM at 24 of 65 TFLOP/s by "power capping". A GPU of that power without its
+# own measurements takes the family fitted on those boards, not the all-GPU median.
+LOW_POWER_W = 75.0
+LOW_POWER_FAMILY = "gpu_low_power"
 MATRIX_CLASSES = ("gemm",) + CONV_CLASSES
 MEASURED_CLASSES = CLASSES + tuple(FALLBACK)
 
@@ -506,15 +514,26 @@ class Calibration:
     def units(self, chip_id: str) -> Optional[int]:
         return (self.unit_counts or {}).get(chip_id)
 
-    def params(self, chip_id: str, chip_class: str, op_class: str) -> Optional[Params]:
+    def params(self, chip_id: str, chip_class: str, op_class: str,
+               tdp: Optional[float] = None) -> Optional[Params]:
+        """``tdp`` (W, the board power) picks the low-power family for a GPU of 75 W or
+        less that has no parameters of its own."""
         own = self.chips.get(chip_id, {}).get(op_class)
-        found = own or self.families.get(chip_class, {}).get(op_class)
+        found = own or next((self.families[f][op_class] for f in family_names(chip_class, tdp)
+                             if op_class in self.families.get(f, {})), None)
         if found is None and op_class in FALLBACK:
-            return self.params(chip_id, chip_class, FALLBACK[op_class])
+            return self.params(chip_id, chip_class, FALLBACK[op_class], tdp)
         return found
 
     def covers(self, chip_id: str, chip_class: str) -> bool:
         return chip_id in self.chips or chip_class in self.families
+
+
+def family_names(chip_class: str, tdp: Optional[float]) -> tuple:
+    """The families a chip without its own parameters takes them from, first match first."""
+    if chip_class == "gpu" and tdp is not None and tdp <= LOW_POWER_W:
+        return LOW_POWER_FAMILY, chip_class
+    return (chip_class,)
 
 
 # Each number of a calibration entry: its default (None: required) and the open-or-closed

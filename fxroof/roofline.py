@@ -141,7 +141,7 @@ def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
     own = chip.calibration.get(op_class)
     if own is None and op_class in cal.FALLBACK and chip.calibration:
         own = chip.calibration.get(cal.FALLBACK[op_class])
-    return own or calibration().params(chip.id, chip.cls, op_class)
+    return own or calibration().params(chip.id, chip.cls, op_class, chip.tdp)
 
 
 def node_time(record: dict, chip: Chip, roof: str = "calibrated",

@@ -1,6 +1,7 @@
 """benchmarks/bench_public_gpu.py: its summary by hand, and one training point analysed as
 the reference ran it."""
 import pytest
+import torch
 
 from benchmarks import bench_public_gpu as bench
 
@@ -70,3 +71,17 @@ def test_a_largest_gemm_point_is_the_kernel_alone():
     # a lone kernel has no host cost to sum or pipeline: its summary has no "summed" model
     s = bench.summary([found], models=("pipelined", "ideal"))
     assert set(s) == {"pipelined", "ideal", "inside_band"} and "summed_s" not in found
+
+
+def test_an_l4_square_product_runs_on_the_roof_of_its_dtype():
+    # zzc0721/torch-performance-test-data #120: an FP32 8192^3 torch.mm at 10.66 TFLOP/s
+    n, tflops = 8192, bench.L4_SQUARE_MM[torch.float32][8192]
+    fp32 = bench.gemm_point("l4", (n, n, n), tflops, torch.float32)
+    assert fp32["measured_s"] == pytest.approx(2 * n ** 3 / 10.66e12)
+    # true FP32 (TF32 is off by default): the vector roof, 30.3 TFLOP/s
+    assert fp32["ideal_s"] == pytest.approx(2 * n ** 3 / 30.3e12, rel=1e-3)
+    half = bench.gemm_point("l4", (n, n, n), bench.L4_SQUARE_MM[torch.float16][n],
+                            torch.float16)
+    assert half["ideal_s"] == pytest.approx(2 * n ** 3 / 121e12, rel=0.01)
+    # a 72 W board takes the low-power family: well below its roof, on either engine
+    assert fp32["pipelined_s"] > 2 * fp32["ideal_s"] and half["pipelined_s"] > 2 * half["ideal_s"]

@@ -162,6 +162,33 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
         assert "MIT" in f.read()
 
 
+def test_a_75_watt_gpu_without_measurements_takes_the_low_power_family():
+    """Boards held to a PCIe slot's 75 W cap their clocks under load (T4, P4 fit 0.41-0.45
+    of the FP32 peak on GEMMs): a GPU of that power with no fit of its own (L4, 72 W) takes
+    their family; a larger GPU without one (L40S, 350 W) the all-GPU median; a fitted one
+    (T4) its own."""
+    assert cal.family_names("gpu", 72) == (cal.LOW_POWER_FAMILY, "gpu")
+    assert cal.family_names("gpu", 75.0) == (cal.LOW_POWER_FAMILY, "gpu")
+    assert cal.family_names("gpu", 76) == cal.family_names("gpu", None) == ("gpu",)
+    assert cal.family_names("cpu", 15) == ("cpu",)  # a laptop CPU is no power-capped GPU
+    shipped, chips = cal.load(), load_chips()
+    l4, l40s, t4 = chips["l4"], chips["l40s"], chips["t4"]
+    assert l4.tdp <= cal.LOW_POWER_W < l40s.tdp
+    for op_class in cal.CLASSES:
+        low = shipped.params("l4", "gpu", op_class, l4.tdp)
+        assert low == shipped.families[cal.LOW_POWER_FAMILY][op_class]
+        assert "75 W or less" in low.source
+        assert shipped.params("l40s", "gpu", op_class, l40s.tdp) == \
+            shipped.families["gpu"][op_class]
+        assert shipped.params("t4", "gpu", op_class, t4.tdp) == shipped.chips["t4"][op_class]
+    # the mechanism the family stands for: its GEMMs sustain far less of the peak
+    assert shipped.params("l4", "gpu", "gemm", l4.tdp).compute < \
+        0.6 * shipped.params("l40s", "gpu", "gemm", l40s.tdp).compute
+    # a fallback class (pooling takes the elementwise set) follows the same family
+    assert shipped.params("l4", "gpu", "pool", l4.tdp) == \
+        shipped.families[cal.LOW_POWER_FAMILY]["elementwise"]
+
+
 @pytest.mark.skipif(not os.path.isdir(DATA), reason="the NeuSight kernel data (../shared) is "
                     "not beside this checkout")
 def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
