@@ -19,7 +19,7 @@ from typing import Optional
 import yaml
 
 from fxroof.calibration import MEASURED_CLASSES as CALIBRATED_CLASSES, parse_params
-from fxroof.errors import FxroofError
+from fxroof.errors import FxroofError, UsageError
 from fxroof.suggest import did_you_mean
 from fxroof.units import op_unit
 
@@ -260,6 +260,16 @@ def load_chips(extra: Optional[list[str]] = None) -> dict[str, Chip]:
 
 # the ids `fxroof chips measure --device cpu | cuda` saves under
 MEASURED_IDS = {"cpu": "this-cpu", "cuda": "this-gpu"}
+
+
+def resolve_chip(chip, chips: Optional[dict] = None) -> Chip:
+    """A Chip as it is, or the chip a chip id names."""
+    if isinstance(chip, Chip):
+        return chip
+    if not isinstance(chip, str):
+        raise UsageError(f"A chip is a Chip or a chip id (`fxroof chips list`), not "
+                         f"{type(chip).__name__} {chip!r:.40}.")
+    return get_chip(chip, chips)
 
 
 def get_chip(chip_id: str, chips: Optional[dict] = None) -> Chip:

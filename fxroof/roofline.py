@@ -29,7 +29,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from fxroof import calibration as cal
-from fxroof.chips import Chip, get_chip
+from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import FxroofError, UsageError
 from fxroof.keys import ROOF
 from fxroof.pipeline import KERNEL_FLOOR_S, pipelined_s
@@ -291,7 +291,7 @@ def place(graph, chip, roof: str = "calibrated") -> dict:
     node of an AnnotatedGraph, whose records then carry the roof fields; returns the
     predicted time per phase. ``chip``: a Chip or a chip id."""
     check_roof(roof)
-    chip = get_chip(chip) if isinstance(chip, str) else chip
+    chip = resolve_chip(chip)
     records = graph.records()
     for node, record in zip(graph.nodes(), records, strict=True):
         bounds = node_roof(record, chip)

@@ -9,7 +9,7 @@ from typing import Optional
 
 from fxroof import export, interactive, plots, rollups
 from fxroof.analysis import analyze
-from fxroof.chips import get_chip, load_chips
+from fxroof.chips import Chip, load_chips, resolve_chip
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph
 from fxroof.roofline import node_roof
@@ -129,10 +129,10 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     .svg, ...; or .html: an interactive page, hover for each point's costs and time, menus
     to filter nodes by phase and layer type); returns the path.
 
-    models: AnnotatedGraphs, JSON exports (`fxroof annotate --json`) or model names, which
-        are analysed at each of ``batches``. A graph that was timed is placed at its achieved
+    models: AnnotatedGraphs, JSON exports (`fxroof annotate --json`) or model names (or one
+        of them alone), which are analysed at each of ``batches``. A graph that was timed is placed at its achieved
         FLOP/s, the others at their attainable FLOP/s on each chip.
-    chips: Chips or chip ids (``fxroof chips list``).
+    chips: Chips or chip ids (``fxroof chips list``), or one alone.
     by: "model" (one point per model and batch), or "layer_type" / "node" for the parts of
         one model as bubbles whose area is their share of time, on the first chip.
     device, amp: the target and autocast model names are analysed for (as ``analyze``);
@@ -140,12 +140,15 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     """
     if by not in ("model", "layer_type", "node"):
         raise FxroofError(f"by={by!r}: choose 'model', 'layer_type' or 'node'.")
+    # one model or one chip may be given as it is
+    models = [models] if isinstance(models, (str, AnnotatedGraph)) else models
+    chips = [chips] if isinstance(chips, (str, Chip)) else chips
     if not models or not chips:
         raise FxroofError("plot_roofline needs at least one model and one chip.")
     page = interactive.is_page(out)
     (interactive.check_page if page else plots.check_figure)(out, overwrite)
     known = load_chips() if any(isinstance(c, str) for c in chips) else {}
-    selected = [get_chip(c, known) if isinstance(c, str) else c for c in chips]
+    selected = [resolve_chip(c, known) for c in chips]
     sources = load_sources(list(models), list(batches), backward, dtype, device=device,
                            amp=amp)
     found, sizes, title = points(sources, selected, by)

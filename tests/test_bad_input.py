@@ -218,6 +218,9 @@ API = [
     ("seq_len on an image model", lambda: fxroof.analyze("resnet18", seq_len=8), "--seq-len"),
     ("hf_config on torchvision", lambda: fxroof.analyze("resnet18", hf_config={"a": 1}),
      "not an hf: model"),
+    ("a chip that is neither a Chip nor an id",
+     lambda: fxroof.analyze(torch.nn.Linear(2, 2), torch.ones(1, 2)).roofline(5),
+     "A chip is a Chip or a chip id"),
 ]
 
 

@@ -152,6 +152,13 @@ def test_plot_roofline_api_takes_graphs_json_and_names(tmp_path, monkeypatch):
     with pytest.raises(fxroof.FxroofError, match="batch must be a positive integer, not 0"):
         fxroof.plot_roofline(["resnet18"], ["t4"], str(tmp_path / "b0.png"), batches=[0])
     assert not (tmp_path / "b0.png").exists()
+    # a chip given alone is that chip, not its letters ("Unknown chip 'n'" before)
+    with pytest.raises(fxroof.FxroofError, match="Unknown chip 'nope'"):
+        fxroof.plot_roofline([timed], "nope", str(tmp_path / "x.png"))
+    with pytest.raises(fxroof.FxroofError, match="not int 5"):
+        fxroof.plot_roofline([timed], [5], str(tmp_path / "x.png"))
+    alone = tmp_path / "alone.png"
+    assert fxroof.plot_roofline(timed, "t4", str(alone)) == str(alone) and alone.stat().st_size
 
 
 @pytest.mark.parametrize("batch", [0, -2, 1.5])
