@@ -270,7 +270,8 @@ def run_chips_list(args) -> int:
 
 
 def run_chips_show(args) -> int:
-    print(render.chip_details(get_chip(args.id, load_chips(args.chips_file))))
+    chip = get_chip(args.id, load_chips(args.chips_file))
+    print(render.chip_details(chip, roofline.time_model_source(chip)))
     return 0
 
 

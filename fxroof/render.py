@@ -156,8 +156,9 @@ def chips_table(chips, wide: bool = False) -> str:
               "`fxroof chips show ID`: one chip, with its sources.")
 
 
-def chip_details(chip) -> str:
-    """Everything fxroof knows about one chip, one fact per line, sources last."""
+def chip_details(chip, time_model: str = "") -> str:
+    """Everything fxroof knows about one chip, one fact per line, sources last;
+    ``time_model``: where its shipped time-model parameters come from, in words."""
     lines = [f"{chip.id}: {chip.name}", f"  class: {chip.cls}"
              + (f", vendor {chip.vendor}" if chip.vendor else "")]
     if chip.capacity or chip.memory:
@@ -177,6 +178,8 @@ def chip_details(chip) -> str:
         lines.append(f"  per-op overhead (measured): {seconds(chip.op_overhead_s)}")
     if chip.calibration:
         lines.append("  time model: calibrated for " + ", ".join(chip.calibration))
+    elif time_model:
+        lines.append(f"  time model: {time_model}")
     lines.append("  sources:")
     lines += [f"    - {source}" for source in chip.sources]
     return "\n".join(lines)

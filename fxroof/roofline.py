@@ -144,6 +144,19 @@ def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
     return own or calibration().params(chip.id, chip.cls, op_class, chip.tdp)
 
 
+def time_model_source(chip: Chip) -> str:
+    """Where the chip's shipped GEMM parameters come from and their band, in words ("" where
+    it has none: the roof alone prices it)."""
+    gemm = _params(chip, "gemm")
+    if gemm is None:
+        return ""
+    low, high = gemm.band
+    origin, _, fitted_on = gemm.source.rpartition(": ")
+    return (f"calibrated; GEMMs at {gemm.compute:.2f} of the peak, measured / predicted "
+            f"{low:.2f}..{high:.2f}x (p10..p90), parameters of: {fitted_on} "
+            f"({origin.split(' (')[0] or 'fxroof.calibration'})")
+
+
 def node_time(record: dict, chip: Chip, roof: str = "calibrated",
               roof_of_node: Optional[NodeRoof] = None) -> NodeTime:
     """The predicted time of one node on ``chip`` (seconds), with its band."""

@@ -227,6 +227,20 @@ def test_chips_list_fits_100_columns_and_wide_and_show_give_the_rest(capsys):
     assert code == 1 and "Did you mean h100_sxm" in err
 
 
+def test_chips_show_says_where_its_time_model_comes_from(capsys):
+    """The fitted chip names its own sweep, a 72 W board the 75 W family, a TPU none (the
+    roof alone prices it): what a user needs to know before trusting a predicted time."""
+    shown = {chip: run(capsys, "chips", "show", chip)[1] for chip in ("t4", "l4", "tpu_v4")}
+    import yaml
+    from fxroof.calibration import CALIBRATION_FILE
+    with open(CALIBRATION_FILE) as f:
+        t4_gemm = yaml.safe_load(f)["chips"]["t4"]["classes"]["gemm"]
+    assert f"time model: calibrated; GEMMs at {t4_gemm['compute']:.2f} of the peak" in shown["t4"]
+    assert "parameters of: T4, 18887 kernels" in shown["t4"]
+    assert "75 W or less (T4, P4)" in shown["l4"] and "(NeuSight kernel sweeps)" in shown["l4"]
+    assert "time model" not in shown["tpu_v4"]
+
+
 def test_chips_without_an_action_prints_its_actions(capsys):
     code, out, err = run(capsys, "chips")
     assert code == 2 and out == ""
