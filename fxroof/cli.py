@@ -278,7 +278,8 @@ COMMANDS = [
     ("models", "the model names fxroof knows: torchvision, hf:, timm:, your own",
      "List the sources fxroof builds models from -- torchvision classification models by "
      "name, Hugging Face transformers as hf:<model_type>, timm as timm:<name>, your own as "
-     "package.module:callable -- with their names.", _models_arguments),
+     "package.module:callable or path/to/file.py:callable -- with their names.",
+     _models_arguments),
 ]
 
 

@@ -349,8 +349,9 @@ def run_models(args) -> int:
                                 subsequent_indent="  "))
             if source != "torchvision":
                 print(f"  (all of them: fxroof models --source {source})")
-    print("package.module:callable: your own function or class returning an nn.Module, with "
-          "--input-shape")
+    print("package.module:callable or path/to/file.py:callable: your own function or class "
+          "returning an nn.Module,\n  with one --input-shape per input (8,3,224,224; "
+          "8,128:int64 for token ids)")
     return 0
 
 

@@ -254,7 +254,8 @@ def test_models_lists_every_source(capsys):
     assert "NAME: 80 models" in out and "resnet50" in out
     assert "hf:<model_type>:" in out and "gpt2" in out
     assert "timm:<name>:" in out and "convnext_tiny" in out
-    assert "package.module:callable" in out
+    assert "package.module:callable" in out and "path/to/file.py:callable" in out
+    assert "8,128:int64" in out  # how a model of token ids is given its inputs
     code, out, _ = run(capsys, "models", "--source", "timm")
     assert code == 0 and "timm:convnext_tiny" in out.splitlines()
 
