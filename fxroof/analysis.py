@@ -95,7 +95,8 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     g = AnnotatedGraph(capture, _model_info(name or spec or type(module).__name__, fake_inputs,
                                             params, dtype, mode, backward, training),
                        memory_report(capture), _source(module, spec, fake_inputs, hf_config))
-    return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype, freeze) if compiled else g
+    return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype, freeze,
+                     memory_format) if compiled else g
 
 
 def _checked_mode(mode: Optional[str], backward: bool, compiled: bool, freeze: bool) -> str:
@@ -126,10 +127,13 @@ def _source(module, spec, fake_inputs, hf_config) -> Source:
                    for x in leaves], hf_config)
 
 
-def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype,
-              freeze: bool) -> AnnotatedGraph:
+def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype, freeze: bool,
+              memory_format: Optional[str] = None) -> AnnotatedGraph:
     """The compiled view of an analysis, lowered from a copy of the model with real weights
-    (Dynamo runs each region once to find it; Inductor's kernels are scheduled, not run)."""
+    (Dynamo runs each region once to find it; Inductor's kernels are scheduled, not run),
+    its inputs laid out as the analysed ones (Inductor lays its kernels out from its inputs'
+    strides: a channels-last map is pooled along its channels, an NCHW one along its rows)
+    and its weights channels-last where the analysis asked for that memory format."""
     step = [f"--{flag} ({value})" for flag, value in (("loss", eager.model.loss),
             ("optimizer", eager.model.optimizer), ("amp", eager.model.amp)) if value]
     if step:
@@ -148,15 +152,23 @@ def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype,
                               "view needs real ones: torch.compile runs the model once to "
                               "find its graphs. Build the model on the CPU, or name it.")
         module = build_model(spec, device="cpu", hf_config=hf_config)  # random weights
-    elif dtype is not None:
-        module = copy.deepcopy(module)  # the user's module keeps its dtype
+    elif dtype is not None or validate.memory_format(memory_format):
+        module = copy.deepcopy(module)  # the user's module keeps its dtype and layout
     if dtype is not None:
         module = module.to(dtype)
-    args, kwargs = pytree.tree_map_only(
-        torch.Tensor, lambda t: random_like(t.shape, t.dtype, "cpu"), fake_inputs)
+    if validate.memory_format(memory_format):
+        module = module.to(memory_format=torch.channels_last)
+    args, kwargs = pytree.tree_map_only(torch.Tensor, _real_like, fake_inputs)
     with preserved(module), silenced():
         module.train(mode == "train")
         return compiled_view(eager, module, args, kwargs, freeze)
+
+
+def _real_like(t: torch.Tensor) -> torch.Tensor:
+    """A real CPU tensor of a fake one's shape, dtype and strides, holding random_like's
+    values."""
+    real = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
+    return real.copy_(random_like(t.shape, t.dtype, "cpu"))
 
 
 class _Fakes:

@@ -108,6 +108,21 @@ def test_a_convolution_is_laid_out_as_inductor_runs_it():
                      torch.channels_last: ["channels_last"]}
 
 
+def test_a_channels_last_analysis_is_lowered_channels_last():
+    """Inductor lays its kernels out from its inputs' strides. Given NCHW, it copies the
+    input map and the weights to channels-last before the convolution (each copy reads and
+    writes its tensor); analysed channels-last (inputs and weights), it copies nothing."""
+    x = torch.randn(2, 8, 12, 12)
+    ops = {fmt: [(r["op"], r["bytes"]) for r in fxroof.analyze(
+        ConvBnRelu().eval(), x, compiled=True, memory_format=fmt).records()]
+        for fmt in ("contiguous", "channels_last")}
+    map_bytes, weight_bytes = 4 * 2 * 8 * 12 * 12, 4 * 16 * 8 * 3 * 3
+    assert sorted(b for op, b in ops["contiguous"] if op == "copy") == \
+        sorted([2 * map_bytes, 2 * weight_bytes])
+    assert [op for op, _ in ops["channels_last"]] == \
+        [op for op, _ in ops["contiguous"] if op != "copy"]
+
+
 class Attention(nn.Module):
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v)
