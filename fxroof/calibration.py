@@ -18,6 +18,9 @@ and bandwidth W bytes/s. Real kernels fall short of it in the ways this model na
 * on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth;
   and the first touch of an output large enough to be freshly mapped (``fresh_bytes``: the
   kernel faults in and zeroes every page, call after call) at ``fresh_rate`` bytes/s;
+* on a CPU, a kernel Inductor generates but cannot vectorise (``unvectorised``: a stride-2
+  pool over an NCHW map) computes one lane at a time: its peak is the vector peak over the
+  ``vector_lanes`` of the device's vector code (16 fp32 lanes with AVX-512);
 * on a CPU, the layout passes of a convolution (``layout_bytes``): oneDNN computes in a
   blocked layout, so it reorders an NCHW convolution's input and weights into it and the
   output back, and a channels-last one's weights, each pass reading and writing its
@@ -81,6 +84,11 @@ _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convo
 BATCH_STATS_VARIANT = "[batch stats]"
 # op_costs/conv.py names a depthwise convolution (or its backward) so
 DEPTHWISE_VARIANT = "[depthwise]"
+# fxroof.compiled names a kernel Inductor generates so, and one whose reads cannot be loaded
+# as vectors (a stride-2 pool over an NCHW map) GENERATED_RULE + UNVECTORISED_VARIANT: its
+# C++ runs one lane of the vector unit at a time
+GENERATED_RULE = "inductor generated"
+UNVECTORISED_VARIANT = "[unvectorised]"
 _NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
@@ -88,6 +96,11 @@ _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 def depthwise(record: dict) -> bool:
     """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
     return record.get("rule", "").endswith(DEPTHWISE_VARIANT)
+
+
+def unvectorised(record: dict) -> bool:
+    """Whether a node is a generated kernel that runs scalar code (fxroof.compiled)."""
+    return record.get("rule", "") == GENERATED_RULE + UNVECTORISED_VARIANT
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,7 @@ class Params:
     fresh_rate: float = 0.0       # bytes/s of first touch of freshly mapped memory (0: none)
     k_half: float = 0.0           # CPU GEMM/conv: reduction length at half the compute rate
     layout_rate: float = 0.0      # bytes/s of a CPU convolution's layout reorders (0: none)
+    vector_lanes: float = 0.0     # fp32 lanes of a CPU's generated vector code (0: unknown)
 
 
 class Row(NamedTuple):
@@ -124,7 +138,7 @@ def op_class_of(record: dict) -> Optional[str]:
     if record["op_class"] == "view":
         return None
     op = record["op"]
-    if record.get("rule", "").startswith("inductor generated"):
+    if record.get("rule", "").startswith(GENERATED_RULE):
         return "fused"
     if record["op_class"] == "matrix":
         if op.startswith(_CONV_OPS):
@@ -498,6 +512,7 @@ def probe_entry(params: Params, ratio, source: str) -> dict:
             "fresh_rate": float(f"{params.fresh_rate:.4g}"),
             "k_half": float(f"{params.k_half:.4g}"),
             "layout_rate": float(f"{params.layout_rate:.4g}"),
+            **({"vector_lanes": params.vector_lanes} if params.vector_lanes else {}),
             "band": [round(float(np.percentile(ratio, 10)), 3),
                      round(float(np.percentile(ratio, 90)), 3)],
             "source": f"{source}, MAPE {float(np.mean(np.abs(1 / ratio - 1))) * 100:.1f}%"}
@@ -543,7 +558,8 @@ _FIELDS = {"t0": (None, (0.0, math.inf, True)), "compute": (None, (0.0, 10.0, Fa
            "cache_bytes": (0.0, (0.0, math.inf, True)),
            "cache_memory": (1.0, (0.0, 1000.0, False)),
            "fresh_rate": (0.0, (0.0, math.inf, True)), "k_half": (0.0, (0.0, math.inf, True)),
-           "layout_rate": (0.0, (0.0, math.inf, True))}
+           "layout_rate": (0.0, (0.0, math.inf, True)),
+           "vector_lanes": (0.0, (0.0, 1024.0, True))}
 
 
 def _field(entry: dict, name: str, where: str) -> float:

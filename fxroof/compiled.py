@@ -44,7 +44,9 @@ from torch._inductor import config as inductor_config
 from torch._inductor import graph as inductor_graph
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor.compile_fx import compile_fx
+from torch._inductor.dependencies import MemoryDep
 
+from fxroof.calibration import GENERATED_RULE, UNVECTORISED_VARIANT
 from fxroof.capture import Capture, Origin
 from fxroof.compile_backend import annotate_region, module_scope
 from fxroof.cost_pass import is_costed
@@ -106,7 +108,28 @@ def _kernel_record(node) -> dict:
             "origins": sorted({o.name for n in node.get_nodes() if n.node is not None
                                for o in n.node.get_origins()}),
             "bytes_read": int(node.get_read_write_buffers_sizes_impl(True, False)),
-            "bytes_written": int(node.get_read_write_buffers_sizes_impl(False, True))}
+            "bytes_written": int(node.get_read_write_buffers_sizes_impl(False, True)),
+            "gathers": not extern and any(_gathered(dep) for dep in node.read_writes.reads)}
+
+
+def _gathered(dep) -> bool:
+    """Whether a kernel's read can be loaded as a vector along none of its loop variables:
+    no variable steps its index by one element (a stride-2 window over a map whose
+    innermost dimension it strides -- a pool over NCHW -- rather than over channels-last
+    channels). Inductor's C++ backend vectorises a kernel along one loop variable and stops
+    vectorising it when such loads are more than 12% of its operations
+    (codegen/cpp.py, select_tiling), which a pool's nine window loads are: the kernel runs
+    scalar code (calibration.UNVECTORISED_VARIANT). A read a variable steps by one
+    (a transpose: the channels of a channels-last map) is loaded in tiles and vectorised."""
+    if not isinstance(dep, MemoryDep):
+        return False
+    variables = [v for v, size in zip(dep.var_names, dep.size) if size != 1]
+    index = dep.index
+    if not index.free_symbols & set(variables):
+        return False  # a broadcast read: the same elements every iteration
+    at_zero = {v: 0 for v in variables}
+    base = index.subs(at_zero)
+    return all(index.subs({**at_zero, v: 1}) - base != 1 for v in variables)
 
 
 def _stride(ir) -> Optional[tuple]:
@@ -267,8 +290,7 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
                 if mine else "copy")  # a layout change: moves bytes, computes nothing
         flops = sum(n.meta[COST].flops for n in mine)
         estimate = Estimate(flops, sum(n.meta[COST].macs for n in mine), kernel["bytes_read"],
-                            kernel["bytes_written"], "inductor " + ("extern" if kernel["extern"]
-                                                                    else "generated"),
+                            kernel["bytes_written"], _kernel_rule(kernel),
                             "vector" if flops else "memory")
     node = graph.create_node("call_function", Kernel(name, extern=kernel["extern"]), (), {},
                              name=f"k{index}_{name}"[:60])
@@ -286,6 +308,12 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     # an ATen node with no cost rule adds no FLOPs to its kernel: say so in the coverage
     node.meta[UNPRICED] = [str(n.target) for n in mine if n.meta[COST].rule == DEFAULT_RULE]
     return node
+
+
+def _kernel_rule(kernel: dict) -> str:
+    if kernel["extern"]:
+        return "inductor extern"
+    return GENERATED_RULE + (UNVECTORISED_VARIANT if kernel.get("gathers") else "")
 
 
 def _priced_extern(graph: fx.Graph, kernel: dict, index: int, lowered: dict) -> fx.Node:

@@ -15,14 +15,19 @@ intercept), each the fastest of many calls. The sized probes (pointwise chains, 
 softmax, layer norm; and a CNN's kernels: inference batch norm + ReLU, residual add + ReLU,
 max and average pools, global means, hardswish; 4 KB to 100 MB) then give the sustained
 compute, bandwidth and cache rates with ``t0`` held, the per-call cost held beside them.
+A max pool over NCHW maps is among them: Inductor cannot vectorise it (fxroof.compiled),
+so its FLOPs are priced at one lane of the vector unit, ``vector_lanes`` (Inductor's own
+vector ISA, recorded with the fit) times slower than the rest.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 from torch import nn
+from torch._inductor.cpu_vec_isa import pick_vec_isa
 
 from fxroof import calibration as cal
 from fxroof.analysis import analyze
@@ -100,6 +105,10 @@ SIZED = [
        (b, c, s, s), True) for b, c, s in ((1, 256, 56), (8, 256, 56))],
     *[(f"max pool 3x3/2 b{b}", lambda: nn.MaxPool2d(3, 2, 1), (b, 64, 112, 112), True)
       for b in (1, 8)],
+    # the same pool over NCHW maps, as Inductor leaves a pool after a concatenation
+    # (SqueezeNet's, DenseNet's): unvectorised, one lane at a time
+    *[(f"max pool 3x3/2 NCHW b{b}", lambda: nn.MaxPool2d(3, 2, 1), (b, 64, 112, 112), False)
+      for b in (1, 8)],
     *[(f"avg pool 3x3/1 b{b}", lambda: nn.AvgPool2d(3, 1, 1), (b, 192, 35, 35), True)
       for b in (1, 8)],
     *[(f"mean c{c} b{b}", _GlobalMean, (b, c, 7, 7), True) for b, c in ((1, 2048), (8, 1280))],
@@ -142,16 +151,30 @@ def call_costs(device: torch.device, repeats: int, say: Callable[[str], None]) -
     return max(float(per_call), 0.0), max(float(per_kernel), 1e-7)
 
 
-def sweep(device: torch.device, repeats: int, say: Callable[[str], None]) -> tuple:
+def vector_lanes(device: torch.device) -> int:
+    """fp32 elements per vector of the C++ Inductor generates on ``device`` (its vector ISA:
+    16 with AVX-512, 8 with AVX2), 1 where it generates no vector code; 0 on a GPU (Triton
+    kernels, not modelled so)."""
+    if device.type != "cpu":
+        return 0
+    isa = pick_vec_isa()  # Inductor's own choice of ISA
+    return int(isa.nelements(torch.float)) if isa else 1
+
+
+def sweep(device: torch.device, repeats: int, say: Callable[[str], None],
+          lanes: int = 1) -> tuple:
     """(flops, bytes, fresh bytes, seconds, kernels) arrays, one entry per sized probe: its
-    kernels' sums, its time per compiled call, and its kernel count."""
+    kernels' sums, its time per compiled call, and its kernel count. An unvectorised
+    kernel's FLOPs count ``lanes`` times: at the vector peak they take as long as its FLOPs
+    take at one lane (the time model's scalar rate, fxroof.roofline)."""
     watch, rows = Stopwatch(device), []
     for label, make, shape, channels_last in SIZED:
         say(f"compiled probe: {label}")
         module = make().to(device)
         kernels = _kernels(module, shape, channels_last)
         seconds = _seconds(module, _input(shape, channels_last, device), watch, repeats)
-        rows.append((sum(r["flops"] for r in kernels), sum(r["bytes"] for r in kernels),
+        rows.append((sum(r["flops"] * (lanes if cal.unvectorised(r) else 1) for r in kernels),
+                     sum(r["bytes"] for r in kernels),
                      sum(cal.fresh_bytes(r) for r in kernels), seconds, len(kernels)))
     return tuple(np.array(column, dtype=float) for column in zip(*rows))
 
@@ -165,13 +188,15 @@ def calibrate_fused(device: torch.device, peak: float, bandwidth: float, quick: 
     say = progress or (lambda message: None)
     repeats = 3 if quick else 10
     per_call, per_kernel = call_costs(device, repeats, say)
-    flops, nbytes, fresh, seconds, kernels = sweep(device, repeats, say)
+    lanes = max(vector_lanes(device), 1)
+    flops, nbytes, fresh, seconds, kernels = sweep(device, repeats, say, lanes)
     # a probe's call pays the per-call cost once and t0 once per kernel; the model of one
     # kernel holds one t0, the rest are held outside it. Held, not subtracted: the smallest
     # probes take about the fixed costs, and a difference within noise of 0 has no logarithm.
     offset = per_call + (kernels - 1) * per_kernel
     params = cal.fit(flops, nbytes, seconds, peak, bandwidth, t0=per_kernel, cache=True,
                      fresh=fresh, fresh_rate=fresh_rate, offset=offset)
+    params = dataclasses.replace(params, vector_lanes=lanes)
     ratio = seconds / (cal.predict(flops, nbytes, peak, bandwidth, params, fresh=fresh) + offset)
     return cal.probe_entry(params, ratio, f"fxroof chips measure: {len(seconds)} torch.compile "
                                     f"(Inductor) probes on {device}; t0 per kernel, and "

@@ -166,6 +166,8 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
     peak, key = peak_for(chip, engine_class(record, chip), record["dtype"], record["op"])
+    if cal.unvectorised(record) and params.vector_lanes:
+        peak /= params.vector_lanes  # scalar code: one lane of the vector unit at a time
     if op_class in cal.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
         # a GPU's fitted convolution rate can pass the FP32 peak: the kernel data ran with
         # TF32 off, and cuDNN's FP32 Winograd kernels do up to 2.25x fewer multiplies than the

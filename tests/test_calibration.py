@@ -322,6 +322,34 @@ def test_generated_kernels_and_channels_last_convolutions_have_classes_of_their_
     assert cal.op_class_of(r("addmm", "matrix", "inductor extern[addmm]")) == "gemm"
 
 
+def test_an_unvectorised_kernel_computes_at_one_lane_by_hand():
+    """A generated kernel Inductor cannot vectorise (fxroof.compiled) takes the fused class's
+    parameters at the vector peak over the device's fp32 lanes: compute-bound, its time is
+    lanes x its vectorised time less t0; a chip measured before the lanes were recorded
+    (vector_lanes absent: 0) prices both alike."""
+    def chip(lanes):
+        fused = {"t0": 1e-6, "compute": 0.2, "memory": 1.0, "band": [1, 1],
+                 **({"vector_lanes": lanes} if lanes else {})}
+        return parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
+                           "peaks": {"fp32": {"value": 1e11, "unit": "matrix"}},
+                           "bandwidth": {"value": 1e10},
+                           "calibration": {"fused": fused}}, "(test)")
+
+    def pool(rule):  # 2.4e7 compares over 1.6e6 bytes: compute-bound at either rate
+        return {"op": "fused_max_pool", "op_class": "vector", "rule": rule,
+                "dtype": "float32", "flops": 24_000_000, "bytes": 1_600_000,
+                "phase": "forward", "shape": [8, 64, 56, 56]}
+
+    scalar, vector = pool("inductor generated[unvectorised]"), pool("inductor generated")
+    assert cal.unvectorised(scalar) and not cal.unvectorised(vector)
+    assert cal.op_class_of(scalar) == cal.op_class_of(vector) == "fused"
+    vector_s = 1e-6 + 24e6 / (1e11 * 0.2)
+    assert roofline.node_time(vector, chip(16)).predicted_s == pytest.approx(vector_s)
+    assert roofline.node_time(scalar, chip(16)).predicted_s == pytest.approx(
+        1e-6 + 16 * 24e6 / (1e11 * 0.2))
+    assert roofline.node_time(scalar, chip(0)).predicted_s == pytest.approx(vector_s)
+
+
 def test_training_kernels_of_convolutions_and_norms_have_classes_of_their_own():
     def r(op, op_class, rule=""):
         return {"op": op, "op_class": op_class, "rule": rule, "layout": "contiguous"}

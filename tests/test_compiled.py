@@ -93,6 +93,30 @@ def test_a_windowed_pool_is_one_kernel_reading_its_input_once():
     assert kernel["flops"] == 9 * out
 
 
+def test_a_pool_inductor_cannot_vectorise_is_named_so():
+    """Over NCHW, a stride-2 pool's window loads step by 2 along the map's innermost
+    dimension and by a whole row or plane along the others: no loop variable reads them
+    contiguously, so Inductor's C++ runs the kernel scalar. Over channels-last, the channels
+    are contiguous; a ReLU that transposes channels-last to NCHW reads the channels
+    contiguously too (Inductor tiles the transpose). Only the first is unvectorised."""
+    x = torch.randn(2, 16, 20, 20)
+    cl = x.to(memory_format=torch.channels_last)
+
+    def rules(module, x):
+        with torch.no_grad():
+            return [r["rule"] for r in fxroof.analyze(module, x, compiled=True).records()]
+
+    assert rules(nn.MaxPool2d(3, 2, 1), x) == ["inductor generated[unvectorised]"]
+    assert rules(nn.MaxPool2d(3, 2, 1), cl) == ["inductor generated"]
+    assert rules(Transposed(), cl) == ["inductor generated"]
+    assert rules(Chain(), torch.randn(100, 10)) == ["inductor generated"]
+
+
+class Transposed(nn.Module):
+    def forward(self, x):
+        return x.relu().contiguous()
+
+
 def test_a_convolution_is_laid_out_as_inductor_runs_it():
     """Inductor's layout optimisation runs a CPU convolution channels-last: the view's
     record says so (and the time model prices it as one), the eager record keeps the

@@ -169,6 +169,28 @@ def test_the_fused_fit_recovers_the_costs_its_timings_were_made_from(monkeypatch
     assert entry["t0"] == pytest.approx(per_kernel, rel=1e-3)
     assert "20.0 us per compiled call" in entry["source"]
     assert 0.99 <= entry["band"][0] <= entry["band"][1] <= 1.01
+    assert entry["vector_lanes"] == cp.vector_lanes(torch.device("cpu")) >= 1
+
+
+def test_the_fused_sweep_counts_an_unvectorised_kernels_flops_once_per_lane(monkeypatch):
+    """The NCHW max pool probes' kernels run scalar: at the vector peak their FLOPs take as
+    long as lanes x as many vectorised ones, which is how the sweep hands them to the fit."""
+    from torch import nn
+
+    from fxroof import compiled_probes as cp
+
+    def kernels(module, shape, channels_last):
+        scalar = isinstance(module, nn.MaxPool2d) and not channels_last
+        return [{"op": "fused", "op_class": "vector", "flops": 100, "bytes": 8,
+                 "bytes_written": 4,
+                 "rule": "inductor generated" + ("[unvectorised]" if scalar else "")}]
+
+    monkeypatch.setattr(cp, "_kernels", kernels)
+    monkeypatch.setattr(cp, "_seconds", lambda *a: 1e-3)
+    flops = cp.sweep(torch.device("cpu"), 1, lambda message: None, lanes=16)
+    expected = [1600 if "NCHW" in label else 100 for label, *_ in cp.SIZED]
+    assert list(flops[0]) == expected and expected.count(1600) == 2
+    assert cp.vector_lanes(torch.device("cuda")) == 0  # Triton's kernels: not modelled so
 
 
 def test_a_calibration_models_nodes_are_timed_rows_of_their_class():
