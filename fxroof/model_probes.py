@@ -39,8 +39,12 @@ class Run(NamedTuple):
 # and 8; one at 32, where activations stream from memory into freshly mapped buffers and an
 # NCHW convolution's layout reorders are large; a transformer (GEMMs, layer norm, softmax,
 # attention); three with their backward (the conv_bwd and norm_train classes: dense and
-# depthwise convolution backward, training batch norm; at 1 and 8); and two channels-last
-# (the conv_cl class: the layout torch.compile gives a CPU convolution). Adding
+# depthwise convolution backward, training batch norm; at 1 and 8); and three channels-last
+# (the conv_cl class: the layout torch.compile gives a CPU convolution), one of them
+# mobilenet_v2 at batch 8, whose depthwise convolutions stream maps of 10-40 MB: without
+# them no channels-last row left the cache, the class's memory rate fitted 0.15 of the
+# bandwidth, and depthwise models' compiled steps at batch 8 were priced 1.3-1.4x long
+# (benchmarks/README.md, compiled view run 9). Adding
 # mobilenet_v2 b32, vit_b_16 b1 and resnet18 b8 with backward took `chips measure --full`
 # from 54 s to 77 s on a 2-core CPU and moved its chips' median error on the 11 study
 # models none of them is (benchmarks/README.md) from 35% to 24% at b32 and from 34% to 28%
@@ -50,7 +54,8 @@ CALIBRATION_MODELS = (Run("resnet18", 1, True), Run("mobilenet_v2", 1, True),
                       Run("mobilenet_v2", 32), Run("vit_b_16", 1),
                       Run("squeezenet1_0", 1), Run("shufflenet_v2_x1_0", 8),
                       Run("densenet121", 1), Run("resnet18", 8, memory_format="channels_last"),
-                      Run("mobilenet_v2", 1, memory_format="channels_last"))
+                      Run("mobilenet_v2", 1, memory_format="channels_last"),
+                      Run("mobilenet_v2", 8, memory_format="channels_last"))
 
 
 def timed_records(run: Run, device: str = "cpu", repeats: int = 5) -> list[dict]:
