@@ -28,6 +28,10 @@ priced by its own cost rule (op_costs.onednn) on the arguments Inductor passes i
 off the kernel's IR, its constant weights included, which the scheduler's buffer count
 leaves out -- and attributed to the module of the convolution or linear layer it fuses.
 
+Page faults: each kernel's ``faulted_bytes`` come from Inductor's memory plan (buffers fused
+away, written in place, reused at the same size; fxroof.inductor_memory) replayed through the
+model of glibc's arena that an eager step's faults use.
+
 What is not modelled: CUDA graphs, autotuning choices (Triton GEMM templates vs cuBLAS), the
 C++/Triton code itself. Memory (peak, activations) is the eager analysis's.
 """
@@ -46,14 +50,16 @@ from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor.compile_fx import compile_fx
 from torch._inductor.dependencies import MemoryDep
 
+from fxroof import calibration as cal
 from fxroof.calibration import GENERATED_RULE, UNVECTORISED_VARIANT
 from fxroof.capture import Capture, Origin
 from fxroof.compile_backend import annotate_region, module_scope
 from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError
-from fxroof.graph import AnnotatedGraph, ModelInfo
+from fxroof.graph import AnnotatedGraph, ModelInfo, node_record
+from fxroof.inductor_memory import kernel_buffers, owned_faults, plan_events
 from fxroof.kernel import Kernel
-from fxroof.keys import BACKWARD, COST, FORWARD, KERNEL, ORIGIN, SHAPES, UNPRICED
+from fxroof.keys import BACKWARD, COST, FAULTS, FORWARD, KERNEL, ORIGIN, SHAPES, UNPRICED
 from fxroof.scope import op_family
 import op_costs
 from op_costs import DEFAULT_RULE, MATRIX, Estimate, TensorMeta
@@ -109,7 +115,8 @@ def _kernel_record(node) -> dict:
                                for o in n.node.get_origins()}),
             "bytes_read": int(node.get_read_write_buffers_sizes_impl(True, False)),
             "bytes_written": int(node.get_read_write_buffers_sizes_impl(False, True)),
-            "gathers": not extern and any(_gathered(dep) for dep in node.read_writes.reads)}
+            "gathers": not extern and any(_gathered(dep) for dep in node.read_writes.reads),
+            "buffers": kernel_buffers(node)}
 
 
 def _gathered(dep) -> bool:
@@ -345,13 +352,38 @@ def _constant_shapes(lowered: fx.GraphModule) -> None:
                 node.meta[SHAPES] = TensorMeta.of(value)
 
 
-def add_kernels(graph: fx.Graph, lowered: fx.GraphModule, kernels: list[dict]) -> None:
-    """The compiled view of one lowered graph: a node per kernel, in schedule order."""
+def add_kernels(graph: fx.Graph, lowered: fx.GraphModule, kernels: list[dict]) -> list:
+    """The compiled view of one lowered graph: a node per kernel, in schedule order.
+    Returns (node or None, kernel) per kernel."""
     by_name = {n.name: n for n in lowered.graph.nodes if is_costed(n)}
     calls = {n.name: n for n in lowered.graph.nodes if n.op == "call_function"}
+    added = []
     for kernel, mine in zip(kernels, _assign(kernels, by_name), strict=True):
         members = [by_name[o] for o in kernel["origins"] if o in by_name]
-        _kernel_node(graph, kernel, mine, members, len(graph.nodes), calls)
+        added.append((_kernel_node(graph, kernel, mine, members, len(graph.nodes), calls),
+                      kernel))
+    return added
+
+
+def annotate_kernel_faults(lowerings: list[tuple[str, list]]) -> None:
+    """Write to ``node.meta[FAULTS]`` the bytes each kernel's allocations fault in per step:
+    Inductor's memory plan through glibc's arena (fxroof.inductor_memory). ``lowerings``:
+    (phase, add_kernels' pairs) in the order they run."""
+    plans, pin_before = [], None
+    for index, (phase, added) in enumerate(lowerings):
+        if phase == BACKWARD and pin_before is None:
+            pin_before = index
+        plans.append([(node, kernel["buffers"], _scratch(node)) for node, kernel in added])
+    faulted = owned_faults(plan_events(plans, pin_before))
+    for _, added in lowerings:
+        for node, _ in added:
+            if node is not None:
+                node.meta[FAULTS] = faulted.get(node, 0)
+
+
+def _scratch(node) -> list[int]:
+    """Buffers a library kernel allocates inside its call (calibration.scratch_buffers)."""
+    return cal.scratch_buffers(node_record(node)) if node is not None else []
 
 
 def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
@@ -369,6 +401,7 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
                           f"({type(e).__name__}: {first}). The eager analysis (without "
                           "--compiled / compiled=True) still works.") from None
     phases = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
+    lowerings = []
     for region in regions:
         forward, backward = region.get(FORWARD), region.get(BACKWARD)
         # the region annotation also links backward nodes to the forward nodes they
@@ -377,7 +410,11 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
             _constant_shapes(lowered)
         annotate_region(forward[0].graph, backward[0].graph if backward else None, [])
         for phase, (lowered, kernels) in region.items():
-            add_kernels(phases[phase], lowered, kernels)
+            lowerings.append((phase, add_kernels(phases[phase], lowered, kernels)))
+    # regions run one after another: every forward, then the backwards in reverse
+    forwards = [lowering for lowering in lowerings if lowering[0] == FORWARD]
+    backwards = [lowering for lowering in lowerings if lowering[0] == BACKWARD]
+    annotate_kernel_faults(forwards + backwards[::-1])
     for graph in phases.values():
         graph.output(())
     capture = Capture(phases[FORWARD], phases[BACKWARD] if eager.model.backward else None)

@@ -43,7 +43,7 @@ LAYERS = [
     {"fxroof.plots", "fxroof.interactive"},
     # the canonical artefact: plain data and views, with one-line conveniences over the above
     {"fxroof.graph"},
-    {"fxroof.page_faults"},
+    {"fxroof.page_faults", "fxroof.inductor_memory"},
     {"fxroof.compile_backend"},
     {"fxroof.compiled"},
     {"fxroof.analysis"},

@@ -1,0 +1,100 @@
+"""A compiled step's page faults: Inductor's memory plan (fxroof.inductor_memory) replayed
+through the model of glibc's arena (fxroof.heap).
+
+Expected bytes follow from the rules the modules state: a block of 32 MiB or more is mapped
+afresh every call and faults its size rounded up to pages after 16 bytes of overhead
+(+ 4 KiB for a whole number of MiB); a buffer written in place of another, or taking a freed
+buffer of exactly its size, allocates nothing.
+"""
+import torch
+from torch import nn
+
+import fxroof
+from fxroof.inductor_memory import LIBRARY, PLAN, owned_faults, plan_events
+
+MIB = 2 ** 20
+PAGE = 4096
+
+
+def _alloc(name, nbytes, by=PLAN, inplace_of=None, returned=False):
+    return {"name": name, "bytes": nbytes, "by": by, "inplace_of": inplace_of,
+            "returned": returned}
+
+
+def _kernel(owner, allocations, frees=(), scratch=()):
+    return owner, {"allocations": allocations, "frees": list(frees)}, list(scratch)
+
+
+def test_in_place_writes_and_exact_size_reuse_allocate_nothing():
+    # a: a library kernel's 64 MiB result (fresh every call); b: written in place of a;
+    # c: a new 64 MiB buffer while b is live; d: takes b's freed buffer (same size) and is
+    # returned. Two 64 MiB mappings per call -- not the four an allocation per output makes.
+    step = [_kernel("a", [_alloc("a", 64 * MIB, by=LIBRARY)]),
+            _kernel("b", [_alloc("b", 64 * MIB, inplace_of="a")], frees=["a"]),
+            _kernel("c", [_alloc("c", 64 * MIB)], frees=["b"]),
+            _kernel("d", [_alloc("d", 64 * MIB, returned=True)], frees=["c"])]
+    faults = owned_faults(plan_events([step]))
+    assert {k: faults.get(k, 0) for k in "abcd"} == \
+        {"a": 64 * MIB + PAGE, "b": 0, "c": 64 * MIB + PAGE, "d": 0}
+
+
+def test_a_freed_buffer_of_another_size_is_not_reused():
+    step = [_kernel("a", [_alloc("a", 64 * MIB)]),
+            _kernel("b", [_alloc("b", 48 * MIB)], frees=["a"]),
+            _kernel("c", [_alloc("c", 48 * MIB + 64, returned=True)], frees=["b"])]
+    faults = owned_faults(plan_events([step]))
+    assert faults["b"] == 48 * MIB + PAGE
+    assert faults["c"] == 48 * MIB + PAGE  # 48 MiB + 64 + 16 bytes: one page more
+
+
+def test_a_library_result_is_fresh_even_when_a_buffer_of_its_size_is_free():
+    step = [_kernel("a", [_alloc("a", 64 * MIB)]),
+            _kernel("b", [_alloc("b", 64 * MIB, by=LIBRARY)], frees=["a"]),
+            _kernel("c", [_alloc("c", 64 * MIB)], frees=["b"])]
+    events = plan_events([step])
+    assert [e[0] for e in events if e[0] == "alloc"] == ["alloc"] * 2  # a, b; c reuses a
+    faults = owned_faults(events)
+    assert faults["b"] == 64 * MIB + PAGE and faults.get("c", 0) == 0
+
+
+def test_scratch_is_allocated_and_freed_inside_its_kernel():
+    step = [_kernel("conv", [_alloc("y", MIB, by=LIBRARY, returned=True)],
+                    scratch=[64 * MIB])]
+    events = plan_events([step])
+    assert events[:3] == [("alloc", ("conv", 0), 64 * MIB), ("alloc", ("conv", "y"), MIB),
+                          ("free", ("conv", 0))]
+    assert events[-1] == ("free", ("conv", "y"))  # returned: freed when the step ends
+    assert owned_faults(events)["conv"] >= 64 * MIB + PAGE
+
+
+def test_a_backward_lowering_starts_with_the_pin():
+    forward = [_kernel("f", [_alloc("f", MIB, returned=True)])]
+    backward = [_kernel("g", [_alloc("g", MIB, returned=True)])]
+    events = plan_events([forward, backward], pin_before=1)
+    assert events.index(("pin", "first backward", 64)) == 1
+
+
+class _TwoConvolutions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(64, 64, 1), nn.Conv2d(64, 64, 1)
+
+    def forward(self, x):
+        return torch.relu(self.conv2(torch.relu(self.conv1(x)))).sum()
+
+
+def test_the_compiled_view_faults_what_inductor_allocates():
+    # (8, 64, 128, 128) fp32 is exactly 32 MiB: each convolution's result is a fresh mapping
+    # of 32 MiB + 4 KiB every call (oneDNN allocates it); each ReLU is written in place of
+    # the result it reads, and the sum's scalar is a heap block. Counting every output of
+    # 32 MiB or more as fresh, as an eager step's rule does, would charge the ReLUs too.
+    g = fxroof.analyze(_TwoConvolutions().eval(), torch.randn(8, 64, 128, 128),
+                       compiled=True, memory_format="channels_last")
+    records = g.records()
+    convolutions = [r for r in records if r["op"] == "convolution"]
+    assert len(convolutions) == 2
+    for r in convolutions:
+        assert 32 * MIB + PAGE <= r["faulted_bytes"] < 32 * MIB + MIB  # + the blocked weights
+    others = [r for r in records if r["op"] != "convolution"]
+    assert all(r["faulted_bytes"] is not None for r in others)
+    assert sum(r["faulted_bytes"] for r in others) < MIB
