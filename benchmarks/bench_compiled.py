@@ -1,14 +1,17 @@
 """Eager vs compiled on this CPU: what the compiled view predicts, and what torch.compile does.
 
     python benchmarks/bench_compiled.py [--models ...] [--batch 1 8] [--repeats 10] [--freeze]
-                                        [--in-process] [--chip this-cpu] [--json r.json]
-                                        [--measured r0.json]
+                                        [--processes 3] [--in-process] [--chip this-cpu]
+                                        [--json r.json] [--measured r0.json [r1.json ...]]
 
 For every (model, batch): the eager analysis and the compiled view (fxroof.compiled) give the
 bytes each moves and a predicted time on the measured chip (calibrated time model); the model
 is then run for real, eager and through torch.compile (Inductor's C++ backend, after its
-compile and a warm-up), and the medians compared (each (model, batch) in a fresh interpreter
-unless --in-process). Reported per batch: compiled / eager bytes, the predicted and the
+compile and a warm-up), and the medians compared. Each (model, batch) is measured in
+--processes fresh interpreters (unless --in-process) and each latency is the median over them:
+on this shared machine one process's median differs from the next one's by up to 1.9x
+(regnet_y_400mf b8 compiled: 51-97 ms in five processes on an idle machine), more than
+the differences between models the ranking has to resolve. Reported per batch: compiled / eager bytes, the predicted and the
 measured speed-up (eager / compiled time), and Spearman rho between the two over the models
 (issue 17's goal: rho >= 0.9, compiled bytes <= eager bytes).
 --freeze compiles both the view and the measured model with Inductor's freezing
@@ -87,14 +90,27 @@ def measure_fresh(model: str, batch: int, repeats: int, freeze: bool = False) ->
         return pool.submit(measure, model, batch, repeats, freeze).result()
 
 
+def measure_processes(model: str, batch: int, repeats: int, processes: int,
+                      freeze: bool = False) -> dict:
+    """{"eager": s, "compiled": s, "runs": n}: the median of each latency over ``processes``
+    fresh interpreters."""
+    runs = [measure_fresh(model, batch, repeats, freeze) for _ in range(processes)]
+    return {"eager": statistics.median(m["eager"] for m in runs),
+            "compiled": statistics.median(m["compiled"] for m in runs), "runs": len(runs)}
+
+
 def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False,
-        fresh=True) -> dict:
+        fresh=True, processes=3) -> dict:
     """One (model, batch): bytes and predicted times of both views, and the measured ones
-    (``measured``: {"eager": s, "compiled": s} of an earlier run, to predict again only)."""
+    (``measured``: {"eager": s, "compiled": s[, "runs": n]} of earlier runs, to predict
+    again only)."""
     eager = fxroof.analyze(model, batch=batch)
     compiled = fxroof.analyze(model, batch=batch, compiled=True, freeze=freeze)
-    measured = measured or (measure_fresh if fresh else measure)(model, batch, repeats, freeze)
+    if measured is None:
+        measured = (measure_processes(model, batch, repeats, processes, freeze) if fresh
+                    else measure(model, batch, repeats, freeze))
     eager_s, compiled_s = measured["eager"], measured["compiled"]
+    runs = measured.get("runs", 1)
     predicted = {view: predict(g.records(), chip)["overall"]["predicted_s"]
                  for view, g in (("eager", eager), ("compiled", compiled))}
     bytes_ = {view: g.totals()["overall"]["bytes"]
@@ -106,6 +122,7 @@ def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False,
             "kernels": len(compiled.records()), "aten_nodes": len(eager.records()),
             "predicted_eager_s": predicted["eager"], "predicted_compiled_s": predicted["compiled"],
             "measured_eager_s": eager_s, "measured_compiled_s": compiled_s,
+            "measured_runs": runs,
             "predicted_speedup": predicted["eager"] / predicted["compiled"],
             "measured_speedup": eager_s / compiled_s}
 
@@ -132,6 +149,21 @@ def _chip(chip_id: str):
              force=True)
         chips = load_chips()
     return chips[chip_id]
+
+
+def _earlier_runs(paths: list[str], freeze: bool) -> dict:
+    """{(model, batch): {"eager": s, "compiled": s, "runs": n}}: the median of each
+    latency over the earlier runs' --json files that measured that (model, batch). Runs on
+    different days of this shared machine differ by up to 1.6x for one model (alexnet b8
+    eager: 83, 131 and 87 ms in runs 8-10), so the ranking is checked against a median."""
+    found: dict = {}
+    for path in paths:
+        for key, latencies in _earlier(path, freeze).items():
+            found.setdefault(key, []).append(latencies)
+    return {key: {"eager": statistics.median(m["eager"] for m in runs),
+                  "compiled": statistics.median(m["compiled"] for m in runs),
+                  "runs": len(runs)}
+            for key, runs in found.items()}
 
 
 def _earlier(path: str, freeze: bool) -> dict:
@@ -161,26 +193,33 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--freeze", action="store_true",
                    help="compile with Inductor's freezing, the view and the measured model")
+    p.add_argument("--processes", type=int, default=3,
+                   help="fresh interpreters each (model, batch) is measured in; each latency is "
+                        "the median over them")
     p.add_argument("--in-process", action="store_true",
                    help="measure every model in this process, one after another, not each "
                         "(model, batch) in a fresh one")
     p.add_argument("--chip", default="this-cpu")
     p.add_argument("--json", metavar="PATH")
-    p.add_argument("--measured", metavar="PATH",
-                   help="an earlier run's --json: predict again (another chip measurement, "
-                        "a changed time model) against its measured latencies, running nothing")
+    p.add_argument("--measured", metavar="PATH", nargs="+",
+                   help="earlier runs' --json files: predict again (another chip measurement, "
+                        "a changed time model) against their measured latencies (with several "
+                        "files, the median of each latency), running nothing")
     args = p.parse_args()
+    if args.processes < 1:
+        p.error(f"--processes {args.processes}: measure in at least 1 process")
     if args.json:
         check_writable(args.json, overwrite=True)
-    earlier = _earlier(args.measured, args.freeze) if args.measured else {}
+    earlier = _earlier_runs(args.measured, args.freeze) if args.measured else {}
     chip, rows = _chip(args.chip), []
     for model in args.models:
         for batch in args.batch:
             if args.measured and (model, batch) not in earlier:
-                print(f"{model} b{batch}: not in {args.measured}, skipped", file=sys.stderr)
+                print(f"{model} b{batch}: not in {' '.join(args.measured)}, skipped",
+                      file=sys.stderr)
                 continue
             r = row(model, batch, chip, args.repeats, earlier.get((model, batch)), args.freeze,
-                    fresh=not args.in_process)
+                    fresh=not args.in_process, processes=args.processes)
             rows.append(r)
             print(f"{model} b{batch}: bytes compiled/eager "
                   f"{r['compiled_bytes'] / r['eager_bytes']:.2f}, speed-up predicted "
