@@ -7,7 +7,9 @@ Inductor's wrapper (codegen/wrapper.py, checked with torch 2.14.1) plans them:
   (``Scheduler.can_buffer_be_removed_through_fusion``);
 * a generated kernel writes its output in place of an input it is the last user of, read at
   the same index, of the same storage size (``decide_inplace_update``: ``buf3 = buf2; del
-  buf2  # reuse``);
+  buf2  # reuse``); a kernel that keeps a chain of such buffers (a batch norm, then a SiLU
+  of it: ``buf18 = buf17  # reuse; buf19 = buf18  # reuse``) writes them all over the
+  chain's input;
 * a buffer the plan allocates takes a freed buffer of exactly its storage size, the last one
   freed first (``memory_plan_reuse``: ``AllocateLine`` / ``FreeIfNotReusedLine``), and a freed
   buffer no later allocation takes is deleted where it was freed;
@@ -47,23 +49,30 @@ def kernel_buffers(node) -> dict:
     returned = set(graph.get_output_names())
     fused = {n.get_name() for n in node.get_nodes()}
     allocations = []
+    through: dict = {}  # a buffer fused away -> the buffer it would have been written over
     for sub in node.get_nodes():
         for buf in sub.get_outputs():
             name, ir_node = buf.get_name(), buf.node
             if name in graph.removed_buffers or ir_node is None or \
-                    isinstance(ir_node.get_output_spec(), (ir.NoneLayout, ir.MultiOutputLayout)) \
-                    or (name not in returned
-                        and scheduler.can_buffer_be_removed_through_fusion(name, fused)):
+                    isinstance(ir_node.get_output_spec(), (ir.NoneLayout, ir.MultiOutputLayout)):
+                continue
+            if name not in returned and scheduler.can_buffer_be_removed_through_fusion(name,
+                                                                                     fused):
+                # not allocated, but a chain written in place may run through it
+                source = _inplace_input(sub, buf, graph)
+                if source is not None:
+                    through[name] = through.get(source, source)
                 continue
             if ir_node.get_inputs_that_alias_output() or ir_node.get_mutation_names():
                 continue  # a view or a mutation of a buffer already allocated
             planned = ir_node.should_allocate()
             if not planned and not sub.is_extern():
                 continue
+            inplace = _inplace_input(sub, buf, graph) if planned and not sub.is_extern() \
+                else None
             allocations.append({"name": name, "bytes": _storage_bytes(graph, ir_node),
                                 "by": PLAN if planned else LIBRARY,
-                                "inplace_of": _inplace_input(sub, buf, graph) if planned
-                                and not sub.is_extern() else None,
+                                "inplace_of": through.get(inplace, inplace),
                                 "returned": name in returned})
     return {"allocations": allocations, "frees": sorted(node.last_usage)}
 

@@ -98,3 +98,29 @@ def test_the_compiled_view_faults_what_inductor_allocates():
     others = [r for r in records if r["op"] != "convolution"]
     assert all(r["faulted_bytes"] is not None for r in others)
     assert sum(r["faulted_bytes"] for r in others) < MIB
+
+
+class _ConvBatchNormSiLU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn, self.conv2 = nn.Conv2d(64, 64, 1), nn.BatchNorm2d(64), \
+            nn.Conv2d(64, 64, 1)
+
+    def forward(self, x):
+        return self.conv2(nn.functional.silu(self.bn(self.conv1(x)))).sum()
+
+
+def test_a_kernel_writing_a_chain_in_place_faults_nothing():
+    # EfficientNet's block: the batch norm and the SiLU after it are one kernel that keeps
+    # both buffers, each written over the one before (``buf1 = buf0  # reuse; buf2 = buf1
+    # # reuse``), so the kernel's 32 MiB output is the convolution's result, reused. Only the
+    # two convolutions' results (fresh from oneDNN, 32 MiB each) fault.
+    g = fxroof.analyze(_ConvBatchNormSiLU().eval(), torch.randn(8, 64, 128, 128),
+                       compiled=True, memory_format="channels_last")
+    records = g.records()
+    convolutions = [r for r in records if r["op"] == "convolution"]
+    assert len(convolutions) == 2
+    for r in convolutions:
+        assert 32 * MIB + PAGE <= r["faulted_bytes"] < 32 * MIB + MIB
+    fused = [r for r in records if r["op"] != "convolution"]
+    assert sum(r["faulted_bytes"] for r in fused) < MIB
