@@ -6,6 +6,7 @@ afresh every call and faults its size rounded up to pages after 16 bytes of over
 (+ 4 KiB for a whole number of MiB); a buffer written in place of another, or taking a freed
 buffer of exactly its size, allocates nothing.
 """
+import pytest
 import torch
 from torch import nn
 
@@ -75,20 +76,29 @@ def test_a_backward_lowering_starts_with_the_pin():
 
 
 class _TwoConvolutions(nn.Module):
-    def __init__(self):
+    def __init__(self, between: nn.Module, after: nn.Module):
         super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(64, 64, 1), nn.Conv2d(64, 64, 1)
+        self.conv1, self.between = nn.Conv2d(64, 64, 1), between
+        self.conv2, self.after = nn.Conv2d(64, 64, 1), after
 
     def forward(self, x):
-        return torch.relu(self.conv2(torch.relu(self.conv1(x)))).sum()
+        return self.after(self.conv2(self.between(self.conv1(x)))).sum()
 
 
-def test_the_compiled_view_faults_what_inductor_allocates():
+@pytest.mark.parametrize("between, after", [
+    # each ReLU is written in place of the result it reads; counting every output of
+    # 32 MiB or more as fresh, as an eager step's rule does, would charge the ReLUs too
+    (nn.ReLU(), nn.ReLU()),
+    # EfficientNet's block: the batch norm and the SiLU after it are one kernel that keeps
+    # both buffers, each written over the one before (``buf1 = buf0  # reuse; buf2 = buf1
+    # # reuse``), so the kernel's output is the first convolution's result, reused
+    (nn.Sequential(nn.BatchNorm2d(64), nn.SiLU()), nn.Identity()),
+], ids=["relu", "batch-norm-silu-chain"])
+def test_the_compiled_view_faults_what_inductor_allocates(between, after):
     # (8, 64, 128, 128) fp32 is exactly 32 MiB: each convolution's result is a fresh mapping
-    # of 32 MiB + 4 KiB every call (oneDNN allocates it); each ReLU is written in place of
-    # the result it reads, and the sum's scalar is a heap block. Counting every output of
-    # 32 MiB or more as fresh, as an eager step's rule does, would charge the ReLUs too.
-    g = fxroof.analyze(_TwoConvolutions().eval(), torch.randn(8, 64, 128, 128),
+    # of 32 MiB + 4 KiB every call (oneDNN allocates it); the kernels between write in
+    # place, and the sum's scalar is a heap block.
+    g = fxroof.analyze(_TwoConvolutions(between, after).eval(), torch.randn(8, 64, 128, 128),
                        compiled=True, memory_format="channels_last")
     records = g.records()
     convolutions = [r for r in records if r["op"] == "convolution"]
@@ -98,29 +108,3 @@ def test_the_compiled_view_faults_what_inductor_allocates():
     others = [r for r in records if r["op"] != "convolution"]
     assert all(r["faulted_bytes"] is not None for r in others)
     assert sum(r["faulted_bytes"] for r in others) < MIB
-
-
-class _ConvBatchNormSiLU(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.bn, self.conv2 = nn.Conv2d(64, 64, 1), nn.BatchNorm2d(64), \
-            nn.Conv2d(64, 64, 1)
-
-    def forward(self, x):
-        return self.conv2(nn.functional.silu(self.bn(self.conv1(x)))).sum()
-
-
-def test_a_kernel_writing_a_chain_in_place_faults_nothing():
-    # EfficientNet's block: the batch norm and the SiLU after it are one kernel that keeps
-    # both buffers, each written over the one before (``buf1 = buf0  # reuse; buf2 = buf1
-    # # reuse``), so the kernel's 32 MiB output is the convolution's result, reused. Only the
-    # two convolutions' results (fresh from oneDNN, 32 MiB each) fault.
-    g = fxroof.analyze(_ConvBatchNormSiLU().eval(), torch.randn(8, 64, 128, 128),
-                       compiled=True, memory_format="channels_last")
-    records = g.records()
-    convolutions = [r for r in records if r["op"] == "convolution"]
-    assert len(convolutions) == 2
-    for r in convolutions:
-        assert 32 * MIB + PAGE <= r["faulted_bytes"] < 32 * MIB + MIB
-    fused = [r for r in records if r["op"] != "convolution"]
-    assert sum(r["faulted_bytes"] for r in fused) < MIB
