@@ -38,14 +38,14 @@ UNTRACEABLE = (fake_tensor.DataDependentOutputException,
                 fake_tensor.UnsupportedOperatorException)
 
 
-def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
-            dtype=None, kwargs: Optional[dict] = None,
-            input_shapes: Optional[Sequence[Sequence[int]]] = None, batch: int = 1,
-            name: Optional[str] = None, device: Optional[str] = None, seq_len: Optional[int] = None,
-            hf_config: Optional[dict] = None, rules: Optional[dict] = None,
-            compiled: bool = False, loss=None, optimizer: Optional[str] = None,
-            optimizer_impl: Optional[str] = None, amp: Optional[str] = None,
-            chip=None, memory_format: Optional[str] = None, freeze: bool = False) -> AnnotatedGraph:
+def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, dtype=None,
+            kwargs: Optional[dict] = None, input_shapes: Optional[Sequence[Sequence[int]]] = None,
+            batch: int = 1, name: Optional[str] = None, device: Optional[str] = None,
+            seq_len: Optional[int] = None, hf_config: Optional[dict] = None,
+            rules: Optional[dict] = None, compiled: bool = False, loss=None,
+            optimizer: Optional[str] = None, optimizer_impl: Optional[str] = None,
+            amp: Optional[str] = None, chip=None, memory_format: Optional[str] = None,
+            freeze: bool = False, allocator: Optional[str] = None) -> AnnotatedGraph:
     """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
 
     model: an nn.Module, a torchvision model name, 'hf:<model_type>' (a transformers model
@@ -56,14 +56,15 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
         (batch, 3, S, S) image input.
     backward: also record autograd's backward (a gradient flows from every differentiable
         output, as from a loss; no optimizer step).
-    mode: "train" or "eval" (default: train with backward, eval without).
-    dtype: run parameters and floating inputs in this dtype (e.g. torch.bfloat16).
+    mode: "train" or "eval" (default: train with backward, eval without); dtype: of the
+        parameters and floating inputs (e.g. torch.bfloat16).
     rules: cost rules replacing the registry's for this analysis, keyed by ATen op or packet
         (``{torch.ops.aten.mm: my_rule}``, FlopCounterMode's ``custom_mapping``); a rule is
         called like op_costs' rules and returns an ``op_costs.Cost``.
     compiled: the compiled view, Inductor's kernels as nodes; freeze: with its freezing.
-    device: the target: 'cpu', or 'cuda', recorded without a GPU (fxroof.target); ``chip``
-        (a Chip or id) gives its compute capability, and a GPU chip implies 'cuda'.
+    device: 'cpu' or 'cuda' (recorded without a GPU: fxroof.target); ``chip`` (a Chip or id)
+        gives its compute capability (a GPU chip implies 'cuda'); ``allocator``, a CPU's
+        host allocator, whose page faults are priced: 'glibc' (default) or 'caching'.
     loss: 'auto', 'cross_entropy', 'lm', 'package.module:function' or a callable of the
         output (fxroof.step); optimizer: 'sgd', 'adam' or 'adamw', a third phase
         ('optimizer_impl': 'for-loop', 'foreach' or 'fused'). Both imply backward.
@@ -72,7 +73,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None,
     """
     _check_arguments(device, kwargs, seq_len, rules)
     spec = model if isinstance(model, str) else None
-    target = Target.of(device, _chip(chip))
+    target = Target.of(device, _chip(chip), allocator)
     training = TrainingStep.of(loss, optimizer, optimizer_impl, amp, spec, target)
     backward = backward or training.needs_backward
     module = build_model(spec, hf_config=hf_config) if spec else ensure_module(model)
@@ -256,6 +257,7 @@ def _model_info(name, fake_inputs, params, dtype, mode, backward, training) -> M
         backward=backward,
         parameters=sum(p.numel() for p in params.values()),
         device=training.target.device,
+        allocator=training.target.allocator,
         **dict(zip(("amp", "loss", "optimizer"), training.describe())),
     )
 

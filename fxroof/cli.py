@@ -83,6 +83,12 @@ def _step_arguments(p: argparse.ArgumentParser) -> None:
                                "default on the target)")
     p.add_argument("--memory-format", choices=["contiguous", "channels_last"],
                    help="layout of 4-D inputs and parameters (default: contiguous)")
+    p.add_argument("--allocator", choices=["glibc", "caching"], default="glibc",
+                   help="the CPU process's host allocator, whose page faults are priced: "
+                        "glibc (default: a plain python process; freed pages go back to the "
+                        "kernel and fault in again) or caching (tcmalloc through LD_PRELOAD, "
+                        "or glibc with MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ set "
+                        "high: nothing faults once warm)")
 
 
 def _target_argument(p: argparse.ArgumentParser) -> None:

@@ -51,7 +51,7 @@ def _analyze(args, chip=None, device=None):
                    freeze=getattr(args, "freeze", False), device=device or args.device,
                    chip=chip or _target_chip(args), loss=args.loss, optimizer=args.optimizer,
                    optimizer_impl=args.optimizer_impl, amp=args.amp,
-                   memory_format=args.memory_format)
+                   memory_format=args.memory_format, allocator=args.allocator)
 
 
 def _input_shapes(texts: list[str], dtype) -> tuple:
@@ -103,6 +103,8 @@ def _print_header(g, detail: str, targets: int = 1) -> None:
         ("autocast", m.amp), ("loss", m.loss), ("optimizer", m.optimizer)) if value)
     where = f"{m.device} target" if targets == 1 else \
         f"{targets} targets (each GPU: CUDA's program for its compute capability)"
+    if m.allocator != "glibc":  # the default, said only where it was changed
+        where += f" ({m.allocator} host allocator: no page faults)"
     print(f"{m.name}: inputs {', '.join(str(tuple(i['shape'])) for i in m.inputs)}, "
           f"{m.dtype}, {where}, {m.mode} mode{step}, {detail}")
     print()

@@ -61,6 +61,7 @@ from fxroof.inductor_memory import kernel_buffers, owned_faults, plan_events
 from fxroof.kernel import Kernel
 from fxroof.keys import BACKWARD, COST, FAULTS, FORWARD, KERNEL, ORIGIN, SHAPES, UNPRICED
 from fxroof.scope import op_family
+from fxroof.target import CACHING, GLIBC
 import op_costs
 from op_costs import DEFAULT_RULE, MATRIX, Estimate, TensorMeta
 
@@ -365,10 +366,17 @@ def add_kernels(graph: fx.Graph, lowered: fx.GraphModule, kernels: list[dict]) -
     return added
 
 
-def annotate_kernel_faults(lowerings: list[tuple[str, list]]) -> None:
+def annotate_kernel_faults(lowerings: list[tuple[str, list]], allocator: str = GLIBC) -> None:
     """Write to ``node.meta[FAULTS]`` the bytes each kernel's allocations fault in per step:
-    Inductor's memory plan through glibc's arena (fxroof.inductor_memory). ``lowerings``:
-    (phase, add_kernels' pairs) in the order they run."""
+    Inductor's memory plan through glibc's arena (fxroof.inductor_memory), or 0 with a
+    caching allocator, which keeps freed pages (fxroof.target). ``lowerings``: (phase,
+    add_kernels' pairs) in the order they run."""
+    if allocator == CACHING:
+        for _, added in lowerings:
+            for node, _ in added:
+                if node is not None:
+                    node.meta[FAULTS] = 0
+        return
     plans, pin_before = [], None
     for index, (phase, added) in enumerate(lowerings):
         if phase == BACKWARD and pin_before is None:
@@ -414,7 +422,7 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
     # regions run one after another: every forward, then the backwards in reverse
     forwards = [lowering for lowering in lowerings if lowering[0] == FORWARD]
     backwards = [lowering for lowering in lowerings if lowering[0] == BACKWARD]
-    annotate_kernel_faults(forwards + backwards[::-1])
+    annotate_kernel_faults(forwards + backwards[::-1], eager.model.allocator)
     for graph in phases.values():
         graph.output(())
     capture = Capture(phases[FORWARD], phases[BACKWARD] if eager.model.backward else None)

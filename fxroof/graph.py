@@ -51,6 +51,7 @@ class ModelInfo:
     backward: bool
     parameters: int         # parameter count (elements)
     device: str = "cpu"
+    allocator: str = "glibc"  # the host allocator whose page faults were replayed (fxroof.target)
     view: str = "eager"     # "eager": ATen ops as dispatched; "compiled": Inductor's kernels
     frozen: bool = False    # compiled view: with Inductor's freezing (constant weights)
     amp: Optional[str] = None        # autocast's lower precision: "fp16" | "bf16"

@@ -15,9 +15,10 @@ the step (the outputs, gradients) is taken as freed when the step ends, as a loo
 them before the next call does. A training step's first backward pins the heap at the
 forward's high-water mark (fxroof.heap: the state its kernels build on first use), so the
 activations a later forward allocates come back from the heap's bins instead of faulting.
-Not modelled: allocations smaller than a page that the kernels make, other threads' arenas,
-and an allocator other than glibc's (jemalloc or tcmalloc keep freed pages and fault far
-less).
+With a caching allocator (``allocator="caching"``: tcmalloc, or glibc with its mmap and trim
+thresholds set high) every node faults 0 bytes: freed pages stay in the process. Not
+modelled: allocations smaller than a page that the kernels make, other threads' arenas, and
+jemalloc, whose decay returns pages on its own schedule.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from fxroof.graph import node_record
 from fxroof.keys import BACKWARD, FAULTS, ORIGIN
 from fxroof.memory import (Allocations, resident_storages, returned_storages,
                            step_schedule)
-from fxroof.target import Target
+from fxroof.target import CACHING, Target
 
 
 # The blocks a training step's first backward leaves for good (fxroof.heap: autograd's and
@@ -77,10 +78,15 @@ def _scratch(node) -> list[int]:
 def annotate_faults(capture: Capture, target: Target) -> None:
     """Write the bytes each call node faults in, in the steady state of a process that runs
     this step again and again, to ``node.meta[FAULTS]`` (0 where nothing faults; None on a
-    CUDA target, whose caching allocator keeps its memory)."""
+    CUDA target, whose caching allocator keeps its memory). A CPU process with a caching
+    allocator (target.CACHING) keeps every page it freed, so nothing faults once warm."""
     if target.is_cuda:
         for node in step_schedule(capture):
             node.meta[FAULTS] = None
+        return
+    if target.allocator == CACHING:
+        for node in step_schedule(capture):
+            node.meta[FAULTS] = 0
         return
     events, owner = step_events(capture)
     faulted = defaultdict(int)

@@ -36,30 +36,50 @@ FLASH, EFFICIENT, CUDNN, MATH = "flash", "efficient", "cudnn", "math"
 # so cuDNN attention goes first on sm90/sm100 (check_prefer_cudnn_attention), and above 9.22,
 # so head dims up to 256 on sm90/sm10x.
 CUDNN_VERSION = 92400
+# The host allocators whose page faults fxroof can replay (fxroof.page_faults): glibc's malloc
+# (what a plain `python` process uses), or a caching allocator that keeps freed pages in the
+# process, so that a step run again and again faults nothing once warm -- tcmalloc
+# (LD_PRELOAD=libtcmalloc_minimal.so.4), or glibc with MALLOC_MMAP_THRESHOLD_ and
+# MALLOC_TRIM_THRESHOLD_ set above the step's largest buffer. Not jemalloc: its default decay
+# returns dirty pages to the kernel, and on this project's CPU it faulted 26-65 MB a call in
+# ResNet-50 and DenseNet-121 at batch 1 (benchmarks/README.md).
+GLIBC, CACHING = "glibc", "caching"
+ALLOCATORS = (GLIBC, CACHING)
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where the recorded step runs: 'cpu', or 'cuda' with a compute capability."""
+    """Where the recorded step runs: 'cpu', or 'cuda' with a compute capability; on a CPU,
+    the host allocator its process uses (ALLOCATORS)."""
 
     device: str = "cpu"
     capability: Optional[tuple[int, int]] = None
     chip: Optional[str] = None
+    allocator: str = GLIBC
 
     @property
     def is_cuda(self) -> bool:
         return self.device == "cuda"
 
     @classmethod
-    def of(cls, device: Optional[str], chip=None) -> "Target":
+    def of(cls, device: Optional[str], chip=None, allocator: Optional[str] = None) -> "Target":
         """The target for a capture ``device`` ('cpu', 'cuda', 'cuda:N'; None: the chip's)
-        and an optional Chip: a chip with a CUDA compute capability implies 'cuda'."""
+        and an optional Chip: a chip with a CUDA compute capability implies 'cuda'.
+        ``allocator``: the CPU process's host allocator (default glibc); a CUDA step's
+        tensors live in PyTorch's caching allocator whatever it is (fxroof.page_faults)."""
         capability = getattr(chip, "compute_capability", None)
         chip_id = getattr(chip, "id", None)
         kind = (device or ("cuda" if capability else "cpu")).split(":")[0]
+        allocator = allocator or GLIBC
+        if allocator not in ALLOCATORS:
+            raise UsageError(f"Unknown allocator {allocator!r}: fxroof replays the page faults "
+                             f"of {' or '.join(repr(a) for a in ALLOCATORS)} ('caching' is "
+                             "an allocator that keeps freed pages, such as tcmalloc, or glibc "
+                             "with MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ set "
+                             "high). Pass one of those.")
         if kind == "cuda":
-            return cls("cuda", tuple(capability or CUDA_DEFAULT_CAPABILITY), chip_id)
-        return cls("cpu", None, chip_id)
+            return cls("cuda", tuple(capability or CUDA_DEFAULT_CAPABILITY), chip_id, allocator)
+        return cls("cpu", None, chip_id, allocator)
 
 
 # ---- scaled_dot_product_attention -----------------------------------------------------------

@@ -40,6 +40,17 @@ def test_annotate_backward_with_exports(capsys, tmp_path):
     assert os.path.getsize(cs) > 0 and os.path.getsize(gm) > 0
 
 
+def test_a_caching_allocator_is_said_in_the_header_and_the_json(capsys, tmp_path):
+    js = str(tmp_path / "n.json")
+    code, out, err = run(capsys, "annotate", "tests.fixtures.user_models:small_net",
+                         "--input-shape", "2,3,16,16", "--allocator", "caching", "--json", js)
+    assert code == 0, err
+    assert "cpu target (caching host allocator: no page faults)" in out.splitlines()[0]
+    data = json.load(open(js))
+    assert data["model"]["allocator"] == "caching"
+    assert {n["faulted_bytes"] for n in data["nodes"] if "faulted_bytes" in n} == {0}
+
+
 def test_macs_switch(capsys):
     code, out, _ = run(capsys, "annotate", "resnet18", "--macs", "--top", "1")
     assert code == 0 and "GMAC" in out and "1.81 GMAC" in out
@@ -138,6 +149,8 @@ BAD = [
     (["annotate", "resnet18", "--hf-config", "n_layer=2"], USAGE, ["not an hf: model"]),
     (["annotate", "--top", "-5"], USAGE, ["argument --top", "below 0"]),
     (["annotate", "--depth", "0"], USAGE, ["argument --depth"]),
+    (["predict", "resnet18", "--allocator", "jemalloc"], USAGE,
+     ["argument --allocator", "'jemalloc'", "'glibc', 'caching'"]),
     (["profile", "--device", "tpu"], USAGE, ["argument --device", "'tpu' is not a device"]),
     (["chips"], USAGE, ["choose an action", "list, show, plot or measure"]),
     (["chips", "list", "--class", "dsp"], USAGE, ["argument --class", "invalid choice"]),
