@@ -2,6 +2,7 @@
 
     python benchmarks/bench_compiled.py [--models ...] [--batch 1 8] [--repeats 10] [--freeze]
                                         [--processes 3] [--in-process] [--chip this-cpu]
+                                        [--allocator glibc|caching]
                                         [--json r.json] [--measured r0.json [r1.json ...]]
 
 For every (model, batch): the eager analysis and the compiled view (fxroof.compiled) give the
@@ -16,6 +17,10 @@ measured speed-up (eager / compiled time), and Spearman rho between the two over
 (issue 17's goal: rho >= 0.9, compiled bytes <= eager bytes).
 --freeze compiles both the view and the measured model with Inductor's freezing
 (torch._inductor.config.freezing = True, its CPU inference recipe).
+--allocator caching runs the measured processes with tcmalloc (LD_PRELOAD; Debian's
+libtcmalloc-minimal4), which keeps freed pages, and predicts both views with
+``allocator="caching"`` (no page faults): the same comparison without glibc's page faults,
+whose count and cost vary from call to call on this machine.
 The chip is this machine's (`fxroof chips measure --full`, run first if --chip names none
 saved or one without the torch.compile probes).
 Measure on an idle machine: every model is compiled for real (about 20 s each on 2 cores).
@@ -23,6 +28,7 @@ Measure on an idle machine: every model is compiled for real (about 20 s each on
 from __future__ import annotations
 
 import argparse
+import ctypes.util
 import json
 import multiprocessing
 import os
@@ -99,13 +105,26 @@ def measure_processes(model: str, batch: int, repeats: int, processes: int,
             "compiled": statistics.median(m["compiled"] for m in runs), "runs": len(runs)}
 
 
+def preload_tcmalloc() -> str:
+    """Make the fresh interpreters this process spawns run with tcmalloc (they inherit the
+    environment; this process keeps glibc's malloc); its library name."""
+    found = ctypes.util.find_library("tcmalloc_minimal") or ctypes.util.find_library("tcmalloc")
+    if not found:
+        sys.exit("--allocator caching measures with tcmalloc, and no libtcmalloc was found: "
+                 "install it (Debian: apt-get install libtcmalloc-minimal4) or measure "
+                 "with --allocator glibc.")
+    os.environ["LD_PRELOAD"] = found
+    return found
+
+
 def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False,
-        fresh=True, processes=3) -> dict:
+        fresh=True, processes=3, allocator="glibc") -> dict:
     """One (model, batch): bytes and predicted times of both views, and the measured ones
     (``measured``: {"eager": s, "compiled": s[, "runs": n]} of earlier runs, to predict
     again only)."""
-    eager = fxroof.analyze(model, batch=batch)
-    compiled = fxroof.analyze(model, batch=batch, compiled=True, freeze=freeze)
+    eager = fxroof.analyze(model, batch=batch, allocator=allocator)
+    compiled = fxroof.analyze(model, batch=batch, compiled=True, freeze=freeze,
+                              allocator=allocator)
     if measured is None:
         measured = (measure_processes(model, batch, repeats, processes, freeze) if fresh
                     else measure(model, batch, repeats, freeze))
@@ -117,6 +136,7 @@ def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False,
               for view, g in (("eager", eager), ("compiled", compiled))}
     copies = sum(r["bytes"] for r in compiled.records() if r["op"] == "copy")
     return {"model": model, "batch": batch, "frozen": freeze, "fresh_process": fresh,
+            "allocator": allocator,
             "eager_bytes": bytes_["eager"],
             "compiled_bytes": bytes_["compiled"], "layout_copy_bytes": copies,
             "kernels": len(compiled.records()), "aten_nodes": len(eager.records()),
@@ -151,14 +171,14 @@ def _chip(chip_id: str):
     return chips[chip_id]
 
 
-def _earlier_runs(paths: list[str], freeze: bool) -> dict:
+def _earlier_runs(paths: list[str], freeze: bool, allocator: str = "glibc") -> dict:
     """{(model, batch): {"eager": s, "compiled": s, "runs": n}}: the median of each
     latency over the earlier runs' --json files that measured that (model, batch). Runs on
     different days of this shared machine differ by up to 1.6x for one model (alexnet b8
     eager: 83, 131 and 87 ms in runs 8-10), so the ranking is checked against a median."""
     found: dict = {}
     for path in paths:
-        for key, latencies in _earlier(path, freeze).items():
+        for key, latencies in _earlier(path, freeze, allocator).items():
             found.setdefault(key, []).append(latencies)
     return {key: {"eager": statistics.median(m["eager"] for m in runs),
                   "compiled": statistics.median(m["compiled"] for m in runs),
@@ -166,9 +186,9 @@ def _earlier_runs(paths: list[str], freeze: bool) -> dict:
             for key, runs in found.items()}
 
 
-def _earlier(path: str, freeze: bool) -> dict:
+def _earlier(path: str, freeze: bool, allocator: str = "glibc") -> dict:
     """{(model, batch): {"eager": s, "compiled": s}} of an earlier run's --json, measured
-    frozen or not as this run asks."""
+    frozen or not, and with the allocator, this run asks for."""
     try:
         with open(path) as f:
             rows = json.load(f)["rows"]
@@ -176,6 +196,7 @@ def _earlier(path: str, freeze: bool) -> dict:
                                               "compiled": r["measured_compiled_s"]}
                    for r in rows}
         frozen = {bool(r.get("frozen", False)) for r in rows}
+        allocators = {r.get("allocator", "glibc") for r in rows}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"--measured {path}: not a bench_compiled --json ({e}). Pass the "
                          "file an earlier `bench_compiled.py --json` wrote.") from None
@@ -183,6 +204,10 @@ def _earlier(path: str, freeze: bool) -> dict:
         raise SystemExit(f"--measured {path} was measured {'with' if not freeze else 'without'}"
                          f" freezing; predict it again {'with' if not freeze else 'without'} "
                          "--freeze.")
+    if allocators and allocators != {allocator}:
+        raise SystemExit(f"--measured {path} was measured with the {', '.join(allocators)} "
+                         f"allocator; predict it again with --allocator "
+                         f"{next(iter(allocators))}.")
     return earlier
 
 
@@ -200,6 +225,9 @@ def main() -> int:
                    help="measure every model in this process, one after another, not each "
                         "(model, batch) in a fresh one")
     p.add_argument("--chip", default="this-cpu")
+    p.add_argument("--allocator", choices=["glibc", "caching"], default="glibc",
+                   help="caching: measure with tcmalloc preloaded and predict without page "
+                        "faults (fresh processes only)")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--measured", metavar="PATH", nargs="+",
                    help="earlier runs' --json files: predict again (another chip measurement, "
@@ -208,9 +236,14 @@ def main() -> int:
     args = p.parse_args()
     if args.processes < 1:
         p.error(f"--processes {args.processes}: measure in at least 1 process")
+    if args.allocator == "caching" and args.in_process:
+        p.error("--allocator caching measures in fresh processes (an allocator is chosen "
+                "when a process starts): drop --in-process")
     if args.json:
         check_writable(args.json, overwrite=True)
-    earlier = _earlier_runs(args.measured, args.freeze) if args.measured else {}
+    if args.allocator == "caching" and not args.measured:
+        print(f"measuring with LD_PRELOAD={preload_tcmalloc()}", flush=True)
+    earlier = _earlier_runs(args.measured, args.freeze, args.allocator) if args.measured else {}
     chip, rows = _chip(args.chip), []
     for model in args.models:
         for batch in args.batch:
@@ -219,7 +252,8 @@ def main() -> int:
                       file=sys.stderr)
                 continue
             r = row(model, batch, chip, args.repeats, earlier.get((model, batch)), args.freeze,
-                    fresh=not args.in_process, processes=args.processes)
+                    fresh=not args.in_process, processes=args.processes,
+                    allocator=args.allocator)
             rows.append(r)
             print(f"{model} b{batch}: bytes compiled/eager "
                   f"{r['compiled_bytes'] / r['eager_bytes']:.2f}, speed-up predicted "
