@@ -397,9 +397,21 @@ def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=
     cached = np.minimum(nbytes, params.cache_bytes)
     memory = (cached / (bandwidth * params.cache_memory)
               + (nbytes - cached) / (bandwidth * params.memory))
-    faults = np.asarray(fresh, dtype=float) / params.fresh_rate if params.fresh_rate else 0.0
-    return (params.t0 + np.maximum(compute, memory) + faults
-            + reorder_seconds(params.layout_rate, params.fresh_rate, layout, layout_fresh))
+    reorders = np.asarray(layout, dtype=float) / params.layout_rate if params.layout_rate \
+        else 0.0
+    return (params.t0 + np.maximum(compute, memory) + reorders
+            + fault_seconds(params, fresh, layout_fresh))
+
+
+def fault_seconds(params: Params, fresh=0.0, layout_fresh=0.0):
+    """Of ``predict``'s seconds, those of page faults: ``fresh`` bytes of the op's own
+    allocations and ``layout_fresh`` of its reorders' buffers, first touched at
+    ``fresh_rate`` (the reorders' only where the device has a layout rate)."""
+    if not params.fresh_rate:
+        return 0.0
+    touched = np.asarray(fresh, dtype=float) + (np.asarray(layout_fresh, dtype=float)
+                                                if params.layout_rate else 0.0)
+    return touched / params.fresh_rate
 
 
 def reorder_seconds(layout_rate: float, fresh_rate: float, layout=0.0, layout_fresh=0.0):

@@ -34,7 +34,9 @@ PREDICT_NOTE = (
     "norm of training reads its inputs twice; t0 is the host's cost of issuing the op, which "
     "overlaps the kernels before it (the "
     "step is pipelined, not summed; 'waits for host': the share of it the GPU sits idle, "
-    "which fewer launches would save and a faster GPU would not); p10..p90 is its band from "
+    "which fewer launches would save and a faster GPU would not); 'page faults': the share "
+    "of a CPU step spent faulting in pages glibc's malloc gave back to the kernel, which an "
+    "allocator that keeps them saves (--allocator caching); p10..p90 is its band from "
     "validation on GPUs it was not fitted on. 'ideal' (and the roof column): max(FLOPs / peak, "
     "bytes / bandwidth) per node, summed. Model intensity = total FLOPs / total bytes.")
 _GROUP_TITLES = {"layer_type": "layer type", "module": "module", "op": "ATen op",

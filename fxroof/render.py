@@ -105,23 +105,27 @@ def where_table(rows: list[dict]) -> str:
 
 
 def prediction_table(rows: list[dict]) -> str:
-    headers = ["chip", "forward", "backward", "total", "p10..p90", "waits for host", "roof",
-               "time model", "bound", "FLOP/byte", "fits memory"]
+    headers = ["chip", "forward", "backward", "total", "p10..p90", "waits for host",
+               "page faults", "roof", "time model", "bound", "FLOP/byte", "fits memory"]
     body = []
     for r in rows:
         p, total = r["prediction"], r["prediction"]["overall"]
-        wait = total.get("host_wait_s")
         body.append([r["chip"].name, seconds(p.get("forward", {}).get("predicted_s")),
                      seconds(p.get("backward", {}).get("predicted_s")),
                      seconds(total["predicted_s"]),
                      f"{seconds(total['low_s'])}..{seconds(total['high_s'])}"
                      if total["model"] == "calibrated" else "-",
-                     f"{100 * wait / total['predicted_s']:.0f}%"
-                     if wait is not None and total["predicted_s"] else "-",
+                     _share(total.get("host_wait_s"), total["predicted_s"]),
+                     _share(total.get("faults_s"), total["predicted_s"]),
                      seconds(total["ideal_s"]), total["model"], total["bound"],
                      f"{total['intensity']:.3g}" if total["intensity"] else "-",
                      "yes" if r["fits"] else "no"])
     return tabulate(body, headers=headers, disable_numparse=True)
+
+
+def _share(part, whole) -> str:
+    """'41%' of a predicted time, '-' where there is none."""
+    return f"{100 * part / whole:.0f}%" if part and whole else "-"
 
 
 COMPACT_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # fp64 in --wide

@@ -122,6 +122,7 @@ class NodeTime(NamedTuple):
     high_s: float            # p90 of the band
     model: str               # "calibrated" | "ideal"
     host_s: float = 0.0      # of predicted_s, the fixed cost t0 the host spends issuing it
+    faults_s: float = 0.0    # of predicted_s, the page faults of its allocations (a CPU's)
 
 
 @functools.lru_cache(maxsize=1)
@@ -179,11 +180,13 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
     moved = record["bytes"] + _second_pass_bytes(record, chip, op_class)
+    fresh, layout, layout_fresh = _faults_and_reorders(record)
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
-                                 used, *_faults_and_reorders(record))) \
+                                 used, fresh, layout, layout_fresh)) \
         + _transpose_s(record, chip, key)
     low, high = params.band
-    return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0)
+    return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
+                    float(cal.fault_seconds(params, fresh, layout_fresh)))
 
 
 def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
@@ -215,8 +218,9 @@ def _faults_and_reorders(record: dict) -> tuple:
 
 
 def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
-    """Predicted time per phase and in all (s) with its band and the roof time, and the
-    compute-bound share of the roof time. On a CPU a phase takes the sum of its nodes' times;
+    """Predicted time per phase and in all (s) with its band and the roof time, the
+    compute-bound share of the roof time, and ``faults_s``: how much of the predicted time
+    is page faults (a CPU with glibc's malloc; 0 with a caching allocator or on a GPU). On a CPU a phase takes the sum of its nodes' times;
     on an accelerator the host issues each op while the device runs the ones before it
     (fxroof.pipeline), so a phase takes less than that sum where host and kernel times are
     alike, and ``host_wait_s`` says how much of it the device waits for the host; "overall"
@@ -231,8 +235,10 @@ def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
         for phase in (r["phase"], "overall"):
             p = result.setdefault(phase, {"predicted_s": 0.0, "low_s": 0.0, "high_s": 0.0,
                                           "ideal_s": 0.0, "compute_bound_s": 0.0,
-                                          "flops": 0, "bytes": 0, "model": "ideal"})
+                                          "faults_s": 0.0, "flops": 0, "bytes": 0,
+                                          "model": "ideal"})
             p["predicted_s"] += timed.predicted_s
+            p["faults_s"] += timed.faults_s
             p["low_s"] += timed.low_s
             p["high_s"] += timed.high_s
             p["ideal_s"] += timed.ideal_s

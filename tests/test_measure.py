@@ -47,7 +47,9 @@ def test_predict_and_profile_on_the_measured_chip(chip_dir, capsys):
     measure_module.save(entry)
     assert main(["predict", "tests.fixtures.user_models:small_net", "--input-shape", "2,3,16,16",
                  "--chip", "this-cpu"]) == 0
-    assert "(measured)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("chip "))
+    assert "(measured)" in out and "page faults" in header
     g = fxroof.analyze("resnet18", batch=2)
     g.time(repeats=2, warmup=1)
     from fxroof import roofline

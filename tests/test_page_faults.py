@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from fxroof import analyze, calibration as cal, heap
+from fxroof import analyze, calibration as cal, heap, roofline
 from fxroof.chips import parse_chip
 from fxroof.errors import UsageError
 from fxroof.roofline import node_time
@@ -136,6 +136,17 @@ def test_a_caching_allocator_faults_nothing_and_saves_the_first_touch_time():
     saved = sum(node_time(r, chip).predicted_s for r in glibc.records()) - \
         sum(node_time(r, chip).predicted_s for r in caching.records())
     assert saved == pytest.approx((2 * MIB + PAGE - TOP_PAD) / 1e9)
+    # predict says how much of the step is faults: all of what the caching allocator saves
+    assert roofline.predict(glibc.records(), chip)["overall"]["faults_s"] == pytest.approx(saved)
+    assert roofline.predict(caching.records(), chip)["overall"]["faults_s"] == 0
+
+
+def test_fault_seconds_are_the_first_touch_of_the_ops_and_its_reorders_buffers():
+    params = cal.Params(t0=0.0, compute=1.0, memory=1.0, fresh_rate=1e9)
+    assert cal.fault_seconds(params, 1e6, 5e5) == pytest.approx(1e-3)  # no reorders priced
+    reordering = cal.Params(t0=0.0, compute=1.0, memory=1.0, fresh_rate=1e9, layout_rate=1e10)
+    assert cal.fault_seconds(reordering, 1e6, 5e5) == pytest.approx(1.5e-3)
+    assert cal.fault_seconds(cal.Params(t0=0.0, compute=1.0, memory=1.0), 1e6, 5e5) == 0
 
 
 def test_an_unknown_allocator_is_refused_in_one_paragraph():
