@@ -35,6 +35,19 @@ def check_device(device) -> torch.device:
     return dev
 
 
+def host_allocator(maps: Optional[str] = None) -> str:
+    """The malloc this process runs: 'tcmalloc' or 'jemalloc' where one is loaded
+    (LD_PRELOAD maps it into the process), else glibc's. ``maps``: the text of
+    /proc/self/maps, read when not given ('' where there is none)."""
+    if maps is None:
+        try:
+            with open("/proc/self/maps") as f:
+                maps = f.read()
+        except OSError:
+            maps = ""
+    return next((name for name in ("tcmalloc", "jemalloc") if f"/lib{name}" in maps), "glibc")
+
+
 def parse_dtype(dtype) -> Optional[torch.dtype]:
     """None, a floating torch.dtype, or one of its names ('bf16', 'float16', ...)."""
     if dtype is None:

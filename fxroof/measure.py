@@ -29,7 +29,7 @@ import torch
 import yaml
 
 from fxroof.chips import MEASURED_IDS, user_chips_dir
-from fxroof.device import Stopwatch, check_device, repeat
+from fxroof.device import Stopwatch, check_device, host_allocator, repeat
 from fxroof.errors import FxroofError
 from fxroof.files import atomic, check_writable
 from fxroof.timers import Summary, summarize
@@ -146,7 +146,8 @@ def measure(device: str = "cpu", quick: bool = True,
                                       "one-element tensor, over runs of 1000"},
         "sources": [f"fxroof chips measure --device {device}"
                     f"{' --full' if not quick else ''} on {datetime.date.today().isoformat()}, "
-                    f"torch {torch.__version__}, {torch.get_num_threads()} threads"],
+                    f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+                    f"host allocator {host_allocator()}"],
     }
 
 

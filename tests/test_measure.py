@@ -29,6 +29,7 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert chip.cls == "cpu" and chip.peaks["fp32"] > 1e9
     assert lint(chip) == []
     assert "fxroof chips measure" in chip.sources[0] and "(measured)" in chip.name
+    assert chip.sources[0].endswith("host allocator glibc")  # what its fault rate is of
     # the calibrated time model of this device, one parameter set per op class, is used
     assert set(chip.calibration) == {"gemm", "conv", "conv_cl", "elementwise", "pool", "copy",
                                      "norm", "softmax"}
@@ -56,6 +57,29 @@ def test_predict_and_profile_on_the_measured_chip(chip_dir, capsys):
 
     rows = roofline.where_to_look(g.records(), load_chips()["this-cpu"], top=3)
     assert rows and all(r["fraction_of_roof"] is not None for r in rows)
+
+
+@pytest.mark.parametrize("mapped, allocator", [
+    ("7f12a000-7f12c000 r-xp 00000000 08:01 5 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal"
+     ".so.4.5.10\n", "tcmalloc"),
+    ("7f12a000-7f12c000 r-xp 00000000 08:01 5 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n",
+     "jemalloc"),
+    ("7f12a000-7f12c000 r-xp 00000000 08:01 5 /usr/lib/x86_64-linux-gnu/libc.so.6\n", "glibc"),
+    ("", "glibc"),  # no /proc: not Linux
+])
+def test_the_host_allocator_is_read_from_the_process_memory_map(mapped, allocator):
+    from fxroof.device import host_allocator
+
+    assert host_allocator(mapped) == allocator
+
+
+def test_no_fault_rate_is_measured_under_an_allocator_fxroof_does_not_replay(monkeypatch):
+    # under tcmalloc a new output's pages are the process's own: timing the two ReLUs would
+    # measure cache effects, not glibc's faults, so the chip gets no fault rate at all
+    from fxroof import probes
+
+    monkeypatch.setattr(probes, "host_allocator", lambda: "tcmalloc")
+    assert probes.fresh_rate(torch.device("cpu"), 1) == 0.0
 
 
 def test_saved_entry_round_trips_through_the_loader(chip_dir):
