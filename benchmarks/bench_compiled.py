@@ -28,7 +28,6 @@ Measure on an idle machine: every model is compiled for real (about 20 s each on
 from __future__ import annotations
 
 import argparse
-import ctypes.util
 import json
 import multiprocessing
 import os
@@ -48,6 +47,7 @@ from benchmarks import script_main  # noqa: E402
 
 import fxroof  # noqa: E402
 from fxroof.chips import load_chips  # noqa: E402
+from fxroof.device import caching_allocator_env  # noqa: E402
 from fxroof.files import atomic, check_writable  # noqa: E402
 from fxroof.measure import save  # noqa: E402
 from fxroof.model_probes import CALIBRATION_MODELS  # noqa: E402
@@ -107,14 +107,9 @@ def measure_processes(model: str, batch: int, repeats: int, processes: int,
 
 def preload_tcmalloc() -> str:
     """Make the fresh interpreters this process spawns run with tcmalloc (they inherit the
-    environment; this process keeps glibc's malloc); its library name."""
-    found = ctypes.util.find_library("tcmalloc_minimal") or ctypes.util.find_library("tcmalloc")
-    if not found:
-        sys.exit("--allocator caching measures with tcmalloc, and no libtcmalloc was found: "
-                 "install it (Debian: apt-get install libtcmalloc-minimal4) or measure "
-                 "with --allocator glibc.")
-    os.environ["LD_PRELOAD"] = found
-    return found
+    environment; this process keeps glibc's malloc); what they preload."""
+    os.environ.update(caching_allocator_env(dict(os.environ)))
+    return os.environ["LD_PRELOAD"]
 
 
 def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False,

@@ -4,6 +4,7 @@ time model, over a study's models and batch sizes.
     python benchmarks/bench_predict.py --out /tmp/study [--models ...] [--batch 1 8 32 64]
                                        [--train-batch 1] [--in-process] [--report-only]
                                        [--chip this-cpu] [--json r.json]
+                                       [--allocator glibc|caching]
 
 Runs (or resumes, or with --report-only reads) an `fxroof study` on the CPU -- which measures
 this machine's roofs and calibrates its time model first -- then, for every (model, batch),
@@ -11,7 +12,10 @@ compares the measured eager latency (inference) and the measured eager training 
 (forward + backward) with fxroof's prediction on the measured chip, ideal and calibrated:
 median and worst |predicted / measured - 1|, and Spearman rho between predicted and measured
 per batch size. Issue 16's goal on this CPU: median <= 15%, worst <= 40%, rho >= 0.98.
-With --leave-one-out, a third prediction (in_model): calibrated on the probes and on the
+With --allocator caching the study measures in processes running tcmalloc (no page faults
+once warm) and costs every step without faults; --chip should then name a chip measured
+under tcmalloc too (`LD_PRELOAD=libtcmalloc_minimal.so.4 fxroof chips measure --full`), as
+the study's own quick chip is. With --leave-one-out, a third prediction (in_model): calibrated on the probes and on the
 timed nodes of every studied model but the one predicted (fxroof.model_probes).
 """
 from __future__ import annotations
@@ -141,6 +145,9 @@ def main(argv=None) -> int:
                              "fresh processes (fxroof.latency); a folder made the other way "
                              "is another study, and latencies cached before fresh processes "
                              "existed are measured again")
+    parser.add_argument("--allocator", choices=["glibc", "caching"], default="glibc",
+                        help="the measured processes' host allocator (fxroof study "
+                             "--allocator)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--chip", help="predict on this chip id (e.g. this-cpu after `fxroof "
                                        "chips measure --full`) instead of the study's quick "
@@ -152,7 +159,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     config = StudyConfig(models=args.models, batches=args.batch, train_batches=args.train_batch,
                          repeats=args.repeats, warmup=args.warmup,
-                         fresh_process=not args.in_process).resolved()
+                         fresh_process=not args.in_process,
+                         allocator=args.allocator).resolved()
     start = time.perf_counter()
     if not args.report_only:
         run_study(config, args.out)
@@ -164,7 +172,8 @@ def main(argv=None) -> int:
         del p["records"]
     # the models `chips measure --full` fits on; the rest test a full chip on unseen models
     seen = {run.model for run in model_probes.CALIBRATION_MODELS}
-    result = {"benchmark": "predict", "device": "cpu", "chip": chip.id, "wall_s":
+    result = {"benchmark": "predict", "device": "cpu", "chip": chip.id,
+              "allocator": args.allocator, "wall_s":
               round(time.perf_counter() - start, 1), **summary(found),
               "unseen": summary([p for p in found if p["model"] not in seen])}
     print(json.dumps(result, indent=1))

@@ -247,6 +247,11 @@ def _study_arguments(p: argparse.ArgumentParser) -> None:
                         "the study's own process, not a fresh one per model and batch (faster "
                         "by a few seconds each; on a CPU the time then depends on the models "
                         "run before it)")
+    p.add_argument("--allocator", choices=["glibc", "caching"], default="glibc",
+                   help="the host allocator of the processes measured, whose page faults the "
+                        "costs price: glibc (default: a plain python process) or caching "
+                        "(each fresh process runs tcmalloc, preloaded; it must be installed: "
+                        "libtcmalloc-minimal4 on Debian)")
     p.add_argument("--report-only", action="store_true",
                    help="redraw the report from the cached results; run nothing")
     p.add_argument("--force", action="store_true",

@@ -7,6 +7,8 @@ CUDA at both ends so the time is the device's, not the launch's. Statistics come
 """
 from __future__ import annotations
 
+import ctypes.util
+import os
 import time
 from typing import Callable, Optional, TypeVar
 
@@ -46,6 +48,20 @@ def host_allocator(maps: Optional[str] = None) -> str:
         except OSError:
             maps = ""
     return next((name for name in ("tcmalloc", "jemalloc") if f"/lib{name}" in maps), "glibc")
+
+
+def caching_allocator_env(env: dict) -> dict:
+    """``env`` with tcmalloc preloaded (LD_PRELOAD, before what it already preloads): the
+    environment of a fresh process that should run a caching allocator, which keeps the
+    pages it freed (fxroof.target.CACHING). A clear error where no tcmalloc is installed."""
+    found = ctypes.util.find_library("tcmalloc_minimal") or ctypes.util.find_library("tcmalloc")
+    if not found:
+        raise UsageError("--allocator caching measures in processes that run tcmalloc, and no "
+                         "libtcmalloc is installed here. Install it (Debian and Ubuntu: "
+                         "apt-get install libtcmalloc-minimal4), or measure with the default "
+                         "--allocator glibc.")
+    preloaded = [found] + [lib for lib in env.get("LD_PRELOAD", "").split(os.pathsep) if lib]
+    return {**env, "LD_PRELOAD": os.pathsep.join(preloaded)}
 
 
 def parse_dtype(dtype) -> Optional[torch.dtype]:

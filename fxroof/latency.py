@@ -24,9 +24,11 @@ import sys
 import torch
 from torch.utils import _pytree as pytree
 
-from fxroof.device import Stopwatch, check_device, random_like, repeat
+from fxroof.device import (Stopwatch, caching_allocator_env, check_device, host_allocator,
+                           random_like, repeat)
 from fxroof.errors import FxroofError
 from fxroof.models import build_model, default_inputs
+from fxroof.target import CACHING, GLIBC
 from fxroof.timers import summarize
 
 FRESH, SHARED = "fresh", "shared"  # the process a latency was measured in
@@ -51,12 +53,15 @@ def run_latency(module: torch.nn.Module, inputs, device: str, warmup: int, repea
             "samples_s": samples, "warmup": warmup}
 
 
-def in_fresh_process(entry: str, request: dict, what: str) -> dict:
+def in_fresh_process(entry: str, request: dict, what: str, allocator: str = GLIBC) -> dict:
     """Run ``python -m entry request`` and return the one JSON line it prints last, marked as
     measured in a fresh process; ``{"error": ...}`` naming ``what`` (what the child measures)
-    if it failed."""
+    if it failed. ``allocator``: CACHING runs the child with tcmalloc preloaded; GLIBC with
+    the environment this process has."""
     # the child imports what this process can (a user's package.module:callable model)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    if allocator == CACHING:
+        env = caching_allocator_env(env)
     proc = subprocess.run([sys.executable, "-m", entry, json.dumps(request)],
                           capture_output=True, text=True, env=env)
     lines = proc.stdout.strip().splitlines()
@@ -68,13 +73,15 @@ def in_fresh_process(entry: str, request: dict, what: str) -> dict:
     return result if "error" in result else {**result, "process": FRESH}
 
 
-def measure_latency(model: str, batch: int, device: str, warmup: int, repeats: int) -> dict:
-    """run_latency's result, from a new interpreter; ``{"error": ...}`` if it failed."""
+def measure_latency(model: str, batch: int, device: str, warmup: int, repeats: int,
+                    allocator: str = GLIBC) -> dict:
+    """run_latency's result, from a new interpreter (running ``allocator``); ``{"error": ...}``
+    if it failed."""
     # -m of a module outside fxroof.study: the child imports torch, torchvision and this,
     # not the study's report and plotting stack (about 11 s a child -> 7 s on 2 cores)
     return in_fresh_process("fxroof.latency", {"model": model, "batch": batch, "device": device,
                                                "warmup": warmup, "repeats": repeats},
-                            f"the latency of {model} at batch {batch}")
+                            f"the latency of {model} at batch {batch}", allocator)
 
 
 def error_record(e: Exception) -> dict:
@@ -96,5 +103,15 @@ def _child(request: dict) -> dict:
         return error_record(e)
 
 
+def child_main(child) -> None:
+    """A fresh process's entry point: ``child``'s result for the request in argv, printed as
+    one JSON line; a measurement with the malloc this process ran (fxroof.device.
+    host_allocator: what it was taken under, whatever the parent asked for)."""
+    result = child(json.loads(sys.argv[1]))
+    if "error" not in result:
+        result = {**result, "host_allocator": host_allocator()}
+    print(json.dumps(result), flush=True)
+
+
 if __name__ == "__main__":
-    print(json.dumps(_child(json.loads(sys.argv[1]))), flush=True)
+    child_main(_child)

@@ -12,15 +12,13 @@ weights, runs the task and prints its result as one JSON line. It imports fxroof
 """
 from __future__ import annotations
 
-import json
-import sys
-
 import torch
 
 from fxroof.analysis import analyze
 from fxroof.device import Stopwatch, repeat
-from fxroof.latency import error_record, in_fresh_process, real_inputs
+from fxroof.latency import child_main, error_record, in_fresh_process, real_inputs
 from fxroof.models import build_model, default_inputs
+from fxroof.target import GLIBC
 from fxroof.timers import summarize
 
 TRAIN, COMPILED = "train", "compiled"
@@ -41,10 +39,11 @@ def run_train(module: torch.nn.Module, model: str, inputs, device: str, warmup: 
 
 
 def run_compiled(module: torch.nn.Module, model: str, batch: int, inputs, warmup: int,
-                 repeats: int) -> dict:
-    """The compiled view's kernels (their records) and totals, and torch.compile's measured
-    latency on the CPU (after its compile, not timed)."""
-    view = analyze(model, batch=batch, compiled=True)
+                 repeats: int, allocator: str = GLIBC) -> dict:
+    """The compiled view's kernels (their records: page faults as ``allocator`` takes them)
+    and totals, and torch.compile's measured latency on the CPU (after its compile, not
+    timed)."""
+    view = analyze(model, batch=batch, compiled=True, allocator=allocator)
     args, kwargs = real_inputs(inputs, torch.device("cpu"))
     torch._dynamo.reset()
     compiled = torch.compile(module.eval())
@@ -58,13 +57,14 @@ def run_compiled(module: torch.nn.Module, model: str, batch: int, inputs, warmup
             "records": view.records(), "median_s": summarize(samples).median_s}
 
 
-def measure(task: str, model: str, batch: int, device: str, warmup: int, repeats: int) -> dict:
-    """``task``'s result (TRAIN or COMPILED) from a new interpreter; ``{"error": ...}`` if it
-    failed."""
+def measure(task: str, model: str, batch: int, device: str, warmup: int, repeats: int,
+            allocator: str = GLIBC) -> dict:
+    """``task``'s result (TRAIN or COMPILED) from a new interpreter running ``allocator``;
+    ``{"error": ...}`` if it failed."""
     return in_fresh_process("fxroof.measured", {"task": task, "model": model, "batch": batch,
                                                 "device": device, "warmup": warmup,
-                                                "repeats": repeats},
-                            f"the {task} step of {model} at batch {batch}")
+                                                "repeats": repeats, "allocator": allocator},
+                            f"the {task} step of {model} at batch {batch}", allocator)
 
 
 def _child(request: dict) -> dict:
@@ -75,10 +75,10 @@ def _child(request: dict) -> dict:
             return run_train(module, request["model"], inputs, request["device"],
                              request["warmup"], request["repeats"])
         return run_compiled(module, request["model"], request["batch"], inputs,
-                            request["warmup"], request["repeats"])
+                            request["warmup"], request["repeats"], request["allocator"])
     except Exception as e:  # recorded, as in the study's own process
         return error_record(e)
 
 
 if __name__ == "__main__":
-    print(json.dumps(_child(json.loads(sys.argv[1]))), flush=True)
+    child_main(_child)

@@ -28,6 +28,8 @@ from fxroof.analysis import analyze
 from fxroof.chips import Chip, parse_chip
 from fxroof.compiled_probes import calibrate_fused
 from fxroof.device import Stopwatch, check_device, host_allocator, repeat
+from fxroof.errors import FxroofError
+from fxroof.latency import child_main, error_record, in_fresh_process
 from fxroof.measure import measure
 from fxroof.model_probes import model_rows
 from fxroof.roofline import peak_for
@@ -228,3 +230,25 @@ def measure_calibrated(device: str = "cpu", quick: bool = True,
     entry["calibration"] = calibrate(device, parse_chip(entry, "(measured)"), quick, progress,
                                      compiled, models)
     return entry
+
+
+def measure_calibrated_in_fresh_process(device: str, allocator: str) -> dict:
+    """measure_calibrated(device) (quick), in a new interpreter running ``allocator``
+    (fxroof.latency.in_fresh_process): the roofs and rates of a process that allocates as
+    the measured ones do. FxroofError if the child failed."""
+    result = in_fresh_process("fxroof.probes", {"device": device},
+                              f"the roofs of {device}", allocator)
+    if "error" in result:
+        raise FxroofError(result["error"])
+    return {k: v for k, v in result.items() if k not in ("process", "host_allocator")}
+
+
+def _child(request: dict) -> dict:
+    try:
+        return measure_calibrated(request["device"], quick=True)
+    except Exception as e:  # reported to the parent as one line
+        return error_record(e)
+
+
+if __name__ == "__main__":
+    child_main(_child)

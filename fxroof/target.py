@@ -45,6 +45,9 @@ CUDNN_VERSION = 92400
 # ResNet-50 and DenseNet-121 at batch 1 (benchmarks/README.md).
 GLIBC, CACHING = "glibc", "caching"
 ALLOCATORS = (GLIBC, CACHING)
+# Which of those a process ran, by the malloc fxroof.device.host_allocator finds in it
+# (jemalloc: neither, as above).
+ALLOCATOR_OF_HOST = {"glibc": GLIBC, "tcmalloc": CACHING}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import torch
 
 import fxroof
 from fxroof.cli import main
+from fxroof.device import host_allocator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -161,6 +162,10 @@ BAD = [
      ["argument --batch", "not a positive"]),
 ]
 
+if host_allocator() == "glibc":  # under tcmalloc this would start a real study
+    BAD.append((["study", "--allocator", "caching", "--in-process", "--models",
+                 "tests.fixtures.user_models:small_net", "--out", "never-created"], USAGE,
+                ["--allocator caching with --in-process", "LD_PRELOAD=libtcmalloc"]))
 if not torch.cuda.is_available():  # on a GPU machine this would start a real study
     BAD.append((["study", "--device", "cuda", "--out", "never-created"], FAILED, ["CUDA"]))
 

@@ -288,8 +288,11 @@ def test_a_latency_is_measured_in_a_fresh_process():
     sweep's error record, not an exception."""
     from fxroof.latency import measure_latency
 
+    from fxroof.device import host_allocator
+
     result = measure_latency("tests.fixtures.user_models:small_net", 1, "cpu", 0, 3)
     assert result["process"] == FRESH and len(result["samples_s"]) == 3
+    assert result["host_allocator"] == host_allocator()  # the child's own report
     assert 0 < result["q1_s"] <= result["median_s"] <= result["q3_s"]
     failed = measure_latency("tests.fixtures.user_models:broken", 1, "cpu", 0, 1)
     assert set(failed) == {"error"} and "out of coffee" in failed["error"]
@@ -332,3 +335,129 @@ def test_a_measurement_from_the_studys_own_process_is_taken_again_in_a_fresh_one
     assert not outdated(phase, {"error": "out of memory"}, StudyConfig())
     if phase == COMPILED:  # records from before RECORDS_VERSION are read again too
         assert outdated(phase, {**fresh, "records_version": RECORDS_VERSION - 1}, StudyConfig())
+
+
+# --- the host allocator the study measures under (--allocator) ---
+
+@pytest.mark.parametrize("phase", [LATENCY, TRAIN, COMPILED])
+def test_a_measurement_taken_under_another_allocator_is_taken_again(phase):
+    """A measurement records the malloc its process ran (host_allocator); the study takes it
+    again where that is not the allocator it asks for. jemalloc, which returns pages, is
+    neither glibc nor caching; a result from before the field was glibc's."""
+    from fxroof.study.sweep import RECORDS_VERSION, outdated
+
+    records = {"records_version": RECORDS_VERSION} if phase == COMPILED else {}
+    fresh = {"median_s": 0.1, "process": "fresh", **records}
+    glibc, caching = StudyConfig(), StudyConfig(allocator="caching")
+    tcmalloc = {**fresh, "host_allocator": "tcmalloc"}
+    assert not outdated(phase, tcmalloc, caching) and outdated(phase, tcmalloc, glibc)
+    assert not outdated(phase, fresh, glibc) and outdated(phase, fresh, caching)
+    jemalloc = {**fresh, "host_allocator": "jemalloc"}
+    assert outdated(phase, jemalloc, glibc) and outdated(phase, jemalloc, caching)
+
+
+def test_costs_replayed_for_another_allocator_are_computed_again():
+    from fxroof.study.sweep import RECORDS_VERSION, outdated
+
+    cost = {"records_version": RECORDS_VERSION, "inference": {}}
+    assert not outdated(COST, cost, StudyConfig()) and outdated(COST, cost,
+                                                              StudyConfig(allocator="caching"))
+    cached = {**cost, "allocator": "caching"}
+    assert not outdated(COST, cached, StudyConfig(allocator="caching"))
+    assert outdated(COST, cached, StudyConfig())
+
+
+def test_the_caching_allocator_is_refused_where_the_study_cannot_measure_under_it(
+        tmp_path, monkeypatch):
+    """Before any work: without tcmalloc installed (fresh processes preload it), or in
+    process (--in-process) when this process runs glibc's malloc. Nothing is written."""
+    import ctypes.util
+
+    from fxroof.errors import UsageError
+
+    monkeypatch.setattr(sweep_module, "host_allocator", lambda: "glibc")
+    root = tmp_path / "out"
+    with pytest.raises(UsageError, match="--in-process measures in this process, which runs "
+                                         "glibc's malloc.*LD_PRELOAD"):
+        run_study(small_config(allocator="caching"), str(root), progress=False)
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    with pytest.raises(UsageError, match="no libtcmalloc is installed.*libtcmalloc-minimal4"):
+        run_study(small_config(allocator="caching", fresh_process=True), str(root),
+                  progress=False)
+    with pytest.raises(UsageError, match="Unknown allocator 'jemalloc'"):
+        run_study(small_config(allocator="jemalloc"), str(root), progress=False)
+    assert not root.exists()
+
+
+def test_a_fresh_process_preloads_tcmalloc_for_the_caching_allocator(monkeypatch):
+    """The child's environment: tcmalloc first in LD_PRELOAD, what the parent preloads kept
+    after it; with glibc the parent's environment as it is. The child's own report of its
+    malloc comes back with its result."""
+    import ctypes.util
+    import subprocess
+
+    from fxroof import latency
+
+    seen = []
+
+    def fake_run(argv, capture_output, text, env):
+        seen.append(env.get("LD_PRELOAD"))
+        return subprocess.CompletedProcess(argv, 0, '{"median_s": 0.5, "host_allocator": '
+                                                    '"tcmalloc"}\n', "")
+
+    monkeypatch.setattr(latency.subprocess, "run", fake_run)
+    monkeypatch.setattr(ctypes.util, "find_library",
+                        lambda name: "libtcmalloc_minimal.so.4" if name == "tcmalloc_minimal"
+                        else None)
+    monkeypatch.setenv("LD_PRELOAD", "/opt/libmine.so")
+    result = latency.measure_latency("resnet18", 1, "cpu", 0, 1, allocator="caching")
+    assert result == {"median_s": 0.5, "host_allocator": "tcmalloc", "process": FRESH}
+    latency.measure_latency("resnet18", 1, "cpu", 0, 1)
+    assert seen == ["libtcmalloc_minimal.so.4:/opt/libmine.so", "/opt/libmine.so"]
+
+
+def test_the_studys_roofs_are_measured_where_its_allocator_runs(monkeypatch):
+    """With the caching allocator the quick chip is measured in a fresh process that runs it
+    (its rates are fitted on timed probes), unless this process runs tcmalloc already; with
+    glibc, here."""
+    calls = []
+    monkeypatch.setattr(sweep_module, "measure_calibrated",
+                        lambda device, quick, progress: calls.append(("here", device)) or {})
+    monkeypatch.setattr(sweep_module, "measure_calibrated_in_fresh_process",
+                        lambda device, allocator: calls.append((allocator, device)) or {})
+    monkeypatch.setattr(sweep_module, "host_allocator", lambda: "glibc")
+    sweep_module._measured_roofs("cpu", "caching", None)
+    sweep_module._measured_roofs("cpu", "glibc", None)
+    monkeypatch.setattr(sweep_module, "host_allocator", lambda: "tcmalloc")
+    sweep_module._measured_roofs("cpu", "caching", None)
+    assert calls == [("caching", "cpu"), ("here", "cpu"), ("here", "cpu")]
+
+
+def test_a_chip_measured_in_a_fresh_process_is_a_chip():
+    """The child's quick calibrated chip comes back whole through JSON, without the fresh
+    process's own marks, and says which malloc it was measured under."""
+    from fxroof.chips import parse_chip
+    from fxroof.device import host_allocator
+    from fxroof.probes import measure_calibrated_in_fresh_process
+
+    entry = measure_calibrated_in_fresh_process("cpu", "glibc")
+    assert "process" not in entry and "host_allocator" not in entry
+    chip = parse_chip(entry, "(fresh)")
+    assert chip.bandwidth > 0 and chip.calibration
+    assert entry["sources"][0].endswith(f"host allocator {host_allocator()}")
+
+
+def test_a_study_folder_from_before_the_allocator_setting_resumes(study, monkeypatch):
+    """A folder whose study.json predates --allocator was a glibc study: it resumes with
+    nothing run again, and the report says how it was measured."""
+    root, paths = study
+    manifest = os.path.join(root, "study.json")
+    settings = json.load(open(manifest))
+    del settings["allocator"]
+    json.dump(settings, open(manifest, "w"))
+    monkeypatch.setattr(Sweep, "run_task", lambda *a: pytest.fail("resumed a task"))
+    run_study(small_config(), root, progress=False)
+    assert "in the study's own process, under glibc's malloc" in open(paths["md"]).read()
+    with pytest.raises(FxroofError, match="differs in: allocator"):
+        monkeypatch.setattr(sweep_module, "host_allocator", lambda: "tcmalloc")
+        run_study(small_config(allocator="caching"), root, progress=False)

@@ -29,8 +29,9 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
         for device in config.devices:
             check_device(device)  # before any work: CUDA asked for but absent
             config.check_train_batches(device)
+        config.check_allocator()
         config = config.resolved()
-        claim(out, config.as_dict(), force)
+        claim(out, config.as_dict(), force, defaults=StudyConfig().as_dict())
     with locked(out):
         chips = measure_roofs(config, cache, force and not report_only, progress,
                               allow_measure=not report_only)

@@ -60,9 +60,10 @@ def write_json(path: str, data) -> None:
         json.dump(data, f, indent=1)
 
 
-def claim(root: str, config: dict, force: bool) -> None:
+def claim(root: str, config: dict, force: bool, defaults: Optional[dict] = None) -> None:
     """Make ``root`` this study's folder: new, or holding this same study (resume). A folder
-    with a different study, or with other files, is left alone unless ``force``."""
+    with a different study, or with other files, is left alone unless ``force``. ``defaults``:
+    the values of settings a folder made by an earlier fxroof does not record (added since)."""
     manifest = os.path.join(root, MANIFEST)
     if os.path.exists(root) and not os.path.isdir(root):
         raise FxroofError(f"'{root}' is a file, not a folder: --out names the folder the study "
@@ -78,6 +79,8 @@ def claim(root: str, config: dict, force: bool) -> None:
         if not isinstance(previous, dict) and not force:
             raise FxroofError(f"'{manifest}' does not hold a study's settings: pass --force to "
                               "start the study over, or choose another --out.")
+        if isinstance(previous, dict):
+            previous = {**(defaults or {}), **previous}
         if previous != config and not force:
             changed = sorted(k for k in set(config) | set(previous)
                              if config.get(k) != previous.get(k))

@@ -19,6 +19,7 @@ from fxroof.study import figures
 from fxroof.study.cache import write_json
 from fxroof.study.findings import findings
 from fxroof.study.tables import MIN_SPEARMAN_POINTS, StudyTables, spearman
+from fxroof.target import CACHING
 
 # A block is (kind, payload): ("h", text), ("p", text), ("list", [text]), ("img", path),
 # ("table", (headers, rows)).
@@ -123,6 +124,15 @@ def _compiled_blocks(t: StudyTables, images: dict, rel) -> list:
             ("table", (headers, rows)), ("img", rel(images["compiled"]))]
 
 
+def _processes(c) -> str:
+    """Where the study measured, and under which host allocator (its page faults priced)."""
+    where = "in a fresh process per model and batch" if c.fresh_process else \
+        "in the study's own process"
+    allocator = "a caching allocator (tcmalloc: no page faults once warm)" \
+        if c.allocator == CACHING else "glibc's malloc (its page faults priced)"
+    return f"{where}, under {allocator}"
+
+
 def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
     rel = lambda p: os.path.relpath(p, root)  # noqa: E731
     c = t.config
@@ -131,7 +141,8 @@ def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:
                  f"{len(c.models)} models; devices: " + "; ".join(
                      f"{d} at batch {', '.join(map(str, c.batches_for(d)))} (training at "
                      f"{', '.join(map(str, c.train_batches_for(d)))})" for d in c.devices)
-                 + f"; {c.warmup} warm-up and {c.repeats} timed runs each, medians reported. "
+                 + f"; {c.warmup} warm-up and {c.repeats} timed runs each, medians reported, "
+                 + _processes(c) + ". "
                  "FLOPs count a multiply-add as 2; bytes are the unfused eager traffic of every "
                  "ATen op; model intensity is total FLOPs / total bytes. Data: "
                  + ", ".join(f"[{k}]({rel(v)})" for k, v in data.items()) + "."),

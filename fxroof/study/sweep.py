@@ -14,8 +14,15 @@
 The three that run the real model (latency, train, compiled) each run in a fresh Python
 process (fxroof.latency, fxroof.measured), unless ``fresh_process=False``.
 
+``allocator``: the host allocator of the processes measured, and the one whose page faults
+the costs replay (fxroof.target): glibc's malloc, a plain ``python``, or ``caching``, which
+the study gets by preloading tcmalloc into each fresh process. Each measurement records the
+allocator its process really ran, and one taken under another is measured again.
+
 Before the sweep each device's roofs are measured once (``fxroof chips measure``, quick) and
-saved in the study folder, so predictions use the machine at hand, not only datasheets.
+saved in the study folder, so predictions use the machine at hand, not only datasheets;
+with the caching allocator, in a fresh process that runs it, as the time model's rates
+are fitted on the probes' timed runs.
 """
 from __future__ import annotations
 
@@ -29,13 +36,15 @@ from tqdm import tqdm
 from fxroof import calibration as cal
 from fxroof.analysis import analyze
 from fxroof.chips import read_file
+from fxroof.device import caching_allocator_env, host_allocator
 from fxroof.errors import FxroofError, UsageError
 from fxroof.latency import FRESH, SHARED, error_record, measure_latency, run_latency
 from fxroof.measured import COMPILED, TRAIN, measure, run_compiled, run_train
 from fxroof.measure import save
 from fxroof.models import build_model, default_inputs
-from fxroof.probes import measure_calibrated
+from fxroof.probes import measure_calibrated, measure_calibrated_in_fresh_process
 from fxroof.study.cache import Cache
+from fxroof.target import ALLOCATOR_OF_HOST, ALLOCATORS, CACHING, GLIBC
 
 COST, LATENCY = "cost", "latency"  # and fxroof.measured's TRAIN and COMPILED
 
@@ -67,6 +76,7 @@ class StudyConfig:
     repeats: int = 5
     compiled: bool = False  # also the compiled view and torch.compile's latency (CPU)
     fresh_process: bool = True  # each measurement in a new Python process (fxroof.measured)
+    allocator: str = GLIBC  # the measured processes' host allocator (fxroof.target.ALLOCATORS)
     # filled by resolved(): the batch sizes each device actually runs, so a study folder
     # keeps meaning what it meant when it was made, whatever later defaults become
     batches_by_device: dict = field(default_factory=dict)
@@ -92,6 +102,24 @@ class StudyConfig:
                 f"at batches it also runs on {device} ({' '.join(map(str, batches))}). Add "
                 f"{'it' if len(missing) == 1 else 'them'} to --batch, or choose training "
                 "batches among those.")
+
+    def check_allocator(self) -> None:
+        """Refuse an allocator the study cannot measure under: an unknown one, or the caching
+        allocator where tcmalloc is not installed (fresh processes preload it) or, with
+        ``fresh_process=False``, where this process does not run it already."""
+        if self.allocator not in ALLOCATORS:
+            raise UsageError(f"Unknown allocator {self.allocator!r}: the study measures under "
+                             f"{' or '.join(ALLOCATORS)}.")
+        if self.allocator != CACHING:
+            return
+        if self.fresh_process:
+            caching_allocator_env({})  # the clear error where tcmalloc is missing
+        elif host_allocator() != "tcmalloc":
+            raise UsageError(
+                "--allocator caching with --in-process measures in this process, which runs "
+                f"{host_allocator()}'s malloc, not a caching allocator. Drop --in-process (each "
+                "measurement then runs in a fresh process with tcmalloc preloaded), or start "
+                "this one with LD_PRELOAD=libtcmalloc_minimal.so.4.")
 
     def resolved(self) -> "StudyConfig":
         return StudyConfig(**{**asdict(self),
@@ -123,24 +151,30 @@ def _compact(records: list[dict]) -> list[dict]:
 
 
 def outdated(phase: str, result: dict, config: "StudyConfig") -> bool:
-    """A cached cost or compiled result whose node records predate RECORDS_VERSION, or a
-    measurement (latency, training step, compiled latency) taken in another kind of process
-    than the study asks for (results from before the fresh processes were measured in the
-    study's own)."""
+    """A cached cost or compiled result whose node records predate RECORDS_VERSION, a result
+    costed or measured under another host allocator than the study asks for (those from
+    before the allocator was recorded: glibc's), or a measurement (latency, training step,
+    compiled latency) taken in another kind of process than the study asks for (results
+    from before the fresh processes were measured in the study's own)."""
     if "error" in result:
         return False
     if phase in (COST, COMPILED) and result.get("records_version") != RECORDS_VERSION:
+        return True
+    ran = result.get("allocator", GLIBC) if phase == COST else \
+        ALLOCATOR_OF_HOST.get(result.get("host_allocator", "glibc"))
+    if ran != config.allocator:
         return True
     return phase != COST and \
         result.get("process", SHARED) != (FRESH if config.fresh_process else SHARED)
 
 
-def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
-    """The costs of the program ``device`` runs (a CUDA device: the CUDA target's)."""
+def run_cost(model: str, batch: int, device: str = "cpu", allocator: str = GLIBC) -> dict:
+    """The costs of the program ``device`` runs (a CUDA device: the CUDA target's), its page
+    faults as ``allocator`` takes them."""
     target = "cuda" if device.startswith("cuda") else "cpu"
-    infer = analyze(model, batch=batch, device=target)
+    infer = analyze(model, batch=batch, device=target, allocator=allocator)
     try:  # a training step can fail where inference does not (BatchNorm at batch 1)
-        train = analyze(model, batch=batch, backward=True, device=target)
+        train = analyze(model, batch=batch, backward=True, device=target, allocator=allocator)
         training = {"totals": train.totals(), "memory": train.memory.as_dict(),
                     "layer_types": {p: train.breakdown("layer_type", phase=p)
                                     for p in ("forward", "backward")},
@@ -149,6 +183,7 @@ def run_cost(model: str, batch: int, device: str = "cpu") -> dict:
         training = {"error": str(e)}
     return {
         "records_version": RECORDS_VERSION,
+        "allocator": allocator,
         "parameters": infer.model.parameters,
         "input_shape": infer.model.inputs[0]["shape"],
         "inference": {"totals": infer.totals()["forward"], "memory": infer.memory.as_dict(),
@@ -185,7 +220,7 @@ class Sweep:
     def run_task(self, device: str, model: str, batch: int, phase: str) -> dict:
         try:
             if phase == COST:
-                return run_cost(model, batch, device)
+                return run_cost(model, batch, device, self.config.allocator)
             result = self._measure(device, model, batch, phase)
             if phase == COMPILED and "error" not in result:
                 result = {**result, "records": _compact(result["records"]),
@@ -199,20 +234,21 @@ class Sweep:
 
     def _measure(self, device: str, model: str, batch: int, phase: str) -> dict:
         """A task that runs the real model: in a fresh process, or in this one."""
-        warmup, repeats = self.config.warmup, self.config.repeats
+        warmup, repeats, allocator = self.config.warmup, self.config.repeats, \
+            self.config.allocator
         if self.config.fresh_process:
             if phase == LATENCY:
-                return measure_latency(model, batch, device, warmup, repeats)
-            return measure(phase, model, batch, device, warmup, repeats)
+                return measure_latency(model, batch, device, warmup, repeats, allocator)
+            return measure(phase, model, batch, device, warmup, repeats, allocator)
         module = self._real_module(model)
         inputs = default_inputs(model, module, batch, None)
         if phase == LATENCY:
             result = run_latency(module, inputs, device, warmup, repeats)
         elif phase == COMPILED:
-            result = run_compiled(module, model, batch, inputs, warmup, repeats)
+            result = run_compiled(module, model, batch, inputs, warmup, repeats, allocator)
         else:
             result = run_train(module, model, inputs, device, warmup, repeats)
-        return {**result, "process": SHARED}
+        return {**result, "process": SHARED, "host_allocator": host_allocator()}
 
     def run(self) -> int:
         """Run every pending task; returns how many ran. One failing task is recorded (its
@@ -239,6 +275,17 @@ def measure_roofs(config: StudyConfig, cache: Cache, force: bool, progress: bool
         if force or not os.path.exists(path):
             say = (lambda message: print(f"measuring {device}: {message}", flush=True)) \
                 if progress else None
-            save(measure_calibrated(device, quick=True, progress=say), path, force=True)
+            save(_measured_roofs(device, config.allocator, say), path, force=True)
         chips[device] = read_file(path)[0]
     return chips
+
+
+def _measured_roofs(device: str, allocator: str, say) -> dict:
+    """A quick calibrated chip entry of ``device``, measured in this process, or in a fresh
+    one running the caching allocator where the study measures under it and this process
+    does not run it (its rates are fitted on timed probes, which faults would slow)."""
+    if allocator == CACHING and host_allocator() != "tcmalloc":
+        if say:
+            say("in a fresh process with tcmalloc preloaded")
+        return measure_calibrated_in_fresh_process(device, allocator)
+    return measure_calibrated(device, quick=True, progress=say)
