@@ -5,6 +5,7 @@ time model, over a study's models and batch sizes.
                                        [--train-batch 1] [--in-process] [--report-only]
                                        [--chip this-cpu] [--json r.json]
                                        [--allocator glibc|caching]
+    python benchmarks/bench_predict.py --pool r1.json r2.json [r3.json] [--json pooled.json]
 
 Runs (or resumes, or with --report-only reads) an `fxroof study` on the CPU -- which measures
 this machine's roofs and calibrates its time model first -- then, for every (model, batch),
@@ -130,9 +131,52 @@ def summary(found: list[dict]) -> dict:
     return result
 
 
+def pooled(runs: list[list[dict]]) -> list[dict]:
+    """The points of several runs' --json files (one study's costs and chip, its latencies
+    measured again: a copy of the folder without its latency and train results, resumed),
+    each point's measured_s the median over the runs; only points every run has."""
+    by_point: dict = {}
+    for points_ in runs:
+        for p in points_:
+            by_point.setdefault((p["phase"], p["model"], p["batch"]), []).append(p)
+    return [{**found[0], "measured_s": statistics.median(p["measured_s"] for p in found),
+             "runs": len(found)} for found in by_point.values() if len(found) == len(runs)]
+
+
+def agreement(runs: list[list[dict]]) -> dict:
+    """How alike the runs' own measurements rank the models: Spearman rho per phase and
+    batch between each pair of runs -- the ceiling of any prediction's rho on this machine."""
+    out: dict = {}
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            other = {(p["phase"], p["model"], p["batch"]): p["measured_s"] for p in runs[j]}
+            for phase in ("inference", "training"):
+                both = [{**p, "again_s": other[(phase, p["model"], p["batch"])]}
+                        for p in runs[i] if p["phase"] == phase
+                        and (phase, p["model"], p["batch"]) in other]
+                out.setdefault(phase, []).append(rho_per_batch(both, "again_s",
+                                                               "measured_s"))
+    return out
+
+
+def report_pooled(paths: list[str], json_path: Optional[str]) -> int:
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append(json.load(f)["points"])
+    found = pooled(runs)
+    result = {"benchmark": "predict, pooled", "runs": paths, **summary(found),
+              "measured run against run: rho per batch": agreement(runs)}
+    print(json.dumps(result, indent=1))
+    if json_path:
+        with atomic(json_path) as f:
+            json.dump({"summary": result, "points": found}, f, indent=1)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, help="study folder (new, or one to resume)")
+    parser.add_argument("--out", help="study folder (new, or one to resume)")
     parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32, 64])
     parser.add_argument("--train-batch", type=int, nargs="+", default=[1])
@@ -156,7 +200,15 @@ def main(argv=None) -> int:
     parser.add_argument("--leave-one-out", action="store_true",
                         help="also calibrate on the timed nodes of every model but the one "
                              "predicted (in_model), probes included")
+    parser.add_argument("--pool", nargs="+", metavar="JSON",
+                        help="measure nothing: pool earlier runs' --json files (the median "
+                             "of each point's measured time) and say how alike the runs' "
+                             "measurements rank the models")
     args = parser.parse_args(argv)
+    if args.pool:
+        return report_pooled(args.pool, args.json)
+    if not args.out:
+        parser.error("--out is required (the study folder), unless --pool")
     config = StudyConfig(models=args.models, batches=args.batch, train_batches=args.train_batch,
                          repeats=args.repeats, warmup=args.warmup,
                          fresh_process=not args.in_process,
