@@ -39,6 +39,7 @@ from benchmarks import rho_per_batch, script_main  # noqa: E402
 
 from fxroof import calibration as cal, model_probes, probes  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
 from fxroof.roofline import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study  # noqa: E402
@@ -162,8 +163,13 @@ def agreement(runs: list[list[dict]]) -> dict:
 def report_pooled(paths: list[str], json_path: Optional[str]) -> int:
     runs = []
     for path in paths:
-        with open(path) as f:
-            runs.append(json.load(f)["points"])
+        try:
+            with open(path) as f:
+                runs.append(json.load(f)["points"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise FxroofError(f"--pool {path}: not a bench_predict --json file that can be "
+                              f"read ({type(e).__name__}: {e}). Pass the files earlier runs "
+                              "wrote with --json.") from None
     found = pooled(runs)
     result = {"benchmark": "predict, pooled", "runs": paths, **summary(found),
               "measured run against run: rho per batch": agreement(runs)}

@@ -397,10 +397,8 @@ def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=
     cached = np.minimum(nbytes, params.cache_bytes)
     memory = (cached / (bandwidth * params.cache_memory)
               + (nbytes - cached) / (bandwidth * params.memory))
-    reorders = np.asarray(layout, dtype=float) / params.layout_rate if params.layout_rate \
-        else 0.0
-    return (params.t0 + np.maximum(compute, memory) + reorders
-            + fault_seconds(params, fresh, layout_fresh))
+    return (params.t0 + np.maximum(compute, memory) + fault_seconds(params, fresh)
+            + reorder_seconds(params.layout_rate, params.fresh_rate, layout, layout_fresh))
 
 
 def fault_seconds(params: Params, fresh=0.0, layout_fresh=0.0):
@@ -420,8 +418,8 @@ def reorder_seconds(layout_rate: float, fresh_rate: float, layout=0.0, layout_fr
     layout rate (a GPU: cuDNN reads NCHW as it is; a chip measured before this term)."""
     if not layout_rate:
         return 0.0
-    faults = np.asarray(layout_fresh, dtype=float) / fresh_rate if fresh_rate else 0.0
-    return np.asarray(layout, dtype=float) / layout_rate + faults
+    rates = Params(0.0, 1.0, 1.0, fresh_rate=fresh_rate, layout_rate=layout_rate)
+    return np.asarray(layout, dtype=float) / layout_rate + fault_seconds(rates, 0.0, layout_fresh)
 
 
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,

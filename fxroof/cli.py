@@ -23,6 +23,8 @@ from fxroof.version import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEVICES = "cpu, cuda or cuda:N"
+# fxroof.target.ALLOCATORS, spelled here: the command line parses before importing torch
+ALLOCATOR_CHOICES = ("glibc", "caching")
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -83,7 +85,7 @@ def _step_arguments(p: argparse.ArgumentParser) -> None:
                                "default on the target)")
     p.add_argument("--memory-format", choices=["contiguous", "channels_last"],
                    help="layout of 4-D inputs and parameters (default: contiguous)")
-    p.add_argument("--allocator", choices=["glibc", "caching"], default="glibc",
+    p.add_argument("--allocator", choices=ALLOCATOR_CHOICES, default="glibc",
                    help="the CPU process's host allocator, whose page faults are priced: "
                         "glibc (default: a plain python process; freed pages go back to the "
                         "kernel and fault in again) or caching (tcmalloc through LD_PRELOAD, "
@@ -247,7 +249,7 @@ def _study_arguments(p: argparse.ArgumentParser) -> None:
                         "the study's own process, not a fresh one per model and batch (faster "
                         "by a few seconds each; on a CPU the time then depends on the models "
                         "run before it)")
-    p.add_argument("--allocator", choices=["glibc", "caching"], default="glibc",
+    p.add_argument("--allocator", choices=ALLOCATOR_CHOICES, default="glibc",
                    help="the host allocator of the processes measured, whose page faults the "
                         "costs price: glibc (default: a plain python process) or caching "
                         "(each fresh process runs tcmalloc, preloaded; it must be installed: "

@@ -285,3 +285,12 @@ def test_an_unknown_name_suggests_close_names_from_every_source(capsys, typo, su
     code, _, err = run(capsys, "annotate", typo)
     assert code == 1 and "Did you mean" in err
     assert suggested in err.split("Did you mean")[1].split("?")[0]
+
+
+def test_the_allocator_choices_are_the_targets():
+    """The command line spells the allocators out (it parses before importing torch); they
+    must stay fxroof.target's."""
+    from fxroof.cli import ALLOCATOR_CHOICES
+    from fxroof.target import ALLOCATORS
+
+    assert ALLOCATOR_CHOICES == ALLOCATORS

@@ -114,7 +114,7 @@ class StudyConfig:
             return
         if self.fresh_process:
             caching_allocator_env({})  # the clear error where tcmalloc is missing
-        elif host_allocator() != "tcmalloc":
+        elif ALLOCATOR_OF_HOST.get(host_allocator()) != CACHING:
             raise UsageError(
                 "--allocator caching with --in-process measures in this process, which runs "
                 f"{host_allocator()}'s malloc, not a caching allocator. Drop --in-process (each "
@@ -284,7 +284,7 @@ def _measured_roofs(device: str, allocator: str, say) -> dict:
     """A quick calibrated chip entry of ``device``, measured in this process, or in a fresh
     one running the caching allocator where the study measures under it and this process
     does not run it (its rates are fitted on timed probes, which faults would slow)."""
-    if allocator == CACHING and host_allocator() != "tcmalloc":
+    if allocator == CACHING and ALLOCATOR_OF_HOST.get(host_allocator()) != CACHING:
         if say:
             say("in a fresh process with tcmalloc preloaded")
         return measure_calibrated_in_fresh_process(device, allocator)
