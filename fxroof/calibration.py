@@ -64,9 +64,20 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # the forward kernel run again: a convolution's backward also reduces the weight gradient
 # over every output position, and a norm's backward (or a training batch norm's forward,
 # which computes the batch statistics) makes a reduction pass before its elementwise one.
+# A depthwise convolution's backward is a class of its own (conv_bwd_dw), and one computing
+# the weight gradient of a kernel wider than oneDNN's depthwise kernel takes
+# (op_costs.conv.WIDE) one of two others, by the implementation ONEDNN_VERBOSE shows for it:
+# NCHW, an im2col + GEMM convolution ("gemm:jit", conv_bwd_dw_wide, 4-9 GFLOP/s on this
+# project's CPU); channels-last (ConvNeXt's, whose permutes leave its gradients so), the
+# dense direct kernel ("jit:avx512_core", conv_bwd_dw_wide_cl, about 20). Priced with the
+# dense backward's rates, mobilenet_v2's 3x3 ones at batch 8 came out 1.7x long, and
+# mnasnet1_0's 5x5 ones 0.11x short.
 FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "pool": "elementwise",
-            "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm"}
-CONV_CLASSES = ("conv", "conv_cl", "conv_bwd")
+            "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
+            "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
+            "conv_bwd_dw_wide_cl": "conv_bwd_dw_wide"}
+BACKWARD_CONV_CLASSES = ("conv_bwd", "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl")
+CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
 # GPU boards held to the 75 W a PCIe slot supplies (T4 70 W, P4 75 W, L4 72 W) cap their
 # clocks under sustained load: NeuSight's T4 and P4 GEMM fits reach 0.41-0.45 of the FP32
 # peak against 0.75-1.0 on its five other NVIDIA GPUs, and NVIDIA's forum puts a T4's
@@ -82,8 +93,10 @@ _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convo
              "slow_conv_transpose2d", "slow_conv_dilated2d")
 # op_costs/norm.py names a training batch norm's kernel so: "batch_norm[batch stats]"
 BATCH_STATS_VARIANT = "[batch stats]"
-# op_costs/conv.py names a depthwise convolution (or its backward) so
-DEPTHWISE_VARIANT = "[depthwise]"
+# op_costs/conv.py names a depthwise convolution (or its backward) so, and a backward that
+# computes a wide kernel's weight gradient DEPTHWISE_VARIANT + WIDE_SUFFIX
+DEPTHWISE_VARIANT = "[depthwise"
+WIDE_SUFFIX = " wide]"
 # fxroof.compiled names a kernel Inductor generates so, and one whose reads cannot be loaded
 # as vectors (a stride-2 pool over an NCHW map) GENERATED_RULE + UNVECTORISED_VARIANT: its
 # C++ runs one lane of the vector unit at a time
@@ -95,7 +108,13 @@ _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
 def depthwise(record: dict) -> bool:
     """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
-    return record.get("rule", "").endswith(DEPTHWISE_VARIANT)
+    return DEPTHWISE_VARIANT in record.get("rule", "")
+
+
+def wide_weight_gradient(record: dict) -> bool:
+    """Whether a node is a depthwise backward computing a kernel's weight gradient that
+    oneDNN's direct depthwise kernel cannot (op_costs.conv.WIDE)."""
+    return record.get("rule", "").endswith(DEPTHWISE_VARIANT + WIDE_SUFFIX)
 
 
 def unvectorised(record: dict) -> bool:
@@ -143,7 +162,10 @@ def op_class_of(record: dict) -> Optional[str]:
     if record["op_class"] == "matrix":
         if op.startswith(_CONV_OPS):
             if "_backward" in op:
-                return "conv_bwd"
+                if wide_weight_gradient(record):
+                    channels_last = record.get("layout") == "channels_last"
+                    return "conv_bwd_dw_wide_cl" if channels_last else "conv_bwd_dw_wide"
+                return "conv_bwd_dw" if depthwise(record) else "conv_bwd"
             return "conv_cl" if record.get("layout") == "channels_last" else "conv"
         return "gemm"
     if any(name in op for name in _SOFTMAX_OPS):
@@ -188,7 +210,7 @@ def fresh_bytes(record: dict) -> int:
 # The classes whose CPU kernels (oneDNN's) reorder an NCHW operand into a blocked layout and
 # the result back, unless the tensors are channels-last already -- and a channels-last
 # convolution, which still reorders its weights (layout_bytes).
-REORDERED_CLASSES = ("conv", "conv_bwd", "conv_cl")
+REORDERED_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
 # oneDNN calls whose weights were reordered once, when Inductor froze the model
 # (op_costs.onednn): channels-last convolutions with no per-call weight reorder
 PREPACKED_OPS = ("_convolution_pointwise", "_convolution_transpose_pointwise")
@@ -233,7 +255,7 @@ def layout_bytes(record: dict) -> tuple[int, int]:
 # pass over memory of its own (NVIDIA's Convolutional Layers User's Guide: choose NHWC "to
 # avoid transposing input and output data"). Its FP32 kernels without tensor cores -- all
 # that NeuSight's sweep ran -- read NCHW as it is.
-TRANSPOSED_CLASSES = ("conv", "conv_bwd")
+TRANSPOSED_CLASSES = ("conv",) + BACKWARD_CONV_CLASSES
 
 
 def transpose_bytes(record: dict) -> int:
@@ -278,7 +300,7 @@ def scratch_buffers(record: dict) -> list[int]:
         sizes = [record.get("bytes_read", 0) - weights, weights, record.get("bytes_written", 0)]
     elif op_class == "conv_cl" and not prepacked(record):
         sizes = [conv_weight_bytes(record)]
-    elif op_class == "conv_bwd" and record.get("layout") != "channels_last":
+    elif op_class in BACKWARD_CONV_CLASSES and record.get("layout") != "channels_last":
         sizes = [record.get("bytes_read", 0), record.get("bytes_written", 0)]
     else:
         sizes = []

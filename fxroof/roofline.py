@@ -137,12 +137,14 @@ def check_roof(roof: str) -> str:
 
 
 def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
-    """The chip's parameters for an op class: its own measured set, else the shipped ones
-    (fxroof.calibration), else those of the class it falls back to."""
-    own = chip.calibration.get(op_class)
-    if own is None and op_class in cal.FALLBACK and chip.calibration:
-        own = chip.calibration.get(cal.FALLBACK[op_class])
-    return own or calibration().params(chip.id, chip.cls, op_class, chip.tdp)
+    """The chip's parameters for an op class: its own measured set (for the class, else the
+    nearest class it falls back to), else the shipped ones (fxroof.calibration)."""
+    fallen_back = op_class
+    while chip.calibration and fallen_back is not None:
+        if fallen_back in chip.calibration:
+            return chip.calibration[fallen_back]
+        fallen_back = cal.FALLBACK.get(fallen_back)
+    return calibration().params(chip.id, chip.cls, op_class, chip.tdp)
 
 
 def time_model_source(chip: Chip) -> str:

@@ -28,6 +28,15 @@ aten = __import__("torch").ops.aten
 # ("convolution[depthwise]"): its kernels are not the dense ones -- on a GPU they run on the
 # CUDA cores, not the tensor cores (fxroof.roofline) -- though its count is the same formula.
 DEPTHWISE = "depthwise"
+# A depthwise backward that computes the weight gradient of a kernel wider than 3 columns
+# ("convolution_backward[depthwise wide]") runs another kernel for it: oneDNN's direct
+# depthwise weight-gradient kernel takes kernels up to 3 wide (`jcp.kw <= 3` in
+# jit_uni_dw_conv_bwd_weights_kernel::init_conf), and a 5x5 or 7x7 one falls to its im2col +
+# GEMM convolution (ONEDNN_VERBOSE: "gemm:jit", against "jit_dw" for 3x3), a GEMM per
+# channel and image with one output row, 4-6 GFLOP/s on this project's CPU against 15-60
+# for 3x3 (benchmarks/README.md, "Depthwise backward").
+WIDE = "depthwise wide"
+WIDEST_DIRECT_KERNEL = 3
 
 
 def conv_macs(x, weight, out, transposed: bool) -> int:
@@ -35,8 +44,10 @@ def conv_macs(x, weight, out, transposed: bool) -> int:
     return (x.numel if transposed else out.numel) * per_element
 
 
-def _depthwise(weight, groups, transposed: bool):
-    return DEPTHWISE if not transposed and groups > 1 and weight.shape[1] == 1 else None
+def _depthwise(weight, groups, transposed: bool, weight_gradient: bool = False):
+    if transposed or groups == 1 or weight.shape[1] != 1:
+        return None
+    return WIDE if weight_gradient and weight.shape[-1] > WIDEST_DIRECT_KERNEL else DEPTHWISE
 
 
 @register(aten.convolution, aten._convolution, op_class=MATRIX)
@@ -57,4 +68,4 @@ def convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilat
     # grad_input needs (grad_out, weight); grad_weight needs (grad_out, x); grad_bias grad_out.
     read = grad_out.nbytes + (weight.nbytes if want_input else 0) + (x.nbytes if want_weight else 0)
     return Cost(flops=flops, macs=macs, bytes_read=read,
-                variant=_depthwise(weight, groups, transposed))
+                variant=_depthwise(weight, groups, transposed, want_weight))

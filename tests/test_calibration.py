@@ -365,6 +365,61 @@ def test_training_kernels_of_convolutions_and_norms_have_classes_of_their_own():
     assert cal.op_class_of(r("native_batch_norm", "vector", "batch_norm")) == "norm"
 
 
+def _depthwise_backward(kernel: int, memory_format=None, frozen: bool = False) -> dict:
+    """The depthwise convolution_backward record of a 1x1 convolution followed by a
+    depthwise one (8 channels, 10 x 10, padding keeping the size), batch 2."""
+    layers = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1),
+                                 torch.nn.Conv2d(8, 8, kernel, padding=kernel // 2, groups=8,
+                                                 bias=False))
+    layers[1].weight.requires_grad_(not frozen)
+    g = fxroof.analyze(layers, torch.empty(2, 8, 10, 10), backward=True,
+                       memory_format=memory_format)
+    return next(r for r in g.records("backward") if cal.depthwise(r))
+
+
+def test_a_wide_depthwise_kernels_weight_gradient_is_a_class_of_its_own_by_layout():
+    """oneDNN's depthwise weight-gradient kernel takes kernels up to 3 wide: a 5x5 one is
+    named so in the rule and priced by the implementation its layout gets (NCHW: im2col +
+    GEMM; channels-last: the dense direct kernel); counts are the rule's either way."""
+    narrow, wide = _depthwise_backward(3), _depthwise_backward(5)
+    assert narrow["rule"] == "convolution_backward[depthwise]"
+    assert wide["rule"] == "convolution_backward[depthwise wide]"
+    # both gradients, each 2 x 8 x 10 x 10 outputs x 25 MACs, 2 FLOP a MAC
+    assert wide["flops"] == 2 * 2 * (2 * 8 * 10 * 10 * 25)
+    assert narrow["flops"] == 2 * 2 * (2 * 8 * 10 * 10 * 9)
+    assert (cal.op_class_of(narrow), cal.op_class_of(wide)) == ("conv_bwd_dw", "conv_bwd_dw_wide")
+    channels_last = _depthwise_backward(5, "channels_last")
+    assert channels_last["layout"] == "channels_last"
+    assert cal.op_class_of(channels_last) == "conv_bwd_dw_wide_cl"
+    # no weight gradient asked for, no wide kernel run: the input gradient's is depthwise
+    frozen = _depthwise_backward(5, frozen=True)
+    assert frozen["rule"] == "convolution_backward[depthwise]"
+    assert frozen["flops"] == 2 * (2 * 8 * 10 * 10 * 25)
+    assert all(cal.depthwise(r) and cal.op_class_of(r) in cal.BACKWARD_CONV_CLASSES
+               for r in (narrow, wide, channels_last, frozen))
+    # the forward of a 5x5 depthwise convolution runs oneDNN's depthwise kernel: unchanged
+    forward = torch.nn.Conv2d(8, 8, 5, padding=2, groups=8)
+    assert {r["rule"] for r in fxroof.analyze(forward, torch.empty(2, 8, 10, 10)).records()
+            if r["op_class"] == "matrix"} == {"convolution[depthwise]"}
+
+
+def test_a_depthwise_backward_falls_back_class_by_class_to_the_dense_backward():
+    """A chip measured before the depthwise backward classes (or without some of them)
+    prices them with the nearest class it has: wide_cl -> wide -> dw -> conv_bwd -> conv."""
+    record = {**_depthwise_backward(5, "channels_last"), "flops": 1e8, "bytes": 1e6}
+    # 1e8 FLOP at 0.5 x 1e11 FLOP/s = 2 ms, over 1e6 B at 0.25 x 1e10 B/s = 0.4 ms
+    for classes, t0 in (({"conv": 30e-6}, 30e-6),
+                        ({"conv": 30e-6, "conv_bwd": 20e-6}, 20e-6),
+                        ({"conv_bwd": 20e-6, "conv_bwd_dw": 15e-6}, 15e-6),
+                        ({"conv_bwd_dw": 15e-6, "conv_bwd_dw_wide": 12e-6}, 12e-6),
+                        ({"conv_bwd_dw_wide": 12e-6, "conv_bwd_dw_wide_cl": 10e-6}, 10e-6)):
+        assert roofline.node_time(record, _measured_chip(classes)).predicted_s == \
+            pytest.approx(t0 + 2e-3), classes
+    shipped = cal.load()  # a GPU has none of them: its convolution parameters
+    for op_class in ("conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl"):
+        assert shipped.params("t4", "gpu", op_class) == shipped.params("t4", "gpu", "conv")
+
+
 def test_the_batch_norm_rule_names_the_kernel_that_computes_batch_statistics():
     import torch
 
