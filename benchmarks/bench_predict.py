@@ -92,7 +92,7 @@ def leave_one_model_out(found: list[dict], config: StudyConfig, chip, repeats: i
     on models it never saw."""
     say = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     cpu = torch.device("cpu")
-    probe_rows, faults = probes.sweep(cpu, quick=False), probes.fresh_rate(cpu, 10)
+    probe_rows, faults = probes.probe_rows(cpu, quick=False), probes.fresh_rate(cpu, 10)
     reorders = probes.layout_rate(cpu, chip.bandwidth)
     own: dict = {}
     for model in config.models:

@@ -38,8 +38,9 @@ class Run(NamedTuple):
 # convolutions, batch norm, pooling, concatenation and channel shuffles -- at batch sizes 1
 # and 8; one at 32, where activations stream from memory into freshly mapped buffers and an
 # NCHW convolution's layout reorders are large; a transformer (GEMMs, layer norm, softmax,
-# attention); three with their backward (the conv_bwd and norm_train classes: dense and
-# depthwise convolution backward, training batch norm; at 1 and 8); and three channels-last
+# attention); four with their backward (the conv_bwd* and norm_train classes: dense and
+# depthwise convolution backward, training batch norm; at 1 and 8; mnasnet0_5 for its 5x5
+# depthwise backward, which oneDNN runs another way, conv_bwd_dw_wide); and three channels-last
 # (the conv_cl class: the layout torch.compile gives a CPU convolution), one of them
 # mobilenet_v2 at batch 8, whose depthwise convolutions stream maps of 10-40 MB: without
 # them no channels-last row left the cache, the class's memory rate fitted 0.15 of the
@@ -55,7 +56,8 @@ CALIBRATION_MODELS = (Run("resnet18", 1, True), Run("mobilenet_v2", 1, True),
                       Run("squeezenet1_0", 1), Run("shufflenet_v2_x1_0", 8),
                       Run("densenet121", 1), Run("resnet18", 8, memory_format="channels_last"),
                       Run("mobilenet_v2", 1, memory_format="channels_last"),
-                      Run("mobilenet_v2", 8, memory_format="channels_last"))
+                      Run("mobilenet_v2", 8, memory_format="channels_last"),
+                      Run("mnasnet0_5", 8, True))
 
 
 def timed_records(run: Run, device: str = "cpu", repeats: int = 5) -> list[dict]:

@@ -2,13 +2,14 @@
 with fxroof's own rules, and fit fxroof.calibration's parameters per op class.
 
 The probes cover each class the model distinguishes -- GEMMs (square, skinny, batched),
-convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last), elementwise ops
+convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last), depthwise
+convolution backward passes (3x3, and wider kernels in both layouts), elementwise ops
 (new outputs and in place), pooling, copies (concatenation, channel shuffle), norms (batch
 and layer norm) and softmax -- over sizes from a few microseconds to tens of milliseconds, so
 both the fixed cost per op and the sustained rates are seen. One more probe measures the
 rate at which a CPU first touches a freshly mapped output (calibration.fresh_bytes). Each
-probe runs eagerly under no_grad, as a model's layers do, and its time is the fastest of its
-repeats (a sustained rate, not a busy machine's median). FLOPs and bytes come from
+forward probe runs eagerly under no_grad, as a model's layers do (a backward probe calls
+convolution_backward as autograd does), and its time is the fastest of its repeats (a sustained rate, not a busy machine's median). FLOPs and bytes come from
 ``fxroof.analyze`` of the same module, so the fitted fractions are fractions of exactly what
 fxroof predicts with. A convolution's layout reorders (an NCHW one's operands, a
 channels-last one's weights) are priced at the device's copy bandwidth (layout_rate) and
@@ -96,6 +97,43 @@ PROBES += [("conv_cl", label + " channels-last", make, shape)
            for op_class, label, make, shape in PROBES if op_class == "conv"]
 
 
+class _DepthwiseLayer(nn.Module):
+    """A depthwise convolution whose input needs a gradient (scaled by a parameter first),
+    so its backward computes both gradients, as a model's does."""
+
+    def __init__(self, channels: int, kernel: int, stride: int):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        self.conv = nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=channels,
+                              bias=False)
+
+    def forward(self, x):
+        return self.conv(x * self.scale)
+
+
+# Depthwise convolution backward passes, input and weight gradients (what a training step
+# runs): 3x3 ones, stride 1 and 2, from maps that stay in the cache to 38 MB ones that
+# stream (conv_bwd_dw), and 5x5 and 7x7 ones, whose weight gradient oneDNN computes by im2col
+# and a GEMM per channel (conv_bwd_dw_wide; op_costs.conv.WIDE), in MnasNet's, EfficientNet's
+# and ConvNeXt's shapes: that path's rate moved 3-8 GFLOP/s with the shape on this
+# project's CPU, with no form found, so the probes sample the shapes models have; and wide
+# ones channels-last (conv_bwd_dw_wide_cl), as ConvNeXt's run. (batch, channels, size,
+# kernel, stride).
+BACKWARD_PROBES = [
+    *[("conv_bwd_dw", (b, c, s, 3, stride))
+      for b, c, s, stride in ((1, 32, 56, 1), (1, 96, 28, 2), (1, 240, 14, 1), (8, 96, 28, 1),
+                              (8, 144, 56, 2), (8, 240, 28, 1), (8, 32, 112, 1),
+                              (8, 96, 112, 2))],
+    *[("conv_bwd_dw_wide", (b, c, s, k, stride))
+      for b, c, s, k, stride in ((1, 120, 28, 5, 1), (1, 480, 14, 5, 1), (1, 384, 14, 7, 1),
+                                 (8, 72, 28, 5, 1), (8, 48, 56, 5, 2), (8, 240, 14, 5, 1),
+                                 (8, 576, 7, 5, 1), (8, 96, 56, 7, 1))],
+    *[("conv_bwd_dw_wide_cl", (b, c, s, k, 1))
+      for b, c, s, k in ((1, 96, 56, 7), (1, 384, 14, 7), (8, 96, 56, 7), (8, 192, 28, 7),
+                         (8, 768, 7, 7), (8, 72, 28, 5))],
+]
+
+
 def _layout(op_class: str) -> torch.memory_format:
     return torch.channels_last if op_class == "conv_cl" else torch.contiguous_format
 
@@ -133,6 +171,44 @@ def sweep(device: torch.device, quick: bool = True,
             seconds = min(repeat(lambda: watch.time(lambda: module(x)), 2, repeats))
         found.setdefault(op_class, []).append(_cost(module, shape, op_class, seconds))
     return found
+
+
+def backward_sweep(device: torch.device, quick: bool = True,
+                   progress: Optional[Callable[[str], None]] = None) -> dict:
+    """{op class: [calibration.Row, ...]} of the depthwise backward probes on ``device``:
+    the convolution_backward node of each, costed by fxroof's rules and timed alone with the
+    arguments the step passes it."""
+    say = progress or (lambda message: None)
+    watch, found = Stopwatch(device), {}
+    for op_class, (batch, channels, size, kernel, stride) in BACKWARD_PROBES:
+        say(f"probe depthwise {kernel}x{kernel}/{stride} backward {batch}x{channels}x{size}px")
+        layout = torch.channels_last if op_class.endswith("_cl") else torch.contiguous_format
+        layer = _DepthwiseLayer(channels, kernel, stride).to(memory_format=layout)
+        meta = torch.empty(batch, channels, size, size, device="meta")
+        record = next(r for r in analyze(layer, meta.to(memory_format=layout),
+                                         backward=True).records("backward")
+                      if cal.op_class_of(r) == op_class)
+        conv = layer.conv.to(device)
+        x = torch.randn(batch, channels, size, size, device=device).to(memory_format=layout)
+        grad_out = torch.randn_like(conv(x).detach())  # in x's layout, as autograd's is
+        args = (grad_out, x, conv.weight.detach(), None, conv.stride, conv.padding,
+                conv.dilation, False, [0, 0], channels, [True, True, False])
+        seconds = min(repeat(lambda: watch.time(
+            lambda: torch.ops.aten.convolution_backward(*args)), 2, 5 if quick else 10))
+        found.setdefault(op_class, []).append(cal.Row(
+            record["flops"], record["bytes"], cal.fresh_bytes(record), seconds,
+            cal.reduction_length(record), *cal.layout_bytes(record)))
+    return found
+
+
+def probe_rows(device: torch.device, quick: bool = True,
+               progress: Optional[Callable[[str], None]] = None) -> dict:
+    """{op class: [calibration.Row, ...]} of every probe, forward (sweep) and backward
+    (backward_sweep)."""
+    rows = sweep(device, quick, progress)
+    for op_class, found in backward_sweep(device, quick, progress).items():
+        rows.setdefault(op_class, []).extend(found)
+    return rows
 
 
 def fresh_rate(device: torch.device, repeats: int) -> float:
@@ -209,7 +285,7 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
     # 0.41 GB/s where every other measurement of that machine gave 3.2-3.4, and priced each
     # large output's page faults 8x too high (alexnet's training step at 5.8x its time)
     faults = fresh_rate(dev, 10)
-    rows = sweep(dev, quick, progress)
+    rows = probe_rows(dev, quick, progress)
     for op_class, found in model_rows(device, models, progress=progress).items():
         rows.setdefault(op_class, []).extend(found)
     source = f"fxroof chips measure on {device}: probes" + (

@@ -32,7 +32,8 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert chip.sources[0].endswith("host allocator glibc")  # what its fault rate is of
     # the calibrated time model of this device, one parameter set per op class, is used
     assert set(chip.calibration) == {"gemm", "conv", "conv_cl", "elementwise", "pool", "copy",
-                                     "norm", "softmax"}
+                                     "norm", "softmax", "conv_bwd_dw", "conv_bwd_dw_wide",
+                                     "conv_bwd_dw_wide_cl"}
     assert all(p.band[0] <= 1 <= p.band[1] and p.t0 > 0 for p in chip.calibration.values())
     g = fxroof.analyze("tests.fixtures.user_models:small_net", input_shapes=[(2, 3, 16, 16)])
     assert g.roofline(chip)["forward"]["model"] == "calibrated"
@@ -235,15 +236,19 @@ def test_a_calibration_models_nodes_are_timed_rows_of_their_class():
 
 
 def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
-    """What `chips measure --full` hands to each class fit: its probes and, appended, the
-    nodes of the calibration models (timings stubbed: the data path, not the machine)."""
+    """What `chips measure --full` hands to each class fit: its probes, forward and
+    backward, and, appended, the nodes of the calibration models (timings stubbed: the data
+    path, not the machine)."""
     from fxroof import model_probes, probes
 
     probe_rows = {"conv": [(1e8, 1e6, 0, 1e-3, 576.0)] * 3,
                   "elementwise": [(1e5, 1e6, 0, 1e-4, math.inf)] * 3}
     node_rows = {"conv": [(2e8, 2e6, 0, 3e-3, 9.0)] * 2, "pool": [(1e5, 1e6, 0, 5e-4, math.inf)]}
+    backward_rows = {"conv_bwd_dw": [(2e7, 4e6, 0, 1e-3, 18.0)] * 2}
     monkeypatch.setattr(probes, "sweep",
                         lambda *a, **k: {c: list(r) for c, r in probe_rows.items()})
+    monkeypatch.setattr(probes, "backward_sweep",
+                        lambda *a, **k: {c: list(r) for c, r in backward_rows.items()})
     monkeypatch.setattr(probes, "model_rows", lambda *a, **k: node_rows)
     monkeypatch.setattr(probes, "fresh_rate", lambda *a: 2e9)
     fitted = []
@@ -252,9 +257,32 @@ def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
     chip = types.SimpleNamespace(bandwidth=3e10)
     probes.calibrate("cpu", chip, models=[model_probes.Run("resnet18", 1, True)])
     (rows, fresh, source, layout), = fitted
-    assert {c: len(r) for c, r in rows.items()} == {"conv": 5, "elementwise": 3, "pool": 1}
+    assert {c: len(r) for c, r in rows.items()} == {"conv": 5, "elementwise": 3, "pool": 1,
+                                                    "conv_bwd_dw": 2}
     assert fresh == 2e9 and "resnet18 b1" in source
     assert layout == 3e10   # a CPU's reorders are priced as its measured copies
+
+
+def test_the_depthwise_backward_probes_time_both_gradients_of_each_kernel(monkeypatch):
+    """Each backward probe is one convolution_backward computing the input and weight
+    gradients, costed by the rules (closed form below) and timed on real tensors."""
+    from fxroof import probes
+
+    monkeypatch.setattr(probes, "BACKWARD_PROBES", [
+        ("conv_bwd_dw", (2, 16, 12, 3, 2)), ("conv_bwd_dw_wide", (1, 16, 8, 5, 1)),
+        ("conv_bwd_dw_wide_cl", (1, 16, 8, 7, 1))])
+    said = []
+    rows = probes.backward_sweep(torch.device("cpu"), quick=True, progress=said.append)
+    assert {c: len(r) for c, r in rows.items()} == {
+        "conv_bwd_dw": 1, "conv_bwd_dw_wide": 1, "conv_bwd_dw_wide_cl": 1}
+    # 2 gradients x 2 FLOP a MAC x outputs x kernel area: stride 2 on 12 px leaves 6 x 6
+    assert rows["conv_bwd_dw"][0].flops == 2 * 2 * (2 * 16 * 6 * 6) * 9
+    assert rows["conv_bwd_dw_wide"][0].flops == 2 * 2 * (16 * 8 * 8) * 25
+    assert rows["conv_bwd_dw_wide_cl"][0].flops == 2 * 2 * (16 * 8 * 8) * 49
+    assert all(row.seconds > 0 for r in rows.values() for row in r)
+    # an NCHW backward pays oneDNN's reorders; a channels-last one does not
+    assert rows["conv_bwd_dw_wide"][0].layout > 0 == rows["conv_bwd_dw_wide_cl"][0].layout
+    assert said[0] == "probe depthwise 3x3/2 backward 2x16x12px"
 
 
 def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatch):
