@@ -62,8 +62,12 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # The backward kernels of convolutions and norms are classes of their own where a device
 # measured them (chips measure --full times a training run node by node), since neither is
 # the forward kernel run again: a convolution's backward also reduces the weight gradient
-# over every output position, and a norm's backward (or a training batch norm's forward,
-# which computes the batch statistics) makes a reduction pass before its elementwise one.
+# over every output position, and a norm's backward (norm_bwd) or a training batch norm's
+# forward (norm_train, which computes the batch statistics) makes a reduction pass before
+# its elementwise one. Those two are apart too: on this project's CPU a batch norm's
+# forward of training ran 8 GB/s of its counted bytes and its backward 29 (8 x 96 x 56 x
+# 56: ATen's CPU kernel reads the input once for the mean, once for the variance and again
+# to normalise), and one class priced mobilenet_v2's forwards at 0.42x.
 # A depthwise convolution's backward is a class of its own (conv_bwd_dw), and one computing
 # the weight gradient of a kernel wider than oneDNN's depthwise kernel takes
 # (op_costs.conv.WIDE) one of two others, by the implementation ONEDNN_VERBOSE shows for it:
@@ -74,8 +78,10 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # mnasnet1_0's 5x5 ones 0.11x short.
 FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "pool": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
+            "norm_bwd": "norm_train",
             "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
             "conv_bwd_dw_wide_cl": "conv_bwd_dw_wide"}
+TRAINING_NORM_CLASSES = ("norm_train", "norm_bwd")
 BACKWARD_CONV_CLASSES = ("conv_bwd", "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl")
 CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
 # GPU boards held to the 75 W a PCIe slot supplies (T4 70 W, P4 75 W, L4 72 W) cap their
@@ -171,9 +177,10 @@ def op_class_of(record: dict) -> Optional[str]:
     if any(name in op for name in _SOFTMAX_OPS):
         return "softmax"
     if any(name in op for name in _NORM_OPS):
-        batch_stats = "_backward" in op or record.get("rule", "").endswith(
-            BATCH_STATS_VARIANT)
-        return "norm_train" if batch_stats else "norm"
+        if "_backward" in op:
+            return "norm_bwd"
+        return "norm_train" if record.get("rule", "").endswith(BATCH_STATS_VARIANT) \
+            else "norm"
     if "pool" in op:
         return "pool"
     if record["op_class"] == "memory":
@@ -270,7 +277,8 @@ def transpose_bytes(record: dict) -> int:
 
 
 def second_pass_bytes(record: dict) -> int:
-    """Bytes a GPU norm kernel of training (norm_train) reads a second time: PyTorch's CUDA
+    """Bytes a GPU norm kernel of training (TRAINING_NORM_CLASSES) reads a second time:
+    PyTorch's CUDA
     batch norm computes the batch statistics in one kernel (batch_norm_mean_var) and
     normalises in another (batch_norm_elementwise), and a norm backward reduces over its
     inputs (the weight gradient, the batch norm's sums) before or beside the input-gradient
@@ -278,7 +286,7 @@ def second_pass_bytes(record: dict) -> int:
     its inputs from memory again: the node's bytes read, once more. 0 for other classes.
     The GPU fits price only single-pass LayerNorm forwards, so fxroof.roofline adds this
     where a chip has no norm_train parameters of its own."""
-    return record.get("bytes_read", 0) if op_class_of(record) == "norm_train" else 0
+    return record.get("bytes_read", 0) if op_class_of(record) in TRAINING_NORM_CLASSES else 0
 
 
 def scratch_buffers(record: dict) -> list[int]:

@@ -193,10 +193,12 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
 
 def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
     """The inputs a GPU's training norm kernels read again (calibration.second_pass_bytes),
-    where the chip's norm_train parameters are the single-pass norm class's (no chip
-    measured for norm_train prices its passes itself)."""
-    if chip.cls != "gpu" or op_class != "norm_train" or chip.calibration.get(op_class) \
-            or calibration().chips.get(chip.id, {}).get(op_class):
+    where the chip's parameters for them are the single-pass norm class's (a chip measured
+    for a training norm class prices its passes itself)."""
+    if chip.cls != "gpu" or op_class not in cal.TRAINING_NORM_CLASSES:
+        return 0
+    shipped = calibration().chips.get(chip.id, {})
+    if any(chip.calibration.get(c) or shipped.get(c) for c in cal.TRAINING_NORM_CLASSES):
         return 0
     return cal.second_pass_bytes(record)
 

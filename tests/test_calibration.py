@@ -357,8 +357,9 @@ def test_training_kernels_of_convolutions_and_norms_have_classes_of_their_own():
     assert cal.op_class_of(r("convolution_backward", "matrix")) == "conv_bwd"
     assert cal.op_class_of({**r("convolution_backward", "matrix"),
                             "layout": "channels_last"}) == "conv_bwd"
-    assert cal.op_class_of(r("native_layer_norm_backward", "vector")) == "norm_train"
-    assert cal.op_class_of(r("native_batch_norm_backward", "vector")) == "norm_train"
+    # a norm's backward and a batch norm's forward of training are kernels apart
+    assert cal.op_class_of(r("native_layer_norm_backward", "vector")) == "norm_bwd"
+    assert cal.op_class_of(r("native_batch_norm_backward", "vector")) == "norm_bwd"
     # one ATen op, two kernels: a batch norm computing its statistics, or applying running ones
     assert cal.op_class_of(r("native_batch_norm", "vector", "batch_norm[batch stats]")) == \
         "norm_train"
@@ -442,6 +443,7 @@ def test_a_chip_never_probed_for_them_uses_the_class_they_fall_back_to():
     assert shipped.params("t4", "gpu", "fused") == shipped.params("t4", "gpu", "elementwise")
     assert shipped.params("t4", "gpu", "conv_bwd") == shipped.params("t4", "gpu", "conv")
     assert shipped.params("t4", "gpu", "norm_train") == shipped.params("t4", "gpu", "norm")
+    assert shipped.params("t4", "gpu", "norm_bwd") == shipped.params("t4", "gpu", "norm")
 
 
 def _measured_chip(classes: dict):
@@ -753,6 +755,19 @@ def test_a_gpu_training_norm_reads_its_inputs_twice_by_hand():
                               ).predicted_s == pytest.approx(1e-5 + 4e-4)
     assert roofline.node_time(record, device("cpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 4e-4)
+    # a norm backward reads its inputs again too, unless the chip measured a training norm
+    backward = {**record, "op": "native_batch_norm_backward", "rule": "batch_norm_backward",
+                "phase": "backward"}
+    assert cal.op_class_of(backward) == "norm_bwd" and cal.second_pass_bytes(backward) == 1e8
+    assert roofline.node_time(backward, device("gpu", {"norm": norm})).predicted_s == \
+        pytest.approx(1e-5 + 6e-4)
+    for measured in ("norm_train", "norm_bwd"):
+        assert roofline.node_time(backward, device("gpu", {"norm": norm, measured: norm})
+                                  ).predicted_s == pytest.approx(1e-5 + 4e-4)
+    # a CPU chip measured before norm_bwd existed prices a backward with its norm_train fit
+    slower = {**norm, "t0": 5e-5}
+    assert roofline.node_time(backward, device("cpu", {"norm": norm, "norm_train": slower})
+                              ).predicted_s == pytest.approx(5e-5 + 4e-4)
     # an eval batch norm (running statistics) is one pass everywhere
     eval_bn = {**record, "rule": "batch_norm"}
     assert cal.second_pass_bytes(eval_bn) == 0
