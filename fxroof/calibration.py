@@ -71,7 +71,7 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # A depthwise convolution's backward is a class of its own (conv_bwd_dw), and one computing
 # the weight gradient of a kernel wider than oneDNN's depthwise kernel takes
 # (op_costs.conv.WIDE) one of two others, by the implementation ONEDNN_VERBOSE shows for it:
-# NCHW, an im2col + GEMM convolution ("gemm:jit", conv_bwd_dw_wide, 4-9 GFLOP/s on this
+# NCHW, an im2col + GEMM convolution ("gemm:jit", conv_bwd_dw_wide, 1-9 GFLOP/s on this
 # project's CPU); channels-last (ConvNeXt's, whose permutes leave its gradients so), the
 # dense direct kernel ("jit:avx512_core", conv_bwd_dw_wide_cl, about 20). Priced with the
 # dense backward's rates, mobilenet_v2's 3x3 ones at batch 8 came out 1.7x long, and
@@ -278,14 +278,13 @@ def transpose_bytes(record: dict) -> int:
 
 def second_pass_bytes(record: dict) -> int:
     """Bytes a GPU norm kernel of training (TRAINING_NORM_CLASSES) reads a second time:
-    PyTorch's CUDA
-    batch norm computes the batch statistics in one kernel (batch_norm_mean_var) and
-    normalises in another (batch_norm_elementwise), and a norm backward reduces over its
-    inputs (the weight gradient, the batch norm's sums) before or beside the input-gradient
-    pass -- at a training batch a channel's values span megabytes, so the second pass reads
-    its inputs from memory again: the node's bytes read, once more. 0 for other classes.
-    The GPU fits price only single-pass LayerNorm forwards, so fxroof.roofline adds this
-    where a chip has no norm_train parameters of its own."""
+    PyTorch's CUDA batch norm computes the batch statistics in one kernel
+    (batch_norm_mean_var) and normalises in another (batch_norm_elementwise), and a norm
+    backward reduces over its inputs (the weight gradient, the batch norm's sums) before or
+    beside the input-gradient pass -- at a training batch a channel's values span megabytes,
+    so the second pass reads its inputs from memory again: the node's bytes read, once more.
+    0 for other classes. The GPU fits price only single-pass LayerNorm forwards, so
+    fxroof.roofline adds this where a chip has parameters for neither training norm class."""
     return record.get("bytes_read", 0) if op_class_of(record) in TRAINING_NORM_CLASSES else 0
 
 

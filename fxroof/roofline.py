@@ -224,11 +224,11 @@ def _faults_and_reorders(record: dict) -> tuple:
 def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
     """Predicted time per phase and in all (s) with its band and the roof time, the
     compute-bound share of the roof time, and ``faults_s``: how much of the predicted time
-    is page faults (a CPU with glibc's malloc; 0 with a caching allocator or on a GPU). On a CPU a phase takes the sum of its nodes' times;
-    on an accelerator the host issues each op while the device runs the ones before it
-    (fxroof.pipeline), so a phase takes less than that sum where host and kernel times are
-    alike, and ``host_wait_s`` says how much of it the device waits for the host; "overall"
-    is the sum of the phases either way."""
+    is page faults (a CPU with glibc's malloc; 0 with a caching allocator or on a GPU). On
+    a CPU a phase takes the sum of its nodes' times; on an accelerator the host issues each
+    op while the device runs the ones before it (fxroof.pipeline), so a phase takes less
+    than that sum where host and kernel times are alike, and ``host_wait_s`` says how much
+    of it the device waits for the host; "overall" is the sum of the phases either way."""
     check_roof(roof)
     result: dict = {}
     issued: dict[str, list[NodeTime]] = {}
