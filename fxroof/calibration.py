@@ -158,6 +158,12 @@ class Row(NamedTuple):
     layout_fresh: float = 0.0  # of which written to freshly mapped buffers
 
 
+def row_of(record: dict, seconds: float) -> Row:
+    """A node record timed at ``seconds``, as the fits take it."""
+    return Row(record["flops"], record["bytes"], fresh_bytes(record), seconds,
+               reduction_length(record), *layout_bytes(record))
+
+
 def op_class_of(record: dict) -> Optional[str]:
     """The calibration class of a node record, or None for views (no kernel)."""
     if record["op_class"] == "view":

@@ -73,9 +73,7 @@ def class_rows(records: Iterable[dict]) -> dict:
     """{op class: [calibration.Row, ...]} of timed node records."""
     rows: dict = {}
     for r in records:
-        rows.setdefault(cal.op_class_of(r), []).append(
-            cal.Row(r["flops"], r["bytes"], cal.fresh_bytes(r), max(r["time_s"], 1e-7),
-                    cal.reduction_length(r), *cal.layout_bytes(r)))
+        rows.setdefault(cal.op_class_of(r), []).append(cal.row_of(r, max(r["time_s"], 1e-7)))
     return rows
 
 

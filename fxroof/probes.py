@@ -122,8 +122,8 @@ class _DepthwiseLayer(nn.Module):
 # runs): 3x3 ones, stride 1 and 2, from maps that stay in the cache to 38 MB ones that
 # stream (conv_bwd_dw), and 5x5 and 7x7 ones, whose weight gradient oneDNN computes by im2col
 # and a GEMM per channel (conv_bwd_dw_wide; op_costs.conv.WIDE), in MnasNet's, EfficientNet's
-# and ConvNeXt's shapes: that path's rate moved 3-8 GFLOP/s with the shape on this
-# project's CPU, with no form found, so the probes sample the shapes models have; and wide
+# and ConvNeXt's shapes: that path's rate moved 1.3-9 GFLOP/s (of the node's work) with
+# the shape on this project's CPU, with no form found, so the probes sample the shapes models have; and wide
 # ones channels-last (conv_bwd_dw_wide_cl), as ConvNeXt's run. (batch, channels, size,
 # kernel, stride).
 BACKWARD_PROBES = [
@@ -142,7 +142,8 @@ BACKWARD_PROBES = [
 
 
 def _layout(op_class: str) -> torch.memory_format:
-    return torch.channels_last if op_class == "conv_cl" else torch.contiguous_format
+    """The layout a probe of ``op_class`` runs in: channels-last for the *_cl classes."""
+    return torch.channels_last if op_class.endswith("_cl") else torch.contiguous_format
 
 
 def _records(module: nn.Module, shape: tuple, memory_format: torch.memory_format) -> list:
@@ -189,7 +190,7 @@ def backward_sweep(device: torch.device, quick: bool = True,
     watch, found = Stopwatch(device), {}
     for op_class, (batch, channels, size, kernel, stride) in BACKWARD_PROBES:
         say(f"probe depthwise {kernel}x{kernel}/{stride} backward {batch}x{channels}x{size}px")
-        layout = torch.channels_last if op_class.endswith("_cl") else torch.contiguous_format
+        layout = _layout(op_class)
         layer = _DepthwiseLayer(channels, kernel, stride).to(memory_format=layout)
         meta = torch.empty(batch, channels, size, size, device="meta")
         record = next(r for r in analyze(layer, meta.to(memory_format=layout),
@@ -202,9 +203,7 @@ def backward_sweep(device: torch.device, quick: bool = True,
                 conv.dilation, False, [0, 0], channels, [True, True, False])
         seconds = min(repeat(lambda: watch.time(
             lambda: torch.ops.aten.convolution_backward(*args)), 2, 5 if quick else 10))
-        found.setdefault(op_class, []).append(cal.Row(
-            record["flops"], record["bytes"], cal.fresh_bytes(record), seconds,
-            cal.reduction_length(record), *cal.layout_bytes(record)))
+        found.setdefault(op_class, []).append(cal.row_of(record, seconds))
     return found
 
 
