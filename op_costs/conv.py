@@ -33,9 +33,9 @@ DEPTHWISE = "depthwise"
 # depthwise weight-gradient kernel takes kernels up to 3 wide (`jcp.kw <= 3` in
 # jit_uni_dw_conv_bwd_weights_kernel::init_conf), and a 5x5 or 7x7 one falls to its im2col +
 # GEMM convolution (ONEDNN_VERBOSE: "gemm:jit", against "jit_dw" for 3x3), a GEMM per
-# channel and image with one output row: its weight gradients ran 0.9-7.4 GFLOP/s (median
-# 3.2) on this project's CPU against 2.9-63 (median 18) for 3x3 ones (benchmarks/README.md,
-# "Depthwise backward").
+# channel and image with one output row: its weight gradients ran 0.8-7.8 GFLOP/s (median
+# about 3) on this project's CPU against 2-65 (median 16-18) for 3x3 ones, over two runs of
+# benchmarks/bench_depthwise_backward.py (benchmarks/README.md, "Depthwise backward").
 WIDE = "depthwise wide"
 WIDEST_DIRECT_KERNEL = 3
 
