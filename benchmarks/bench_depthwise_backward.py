@@ -97,6 +97,8 @@ def main() -> int:
     if args.json:
         check_writable(args.json, args.force)
     chip = get_chip(args.chip)
+    # the model first: a wrong name fails before the grid's minute of timing
+    by_class = model_classes(args.model, args.batch, chip) if args.model else None
     shapes = [(b, c, s) for b, c, s in itertools.product((1, 8), (32, 96, 240), (14, 28, 56, 112))
               if 32 * 28 * 28 <= b * c * s * s <= 8 * 96 * 112 * 112
               and (not args.quick or (b, c) == (8, 96))]
@@ -117,10 +119,10 @@ def main() -> int:
         rates = [p["weight_flops_per_s"] / 1e9 for p in points if p["kernel"] == k]
         summary[f"{k}x{k} weight gradient GFLOP/s"] = {
             "min": min(rates), "median": statistics.median(rates), "max": max(rates)}
-    if args.model:
+    if by_class is not None:
         summary[f"{args.model} b{args.batch} training, per class"] = {
             c: {"measured_s": m, "predicted_s": p, "nodes": n, "ratio": p / m}
-            for c, (m, p, n) in model_classes(args.model, args.batch, chip).items()}
+            for c, (m, p, n) in by_class.items()}
     print(summary)
     if args.json:
         write_json(args.json, {"summary": summary, "points": points}, args.force)
