@@ -418,7 +418,7 @@ def untraceable_message(e: BaseException, scope) -> str:
 def rejected_message(e: BaseException, scope, args) -> str:
     shapes = ", ".join(str(tuple(a.shape)) for a in pytree.tree_leaves(args)
                        if isinstance(a, torch.Tensor))
-    detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    detail = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
     where = _user_frame(e)
     return (
         f"Running the model on inputs of shape {shapes or '(none)'} failed in {_where(scope)}: "

@@ -48,8 +48,13 @@ def atomic_path(path: str) -> Iterator[str]:
     """Yield a temporary path beside ``path`` for a writer that takes a path (matplotlib,
     networkx); on success rename it to ``path``, on failure remove it."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
-                                   dir=folder)
+    try:
+        fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
+                                       dir=folder)
+    except OSError as e:  # e.g. /proc or /sys: they pass os.access, but take no new file
+        raise FxroofError(f"Cannot write '{path}': the folder '{folder}' takes no new file "
+                          f"({e.strerror or e}). Choose a path in an ordinary folder you can "
+                          "write to; nothing was written.") from None
     os.close(fd)
     try:
         yield partial

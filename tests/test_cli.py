@@ -92,6 +92,26 @@ def test_a_refusal_from_the_system_is_one_paragraph(capsys, monkeypatch):
     assert "'out.json'" in err and "No space left on device" in err and "atomically" in err
 
 
+def test_a_folder_that_takes_no_new_file_names_the_users_path(capsys, tmp_path, monkeypatch):
+    """/proc passes os.access yet refuses the temporary file an atomic write starts with: the
+    error names the file the user asked for, not fxroof's temporary one, and leaves the
+    existing file as it was."""
+    import tempfile
+
+    def refused(*args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    target = tmp_path / "version.csv"
+    target.write_text("theirs")
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    code, _, err = run(capsys, "annotate", "tests.fixtures.user_models:small_net",
+                       "--input-shape", "1,3,8,8", "--csv", str(target), "--force")
+    message = err.strip().splitlines()[-1]
+    assert code == 1 and "Traceback" not in err
+    assert f"Cannot write '{target}'" in message and ".partial" not in message
+    assert target.read_text() == "theirs"
+
+
 def test_integer_and_mask_inputs_take_a_dtype(capsys, tmp_path):
     """--input-shape 4,16:int64 gives token ids, 4,16:bool a mask; the costs are the closed
     form of embed -> mask multiply -> sum over 16 tokens -> Linear(8, 3) at batch 4."""
@@ -132,6 +152,9 @@ BAD = [
      ["layer `conv1` (Conv2d)", "input shape"]),
     (["annotate", "tests.fixtures.user_models:small_net", "--input-shape", "2,5,16,16"], FAILED,
      ["layer `0` (Conv2d)", "(2, 5, 16, 16)"]),
+    # the library's message ends in a full stop: one sentence end, not two
+    (["annotate", "tests.fixtures.user_models:bn_head", "--input-shape", "2,5,4,4"], FAILED,
+     ["layer `2` (Linear)", "[2, 5] X [3, 4]. If the input shape"]),
     (["annotate", "tests.fixtures.user_models:DataDependent", "--input-shape", "2,4"], FAILED,
      ["cannot be traced", "user_models.py:", "y.sum() > 0", "--mode eval",
       "fxroof.backend()"]),
@@ -181,6 +204,7 @@ def test_bad_input_is_one_clear_paragraph(capsys, argv, status, fragments):
         assert err.startswith("usage: fxroof")
     for fragment in fragments:
         assert fragment in message
+    assert ".." not in message.replace("...", "")
     assert not os.path.exists("never-created")
 
 
