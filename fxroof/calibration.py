@@ -76,7 +76,14 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # dense direct kernel ("jit:avx512_core", conv_bwd_dw_wide_cl, about 20). Priced with the
 # dense backward's rates, mobilenet_v2's 3x3 ones at batch 8 came out 1.7x long, and
 # mnasnet1_0's 5x5 ones 0.11x short.
-FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "pool": "elementwise",
+# A generated kernel that copies across a transpose (fxroof.compiled: an NCHW input made
+# channels-last, a weight converted per call) is the "transpose" class, apart from the
+# other generated kernels: Inductor's C++ transposes 2-D tiles in registers, with scalar
+# loops on a side shorter than a tile, and on this project's CPU such kernels moved 11-50
+# GB/s against 28-84 for plain copies of the same bytes. A chip measured before the class
+# prices them as "fused", as fxroof did before.
+FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused",
+            "pool": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
             "norm_bwd": "norm_train",
             "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
@@ -108,6 +115,8 @@ WIDE_SUFFIX = " wide]"
 # C++ runs one lane of the vector unit at a time
 GENERATED_RULE = "inductor generated"
 UNVECTORISED_VARIANT = "[unvectorised]"
+# ... and one that reads an input across a transpose GENERATED_RULE + TRANSPOSING_VARIANT
+TRANSPOSING_VARIANT = "[transposing]"
 _NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
@@ -121,6 +130,11 @@ def wide_weight_gradient(record: dict) -> bool:
     """Whether a node is a depthwise backward computing a kernel's weight gradient that
     oneDNN's direct depthwise kernel cannot (op_costs.conv.WIDE)."""
     return record.get("rule", "").endswith(DEPTHWISE_VARIANT + WIDE_SUFFIX)
+
+
+def generated(record: dict) -> bool:
+    """Whether a node is a kernel Inductor generates (of the compiled view), of any class."""
+    return record.get("rule", "").startswith(GENERATED_RULE)
 
 
 def unvectorised(record: dict) -> bool:
@@ -169,8 +183,8 @@ def op_class_of(record: dict) -> Optional[str]:
     if record["op_class"] == "view":
         return None
     op = record["op"]
-    if record.get("rule", "").startswith(GENERATED_RULE):
-        return "fused"
+    if generated(record):
+        return "transpose" if record["rule"].endswith(TRANSPOSING_VARIANT) else "fused"
     if record["op_class"] == "matrix":
         if op.startswith(_CONV_OPS):
             if "_backward" in op:

@@ -204,7 +204,7 @@ def _chips_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--device", type=device_arg, default="cpu", metavar="DEVICE", help=DEVICES)
     q.add_argument("--full", action="store_true",
                    help="larger problems, more repeats, and the kernels torch.compile "
-                        "generates (compiles about 30 probes; minutes on a CPU) for "
+                        "generates (compiles about 40 probes; minutes on a CPU) for "
                         "`--compiled` predictions (default: quick, under 30 s on CPU)")
     q.add_argument("--out", metavar="YAML", help="where to save (default: the user chip "
                                                   "folder, ~/.config/fxroof/chips)")

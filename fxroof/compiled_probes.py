@@ -18,6 +18,12 @@ compute, bandwidth and cache rates with ``t0`` held, the per-call cost held besi
 A max pool over NCHW maps is among them: Inductor cannot vectorise it (fxroof.compiled),
 so its FLOPs are priced at one lane of the vector unit, ``vector_lanes`` (Inductor's own
 vector ISA, recorded with the fit) times slower than the rest.
+
+Copies across a transpose are a class of their own ("transpose", fxroof.compiled's
+transposing kernels), fitted on probes of what CNNs compile to: an image made channels-last,
+convolution weights converted to channels-last (what unfrozen compilation does every call),
+a channels-last map made NCHW and a (C, H x W) map transposed. They move no FLOPs, so the
+class keeps the fused class's compute rate for the arithmetic fused into such a kernel.
 """
 from __future__ import annotations
 
@@ -78,6 +84,20 @@ class _ResidualReLU(nn.Module):
         return (x + self.identity).relu()
 
 
+class _Relayout(nn.Module):
+    """A copy into another layout: channels-last (``dims`` None), or the input's dimensions
+    permuted and made contiguous -- a transposing kernel (fxroof.compiled)."""
+
+    def __init__(self, dims: Optional[tuple] = None):
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x):
+        if self.dims is None:
+            return x.contiguous(memory_format=torch.channels_last)
+        return x.permute(self.dims).contiguous()
+
+
 class _GlobalMean(nn.Module):
     """A classifier head's (or squeeze-excitation's) mean over the map."""
 
@@ -116,15 +136,31 @@ SIZED = [
 ]
 
 
+# (label, module factory, input shape, channels-last input): the transposing copies CNNs
+# compile to, 0.2-170 MB moved -- the image made channels-last at batch 1 and 8, a 3x3
+# convolution's weights made channels-last (its 9 taps, shorter than a tile) at three widths,
+# a channels-last map made NCHW (ShuffleNet's channel shuffle reads one so), and a
+# (channels, positions) map transposed.
+TRANSPOSES = [
+    *[(f"image to channels-last b{b}", _Relayout, (b, 3, 224, 224), False) for b in (1, 8)],
+    *[(f"3x3 weights {c}x{c} to channels-last", _Relayout, (c, c, 3, 3), False)
+      for c in (64, 256, 512)],
+    ("channels-last c116 28px b8 to NCHW", lambda: _Relayout((0, 1, 2, 3)), (8, 116, 28, 28),
+     True),
+    *[(f"c64 x 3136 transposed b{b}", lambda: _Relayout((0, 2, 1)), (b, 64, 3136), False)
+      for b in (1, 8)],
+]
+
+
 def _input(shape: tuple, channels_last: bool, device) -> torch.Tensor:
     x = torch.randn(shape, device=device)
     return x.to(memory_format=torch.channels_last) if channels_last else x
 
 
 def _kernels(module: nn.Module, shape: tuple, channels_last: bool) -> list[dict]:
-    """The generated kernels of the module's compiled view (records)."""
+    """The generated kernels of the module's compiled view (records), of either class."""
     graph = analyze(module, _input(shape, channels_last, "meta"), compiled=True)
-    return [r for r in graph.records() if cal.op_class_of(r) == "fused"]
+    return [r for r in graph.records() if cal.generated(r)]
 
 
 def _seconds(module: nn.Module, x: torch.Tensor, watch: Stopwatch, repeats: int) -> float:
@@ -162,13 +198,13 @@ def vector_lanes(device: torch.device) -> int:
 
 
 def sweep(device: torch.device, repeats: int, say: Callable[[str], None],
-          lanes: int = 1) -> tuple:
-    """(flops, bytes, fresh bytes, seconds, kernels) arrays, one entry per sized probe: its
-    kernels' sums, its time per compiled call, and its kernel count. An unvectorised
-    kernel's FLOPs count ``lanes`` times: at the vector peak they take as long as its FLOPs
-    take at one lane (the time model's scalar rate, fxroof.roofline)."""
+          lanes: int = 1, probes=SIZED) -> tuple:
+    """(flops, bytes, fresh bytes, seconds, kernels) arrays, one entry per probe (SIZED or
+    TRANSPOSES): its kernels' sums, its time per compiled call, and its kernel count. An
+    unvectorised kernel's FLOPs count ``lanes`` times: at the vector peak they take as long
+    as its FLOPs take at one lane (the time model's scalar rate, fxroof.roofline)."""
     watch, rows = Stopwatch(device), []
-    for label, make, shape, channels_last in SIZED:
+    for label, make, shape, channels_last in probes:
         say(f"compiled probe: {label}")
         module = make().to(device)
         kernels = _kernels(module, shape, channels_last)
@@ -179,26 +215,39 @@ def sweep(device: torch.device, repeats: int, say: Callable[[str], None],
     return tuple(np.array(column, dtype=float) for column in zip(*rows))
 
 
-def calibrate_fused(device: torch.device, peak: float, bandwidth: float, quick: bool,
-                    progress: Optional[Callable[[str], None]] = None,
-                    fresh_rate: float = 0.0) -> dict:
-    """The "fused" class of a chip entry's calibration: t0 (s, per kernel), the fitted
-    fractions and cache, the band of measured / predicted on the probes, and the source.
-    ``fresh_rate``: the device's first-touch rate (fxroof.probes.fresh_rate), held."""
+def calibrate_generated(device: torch.device, peak: float, bandwidth: float, quick: bool,
+                        progress: Optional[Callable[[str], None]] = None,
+                        fresh_rate: float = 0.0) -> dict:
+    """The "fused" and "transpose" classes of a chip entry's calibration, each: t0 (s, per
+    kernel), the fitted fractions and cache, the band of measured / predicted on its probes,
+    and the source. ``fresh_rate``: the device's first-touch rate (fxroof.probes.fresh_rate),
+    held."""
     say = progress or (lambda message: None)
     repeats = 3 if quick else 10
     per_call, per_kernel = call_costs(device, repeats, say)
     lanes = max(vector_lanes(device), 1)
-    flops, nbytes, fresh, seconds, kernels = sweep(device, repeats, say, lanes)
-    # a probe's call pays the per-call cost once and t0 once per kernel; the model of one
-    # kernel holds one t0, the rest are held outside it. Held, not subtracted: the smallest
-    # probes take about the fixed costs, and a difference within noise of 0 has no logarithm.
-    offset = per_call + (kernels - 1) * per_kernel
-    params = cal.fit(flops, nbytes, seconds, peak, bandwidth, t0=per_kernel, cache=True,
-                     fresh=fresh, fresh_rate=fresh_rate, offset=offset)
-    params = dataclasses.replace(params, vector_lanes=lanes)
-    ratio = seconds / (cal.predict(flops, nbytes, peak, bandwidth, params, fresh=fresh) + offset)
-    return cal.probe_entry(params, ratio, f"fxroof chips measure: {len(seconds)} torch.compile "
-                                    f"(Inductor) probes on {device}; t0 per kernel, and "
-                                    f"{per_call * 1e6:.1f} us per compiled call (not in t0), "
-                                    f"from chains of {CHAINS[0]}-{CHAINS[-1]} softmaxes")
+    where = (f"on {device}; t0 per kernel, and {per_call * 1e6:.1f} us per compiled call "
+             f"(not in t0), from chains of {CHAINS[0]}-{CHAINS[-1]} softmaxes")
+
+    def fitted(probes, what: str, compute: Optional[float] = None) -> tuple:
+        flops, nbytes, fresh, seconds, kernels = sweep(device, repeats, say, lanes, probes)
+        # a probe's call pays the per-call cost once and t0 once per kernel; the model of one
+        # kernel holds one t0, the rest are held outside it. Held, not subtracted: the
+        # smallest probes take about the fixed costs, and a difference within noise of 0 has
+        # no logarithm.
+        offset = per_call + (kernels - 1) * per_kernel
+        params = cal.fit(flops, nbytes, seconds, peak, bandwidth, t0=per_kernel, cache=True,
+                         fresh=fresh, fresh_rate=fresh_rate, offset=offset)
+        params = dataclasses.replace(params, vector_lanes=lanes,
+                                     compute=params.compute if compute is None else compute)
+        ratio = seconds / (cal.predict(flops, nbytes, peak, bandwidth, params, fresh=fresh)
+                           + offset)
+        entry = cal.probe_entry(params, ratio, f"fxroof chips measure: {len(seconds)} "
+                                               f"torch.compile (Inductor) probes of {what} "
+                                               + where)
+        return params, entry
+
+    fused, fused_entry = fitted(SIZED, "generated kernels")
+    # copies compute nothing: the fused class's compute rate, for what is fused into one
+    _, transpose_entry = fitted(TRANSPOSES, "transposing copies", compute=fused.compute)
+    return {"fused": fused_entry, "transpose": transpose_entry}

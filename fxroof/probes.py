@@ -28,7 +28,7 @@ from torch import nn
 from fxroof import calibration as cal
 from fxroof.analysis import analyze
 from fxroof.chips import Chip, parse_chip
-from fxroof.compiled_probes import calibrate_fused
+from fxroof.compiled_probes import calibrate_generated
 from fxroof.device import Stopwatch, check_device, host_allocator, repeat
 from fxroof.errors import FxroofError
 from fxroof.latency import child_main, error_record, in_fresh_process
@@ -299,7 +299,7 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
     entries = fit_classes(rows, chip, faults, source, layout=layout_rate(dev, chip.bandwidth))
     if compiled:
         peak, _ = peak_for(chip, "vector", "float32", "")
-        entries["fused"] = calibrate_fused(dev, peak, chip.bandwidth, quick, progress, faults)
+        entries.update(calibrate_generated(dev, peak, chip.bandwidth, quick, progress, faults))
     return entries
 
 

@@ -315,6 +315,8 @@ def test_generated_kernels_and_channels_last_convolutions_have_classes_of_their_
 
     assert cal.op_class_of(r("fused_add_relu", "vector", "inductor generated")) == "fused"
     assert cal.op_class_of(r("copy", "memory", "inductor generated")) == "fused"
+    assert cal.op_class_of(r("copy", "memory", "inductor generated[transposing]")) \
+        == "transpose"
     assert cal.op_class_of(r("convolution", "matrix", "conv", "channels_last")) == "conv_cl"
     assert cal.op_class_of(r("convolution", "matrix", "conv", "contiguous")) == "conv"
     assert cal.op_class_of(r("convolution", "matrix", "inductor extern[conv]",
@@ -348,6 +350,28 @@ def test_an_unvectorised_kernel_computes_at_one_lane_by_hand():
     assert roofline.node_time(scalar, chip(16)).predicted_s == pytest.approx(
         1e-6 + 16 * 24e6 / (1e11 * 0.2))
     assert roofline.node_time(scalar, chip(0)).predicted_s == pytest.approx(vector_s)
+
+
+def test_a_transposing_copy_takes_its_own_rate_where_the_chip_measured_one():
+    """A 24 MB transposing copy on a chip whose transpose class streams at 0.4 of 1e10 B/s
+    and whose fused class at 0.8: t0 + 2.4e7 / 4e9 s; a chip measured before the class
+    prices it with the fused parameters, t0 + 2.4e7 / 8e9 s (the fallback)."""
+    def chip(classes):
+        return parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
+                           "peaks": {"fp32": {"value": 1e11, "unit": "matrix"}},
+                           "bandwidth": {"value": 1e10}, "calibration": classes}, "(test)")
+
+    fused = {"t0": 1e-6, "compute": 0.2, "memory": 0.8, "band": [1, 1]}
+    transpose = {"t0": 2e-6, "compute": 0.2, "memory": 0.4, "band": [0.9, 1.2]}
+    copy = {"op": "copy", "op_class": "memory", "rule": "inductor generated[transposing]",
+            "dtype": "float32", "flops": 0, "bytes": 24_000_000, "phase": "forward",
+            "shape": [8, 3, 224, 224]}
+    measured = roofline.node_time(copy, chip({"fused": fused, "transpose": transpose}))
+    assert measured.predicted_s == pytest.approx(2e-6 + 2.4e7 / 4e9)
+    assert (measured.low_s, measured.high_s) == pytest.approx(
+        (0.9 * measured.predicted_s, 1.2 * measured.predicted_s))
+    assert roofline.node_time(copy, chip({"fused": fused})).predicted_s == pytest.approx(
+        1e-6 + 2.4e7 / 8e9)
 
 
 def test_training_kernels_of_convolutions_and_norms_have_classes_of_their_own():

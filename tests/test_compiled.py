@@ -108,13 +108,63 @@ def test_a_pool_inductor_cannot_vectorise_is_named_so():
 
     assert rules(nn.MaxPool2d(3, 2, 1), x) == ["inductor generated[unvectorised]"]
     assert rules(nn.MaxPool2d(3, 2, 1), cl) == ["inductor generated"]
-    assert rules(Transposed(), cl) == ["inductor generated"]
+    assert rules(Transposed(), cl) == ["inductor generated[transposing]"]
     assert rules(Chain(), torch.randn(100, 10)) == ["inductor generated"]
 
 
 class Transposed(nn.Module):
     def forward(self, x):
         return x.relu().contiguous()
+
+
+class ChannelsLast(nn.Module):
+    def forward(self, x):
+        return x.contiguous(memory_format=torch.channels_last)
+
+
+class Permuted(nn.Module):
+    def forward(self, x):
+        return x.permute(0, 2, 1).contiguous()
+
+
+class RowSum(nn.Module):
+    def forward(self, x):
+        return x.sum(-1)
+
+
+class Bias(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1))
+
+    def forward(self, x):
+        return x + self.bias
+
+
+def test_a_copy_across_a_transpose_is_named_so():
+    """Along the loop variable that steps the output by one element, a transposing kernel
+    reads its input strided while the input is contiguous along another output variable:
+    an NCHW image made channels-last (3 channels innermost in the output, 16 x 16 apart in
+    the input), a 3x3 convolution weight made channels-last, a (C, positions) map
+    transposed, a channels-last map made NCHW. A pointwise chain and its sum, a row sum
+    (its read contiguous along the reduction), a per-channel bias (a broadcast read) and a
+    channels-last ReLU are not. Each copy reads its input once and writes it once."""
+    def kernels(module, x):
+        with torch.no_grad():
+            return fxroof.analyze(module, x, compiled=True).records()
+
+    transposing = "inductor generated[transposing]"
+    for module, x in [(ChannelsLast(), torch.randn(1, 3, 16, 16)),
+                      (ChannelsLast(), torch.randn(8, 8, 3, 3)),
+                      (Permuted(), torch.randn(2, 8, 32))]:
+        (kernel,) = kernels(module, x)
+        assert kernel["rule"] == transposing
+        assert (kernel["bytes_read"], kernel["bytes_written"]) == (4 * x.numel(),) * 2
+        assert kernel["flops"] == 0
+    cl = torch.randn(2, 8, 4, 4).to(memory_format=torch.channels_last)
+    for module, x in [(Chain(), torch.randn(100, 10)), (RowSum(), torch.randn(16, 32)),
+                      (Bias(8), torch.randn(2, 8, 4, 4)), (nn.ReLU(), cl)]:
+        assert [k["rule"] for k in kernels(module, x)] == ["inductor generated"]
 
 
 def test_a_convolution_is_laid_out_as_inductor_runs_it():

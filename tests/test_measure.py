@@ -170,33 +170,44 @@ def test_longer_probe_chains_compile_to_more_kernels():
     assert counts == sorted(set(counts)) and counts[0] >= 1
 
 
-def test_the_fused_fit_recovers_the_costs_its_timings_were_made_from(monkeypatch):
-    """Timings made from known costs -- 20 us per compiled call, 3 us per kernel, a quarter
-    of 1e10 B/s -- with kernels of known size: the fit finds the per-kernel cost and the
-    per-call cost again, and predicts every probe within 1%."""
+def test_the_generated_fits_recover_the_costs_their_timings_were_made_from(monkeypatch):
+    """Timings made from known costs -- 20 us per compiled call, 3 us per kernel, fused
+    kernels moving bytes at a quarter of 1e10 B/s and transposing copies at a tenth -- with
+    kernels of known size: each class's fit finds the per-kernel cost and its own memory
+    rate again and predicts every probe within 1%; the transposes keep the fused compute
+    rate (they compute nothing to fit one on)."""
     from fxroof import compiled_probes as cp
 
-    per_call, per_kernel, rate = 20e-6, 3e-6, 0.25 * 1e10
+    per_call, per_kernel, fused_rate, transpose_rate = 20e-6, 3e-6, 0.25 * 1e10, 0.1 * 1e10
 
     def kernels(module, shape, channels_last):
         if isinstance(module, cp._Chain):  # 3 kernels per step, too small to count bytes
             return [{"op": "fused", "op_class": "vector", "flops": 0, "bytes": 0,
                      "bytes_written": 0}] * (3 * module.steps)
         numel = int(torch.Size(shape).numel())
+        if isinstance(module, cp._Relayout):
+            return [{"op": "copy", "op_class": "memory", "flops": 0, "bytes": 8 * numel,
+                     "bytes_written": 4 * numel, "rule": "inductor generated[transposing]"}]
         return [{"op": "fused", "op_class": "vector", "flops": 3 * numel, "bytes": 8 * numel,
                  "bytes_written": 4 * numel}]
 
     def seconds(module, x, watch, repeats):
+        rate = transpose_rate if isinstance(module, cp._Relayout) else fused_rate
         found = kernels(module, tuple(x.shape), False)
         return per_call + sum(per_kernel + k["bytes"] / rate for k in found)
 
     monkeypatch.setattr(cp, "_kernels", kernels)
     monkeypatch.setattr(cp, "_seconds", seconds)
-    entry = cp.calibrate_fused(torch.device("cpu"), peak=1e11, bandwidth=1e10, quick=True)
-    assert entry["t0"] == pytest.approx(per_kernel, rel=1e-3)
-    assert "20.0 us per compiled call" in entry["source"]
-    assert 0.99 <= entry["band"][0] <= entry["band"][1] <= 1.01
-    assert entry["vector_lanes"] == cp.vector_lanes(torch.device("cpu")) >= 1
+    entries = cp.calibrate_generated(torch.device("cpu"), peak=1e11, bandwidth=1e10,
+                                     quick=True)
+    assert set(entries) == {"fused", "transpose"}
+    for entry in entries.values():
+        assert entry["t0"] == pytest.approx(per_kernel, rel=1e-3)
+        assert "20.0 us per compiled call" in entry["source"]
+        assert 0.99 <= entry["band"][0] <= entry["band"][1] <= 1.01
+        assert entry["vector_lanes"] == cp.vector_lanes(torch.device("cpu")) >= 1
+    assert entries["transpose"]["compute"] == entries["fused"]["compute"]
+    assert f"{len(cp.TRANSPOSES)} torch.compile" in entries["transpose"]["source"]
 
 
 def test_the_fused_sweep_counts_an_unvectorised_kernels_flops_once_per_lane(monkeypatch):
