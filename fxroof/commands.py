@@ -14,7 +14,7 @@ from fxroof import plots, render, roofline, validate
 from fxroof.analysis import analyze
 from fxroof.chips import get_chip, load_chips, parse_chip
 from fxroof.device import check_device
-from fxroof.errors import FxroofError
+from fxroof.errors import FxroofError, MissingPeakError
 from fxroof.files import check_writable
 from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
 from fxroof.measure import check_target, datasheet_chip, default_path, save, versus_datasheet
@@ -39,6 +39,10 @@ PREDICT_NOTE = (
     "allocator that keeps them saves (--allocator caching); p10..p90 is its band from "
     "validation on GPUs it was not fitted on. 'ideal' (and the roof column): max(FLOPs / peak, "
     "bytes / bandwidth) per node, summed. Model intensity = total FLOPs / total bytes.")
+ROOF_ONLY_NOTE = textwrap.fill(
+    "Chips with no calibrated time model (no kernel measurements to fit one on): their ideal "
+    "roof, a lower bound no real step reaches. Compare them with each other, not with the "
+    "calibrated times above.", 96)
 _GROUP_TITLES = {"layer_type": "layer type", "module": "module", "op": "ATen op",
                  "phase": "phase"}
 
@@ -212,19 +216,49 @@ def run_predict(args) -> int:
         except FxroofError as e:
             if len(selected) == 1:
                 raise
-            skipped.append(f"skipped {chip.id}: {e}")
+            skipped.append(e if isinstance(e, MissingPeakError) else f"skipped {chip.id}: {e}")
             continue
         rows.append({"chip": chip, "prediction": p,
                      "fits": chip.capacity is None or g.memory.peak_bytes <= chip.capacity})
-    print("\n".join(skipped))
+    if skipped:
+        print("\n".join(_skipped_lines(skipped)) + "\n")
     if not rows:
         raise FxroofError("None of the chips could price this step (each one's reason is "
                           "above): choose chips that list its dtype (`fxroof chips list`), or "
                           "change --dtype or --amp.")
     rows.sort(key=lambda r: r["prediction"]["overall"]["predicted_s"])
-    print(render.prediction_table(rows))
+    calibrated = [r for r in rows if r["prediction"]["overall"]["model"] == "calibrated"]
+    roof_only = [r for r in rows if r not in calibrated]
+    if calibrated and roof_only:
+        # A roof has no launch cost and no efficiency below 100%: ranked among calibrated
+        # times it would put a laptop GPU above an H100 at batch 1.
+        print(render.prediction_table(calibrated))
+        print(f"\n{ROOF_ONLY_NOTE}")
+        print(render.prediction_table(roof_only))
+    else:
+        print(render.prediction_table(rows))
     print(PREDICT_NOTE)
     return 0
+
+
+def _skipped_lines(skipped: list) -> list[str]:
+    """One line per chip skipped for its own reason; chips that lack the same peak (every
+    TPU for an fp32 step) in one paragraph, the advice said once."""
+    lines = [s for s in skipped if isinstance(s, str)]
+    missing: dict[str, list] = {}
+    for e in skipped:
+        if isinstance(e, MissingPeakError):
+            missing.setdefault(e.needed, []).append(e)
+    for needed, errors in missing.items():
+        if len(errors) == 1:
+            lines.append(f"skipped {errors[0].chip_id}: {errors[0]}")
+            continue
+        listed = "; ".join(f"{e.chip_id} ({', '.join(e.listed)})" for e in errors)
+        lines.append(textwrap.fill(
+            f"skipped {len(errors)} chips that list no {needed}: {listed}. To price them, "
+            "analyse the model in a dtype they list (--dtype, or --amp for mixed "
+            "precision).", 96))
+    return lines
 
 
 def _pricing_chip(args, chip):

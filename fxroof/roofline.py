@@ -30,7 +30,7 @@ import torch
 
 from fxroof import calibration as cal
 from fxroof.chips import Chip, resolve_chip
-from fxroof.errors import FxroofError, UsageError
+from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
 from fxroof.pipeline import KERNEL_FLOOR_S, pipelined_s
 from fxroof.units import peak_key
@@ -74,9 +74,11 @@ def peak_for(chip: Chip, op_class: str, dtype: Optional[str], op: str = "") -> t
     for candidate in candidates:
         if candidate in chip.peaks:
             return chip.peaks[candidate], candidate
-    raise FxroofError(f"Chip '{chip.id}' has no {key} peak for {op_class} work; it lists "
-                      f"{', '.join(sorted(chip.peaks))}. Analyse the model in one of those "
-                      "dtypes (--dtype) or choose another chip.")
+    needed = f"{key} peak for {op_class} work"
+    raise MissingPeakError(f"Chip '{chip.id}' has no {needed}; it lists "
+                           f"{', '.join(sorted(chip.peaks))}. Analyse the model in one of "
+                           "those dtypes (--dtype) or choose another chip.",
+                           chip.id, needed, sorted(chip.peaks))
 
 
 class NodeRoof(NamedTuple):

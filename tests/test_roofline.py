@@ -163,6 +163,32 @@ def test_cli_chips_json_and_predict(capsys):
     assert "Did you mean h100_sxm" in capsys.readouterr().err
 
 
+def test_predict_groups_what_it_skips_and_keeps_roofs_apart_from_calibrated_times(capsys):
+    from fxroof.cli import main
+
+    assert main(["predict", "resnet18"]) == 0
+    out = capsys.readouterr().out
+    chips = load_chips()
+    # every chip with no fp32 peak of any kind (TPUs, Gaudi, ...) is named in one paragraph,
+    # the advice said once, not one paragraph per chip
+    no_fp32 = [c.id for c in chips.values() if not {"fp32", "fp32_matrix"} & set(c.peaks)]
+    assert len(no_fp32) >= 2
+    assert out.count("To price them") == 1 and "skipped tpu_v4:" not in out
+    words = " ".join(out.split())  # the paragraph is wrapped
+    assert f"skipped {len(no_fp32)} chips that list no fp32 peak for matrix work" in words
+    assert all(f"{c} (" in words for c in no_fp32)
+    # a chip with only a roof is listed after the note, below every calibrated chip, however
+    # much faster its roof is than a calibrated time
+    note = out.index("Chips with no calibrated time model")
+    calibrated = {c.name for c in chips.values() if roofline.time_model_source(c)}
+    rows = {line.split("  ")[0]: i for i, line in enumerate(out.splitlines())}
+    note_line = out[:note].count("\n")
+    for name, line in rows.items():
+        chip = next((c for c in chips.values() if c.name == name), None)
+        if chip is not None:
+            assert (line < note_line) == (name in calibrated), name
+
+
 def test_predict_prices_each_gpu_on_the_cuda_program_for_its_capability(capsys):
     from fxroof.cli import main
 
