@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 
@@ -12,7 +13,7 @@ from tqdm import tqdm
 
 from fxroof import plots, render, roofline, validate
 from fxroof.analysis import analyze
-from fxroof.chips import get_chip, load_chips, parse_chip
+from fxroof.chips import get_chip, load_chips, parse_chip, user_chips_dir
 from fxroof.device import check_device
 from fxroof.errors import FxroofError, MissingPeakError
 from fxroof.files import check_writable
@@ -329,7 +330,10 @@ def run_chips_measure(args) -> int:
         print(f"\nmeasured vs datasheet ({known.name}; the matrix peaks of GEMMs PyTorch "
               "dispatches, so fp32 without TF32 is compared with the fp32 figure):")
         print(render.versus_table(versus_datasheet(chip, known)))
-    print(f"saved {path}: use --chip {chip.id}")
+    found = os.path.dirname(os.path.abspath(path)) == os.path.abspath(user_chips_dir())
+    # a chip saved outside the folder every command reads is found only when named
+    print(f"saved {path}: use --chip {chip.id}"
+          + ("" if found else f" --chips-file {path}"))
     return 0
 
 

@@ -42,6 +42,47 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert "--force" in capsys.readouterr().err
 
 
+def test_a_chip_saved_outside_the_chip_folder_says_how_to_name_it(chip_dir, monkeypatch,
+                                                                   capsys):
+    from fxroof import commands
+    from fxroof.cli import main
+
+    entry = measure_module.measure("cpu", quick=True)  # the roofs only: what is saved here
+    monkeypatch.setattr(commands, "measure_calibrated", lambda *a, **k: entry)
+    elsewhere = chip_dir / "elsewhere" / "mine.yaml"  # a new folder, not the chip folder
+    assert main(["chips", "measure", "--out", str(elsewhere)]) == 0
+    assert f"use --chip this-cpu --chips-file {elsewhere}" in capsys.readouterr().out
+    assert "this-cpu" in load_chips([str(elsewhere)])
+    assert main(["chips", "measure", "--out", str(chip_dir / "this-cpu.yaml")]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("use --chip this-cpu")  # found as is
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "refuses_files"])
+def test_an_out_path_that_cannot_be_written_fails_before_measuring(tmp_path, monkeypatch,
+                                                                    capsys, where):
+    from fxroof import commands
+    from fxroof.cli import main
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before the output path was checked")
+
+    monkeypatch.setattr(commands, "measure_calibrated", measured)
+    if where == "under_a_file":
+        (tmp_path / "notes.txt").write_text("mine")
+        out, reason = tmp_path / "notes.txt" / "chips" / "x.yaml", "is a file, not a folder"
+    else:  # /proc, a read-only mount: the folder exists, passes os.access, takes no file
+        def refuse(*args, **kwargs):
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(measure_module.tempfile, "mkstemp", refuse)
+        out, reason = tmp_path / "x.yaml", "takes no new file (Permission denied)"
+    assert main(["chips", "measure", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert reason in err and "Nothing was measured" in err and "Traceback" not in err
+    assert (tmp_path / "notes.txt").read_text() == "mine" if where == "under_a_file" else True
+    assert not out.exists()
+
+
 def test_predict_and_profile_on_the_measured_chip(chip_dir, capsys):
     from fxroof.cli import main
 
