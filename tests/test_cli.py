@@ -139,6 +139,8 @@ def test_refuses_to_overwrite_before_doing_work(capsys, tmp_path):
 FAILED, USAGE = 1, 2
 BAD = [
     (["annotate", "resnet5O"], FAILED, ["Unknown model 'resnet5O'", "resnet50", "hf:"]),
+    (["annotate", ""], USAGE, ["The model name is empty", "`fxroof models`"]),
+    (["predict", " ", "--chip", "t4"], USAGE, ["The model name is empty"]),
     (["annotate", "no_such_pkg.models:net"], FAILED, ["Cannot import 'no_such_pkg.models'"]),
     (["annotate", "tests.fixtures.user_models:missing"], FAILED, ["has no attribute 'missing'"]),
     (["annotate", "tests/fixtures/no_such_file.py:Net"], FAILED,

@@ -51,8 +51,10 @@ def model_names(source: str) -> list[str]:
 
 def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = None) -> nn.Module:
     """Build the model a spec names. ``device="meta"`` skips weight allocation where possible."""
-    if not isinstance(spec, str) or not spec:
-        raise UsageError(f"A model spec is a non-empty name, not {spec!r}.")
+    if not isinstance(spec, str) or not spec.strip():
+        raise UsageError(f"The model name is empty ({spec!r}): name a model, e.g. resnet18, "
+                         "hf:gpt2, timm:convnext_tiny or package.module:callable (`fxroof "
+                         "models` lists them), or leave it out for the default model.")
     prefix = next((p for p in SOURCES if spec.startswith(p)), None)
     if hf_config and prefix != "hf:":
         raise UsageError(f"--hf-config (hf_config) sets fields of a Hugging Face config, but "
