@@ -26,7 +26,7 @@ from fxroof.keys import (BACKWARD, COST, FAULTS, FORWARD, KERNEL, OPTIMIZER, ORI
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model
 from fxroof.units import dtype_name
-from fxroof.validate import nonnegative_int
+from fxroof.validate import nonnegative_int, positive_int
 from op_costs import DEFAULT_RULE, TensorMeta
 
 
@@ -212,6 +212,7 @@ class AnnotatedGraph:
         True shows a progress bar of the runs (on a terminal or in a notebook), a callable
         gets (runs done, runs in all), False shows nothing. ``eager_first``: time the plain
         eager step before the nodes (timing.time_graphs)."""
+        repeats, warmup = positive_int(repeats, "repeats"), nonnegative_int(warmup, "warmup")
         if self.source is None:
             raise UsageError("This graph was not made by fxroof.analyze (it came from the "
                              "torch.compile backend, fxroof.record or a file): there is no model "

@@ -221,6 +221,12 @@ API = [
     ("a chip that is neither a Chip nor an id",
      lambda: fxroof.analyze(torch.nn.Linear(2, 2), torch.ones(1, 2)).roofline(5),
      "A chip is a Chip or a chip id"),
+    ("a module class, not a module", lambda: fxroof.analyze(torch.nn.Linear, torch.ones(1, 2)),
+     r"the class Linear, not a module built from it: pass an instance, e.g. Linear\(...\)"),
+    ("a TorchScript module",
+     lambda: fxroof.analyze(torch.jit.script(torch.nn.Linear(2, 2)), torch.ones(1, 2)),
+     "TorchScript module .* pass the nn.Module it was scripted from"),
+    ("an empty model name", lambda: fxroof.analyze(""), "The model name is empty"),
 ]
 
 
@@ -244,6 +250,8 @@ def small():
     (lambda g: g.records("backwards"), "phase must be"),
     (lambda g: g.breakdown("module", depth=0), "depth must be"),
     (lambda g: g.roofline("h10O"), "Did you mean h100_sxm"),
+    (lambda g: g.time(repeats=0, progress=False), "repeats must be a positive integer"),
+    (lambda g: g.time(warmup=-1, progress=False), "warmup must be an integer of at least 0"),
 ])
 def test_graph_methods_refuse_bad_arguments(small, call, fragment):
     with pytest.raises(fxroof.FxroofError, match=fragment):

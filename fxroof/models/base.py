@@ -22,6 +22,14 @@ def construct(make: Callable[[], nn.Module], device: str) -> nn.Module:
 
 
 def ensure_module(model, what: str = "the model") -> nn.Module:
+    if isinstance(model, type) and issubclass(model, nn.Module):
+        raise FxroofError(f"{what} is the class {model.__name__}, not a module built from it: "
+                          f"pass an instance, e.g. {model.__name__}(...) with its arguments.")
+    if isinstance(model, torch.jit.ScriptModule):
+        # fxroof swaps fake tensors in for the weights (torch.func.functional_call), which a
+        # compiled TorchScript module does not allow
+        raise FxroofError(f"{what} is a TorchScript module ({type(model).__name__}), which "
+                          "fxroof cannot trace: pass the nn.Module it was scripted from.")
     if not isinstance(model, nn.Module):
         raise FxroofError(
             f"{what} is a {type(model).__name__}, not a torch.nn.Module. fxroof analyses "
