@@ -76,8 +76,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
     target = Target.of(device, _chip(chip), allocator)
     training = TrainingStep.of(loss, optimizer, optimizer_impl, amp, spec, target)
     backward = backward or training.needs_backward
-    module = build_model(spec, hf_config=hf_config) if spec is not None \
-        else ensure_module(model)
+    module = build_model(spec, hf_config=hf_config) if spec is not None else ensure_module(model)
     dtype = parse_dtype(dtype)
     mode = _checked_mode(mode, backward, compiled, freeze)
     inputs, kwargs = _example_inputs(spec, module, inputs, kwargs, input_shapes, batch,
