@@ -109,6 +109,7 @@ BATCH_STATS_VARIANT = "[batch stats]"
 # op_costs/conv.py names a depthwise convolution (or its backward) so, and a backward that
 # computes a wide kernel's weight gradient DEPTHWISE_VARIANT + WIDE_SUFFIX
 DEPTHWISE_VARIANT = "[depthwise"
+POINTWISE_VARIANT = "[pointwise]"  # a dense 1x1 convolution (op_costs.conv.POINTWISE)
 WIDE_SUFFIX = " wide]"
 # fxroof.compiled names a kernel Inductor generates so, and one whose reads cannot be loaded
 # as vectors (a stride-2 pool over an NCHW map) GENERATED_RULE + UNVECTORISED_VARIANT: its
@@ -157,6 +158,8 @@ class Params:
     fresh_rate: float = 0.0       # bytes/s of first touch of freshly mapped memory (0: none)
     k_half: float = 0.0           # CPU GEMM/conv: reduction length at half the compute rate
     layout_rate: float = 0.0      # bytes/s of a CPU convolution's layout reorders (0: none)
+    pointwise_layout_rate: float = 0.0  # ... of a 1x1 one's weights (pointwise_weights; 0: as
+                                        # layout_rate)
     vector_lanes: float = 0.0     # fp32 lanes of a CPU's generated vector code (0: unknown)
 
 
@@ -170,12 +173,14 @@ class Row(NamedTuple):
     k: float                 # reduction length of a GEMM or convolution, else inf
     layout: float = 0.0      # bytes its layout reorders move (layout_bytes)
     layout_fresh: float = 0.0  # of which written to freshly mapped buffers
+    pointwise: float = 0.0   # 1 where those are a 1x1 convolution's weights (pointwise_weights)
 
 
 def row_of(record: dict, seconds: float) -> Row:
     """A node record timed at ``seconds``, as the fits take it."""
     return Row(record["flops"], record["bytes"], fresh_bytes(record), seconds,
-               reduction_length(record), *layout_bytes(record))
+               reduction_length(record), *layout_bytes(record),
+               float(pointwise_weights(record)))
 
 
 def op_class_of(record: dict) -> Optional[str]:
@@ -245,6 +250,24 @@ PREPACKED_OPS = ("_convolution_pointwise", "_convolution_transpose_pointwise")
 
 def prepacked(record: dict) -> bool:
     return record["op"].startswith(PREPACKED_OPS)
+
+
+def pointwise_weights(record: dict) -> bool:
+    """Whether a node's layout reorder is that of a 1x1 convolution's weights: a
+    channels-last (conv_cl) dense 1x1 convolution whose weights were not prepacked. Its O x I
+    weight matrix is transposed into oneDNN's blocked layout on every call, a transpose that
+    runs well below the copy bandwidth (op_costs.conv.POINTWISE), so a device may price it
+    at a rate of its own (Params.pointwise_layout_rate)."""
+    return (op_class_of(record) == "conv_cl" and record.get("rule", "").endswith(
+        POINTWISE_VARIANT) and not prepacked(record))
+
+
+def layout_rate_of(params: Params, record: dict) -> float:
+    """Bytes/s at which ``record``'s layout reorders (layout_bytes) run on a device with
+    ``params``: the 1x1 weight transpose's own rate where the device measured one."""
+    if params.layout_rate and params.pointwise_layout_rate and pointwise_weights(record):
+        return params.pointwise_layout_rate
+    return params.layout_rate
 
 
 def layout_bytes(record: dict) -> tuple[int, int]:
@@ -465,10 +488,11 @@ def reorder_seconds(layout_rate: float, fresh_rate: float, layout=0.0, layout_fr
     """Seconds of an op's layout reorders (layout_bytes): ``layout`` bytes at ``layout_rate``
     and the first touch of ``layout_fresh`` of them at ``fresh_rate``; 0 on a device with no
     layout rate (a GPU: cuDNN reads NCHW as it is; a chip measured before this term)."""
-    if not layout_rate:
+    rate = np.asarray(layout_rate, dtype=float)  # one per op, in a fit's rows
+    if not rate.any():
         return 0.0
-    rates = Params(0.0, 1.0, 1.0, fresh_rate=fresh_rate, layout_rate=layout_rate)
-    return np.asarray(layout, dtype=float) / layout_rate + fault_seconds(rates, 0.0, layout_fresh)
+    faults = np.asarray(layout_fresh, dtype=float) / fresh_rate if fresh_rate else 0.0
+    return np.asarray(layout, dtype=float) / rate + faults
 
 
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
@@ -571,6 +595,8 @@ def probe_entry(params: Params, ratio, source: str) -> dict:
             "fresh_rate": float(f"{params.fresh_rate:.4g}"),
             "k_half": float(f"{params.k_half:.4g}"),
             "layout_rate": float(f"{params.layout_rate:.4g}"),
+            **({"pointwise_layout_rate": float(f"{params.pointwise_layout_rate:.4g}")}
+               if params.pointwise_layout_rate else {}),
             **({"vector_lanes": params.vector_lanes} if params.vector_lanes else {}),
             "band": [round(float(np.percentile(ratio, 10)), 3),
                      round(float(np.percentile(ratio, 90)), 3)],
@@ -618,6 +644,7 @@ _FIELDS = {"t0": (None, (0.0, math.inf, True)), "compute": (None, (0.0, 10.0, Fa
            "cache_memory": (1.0, (0.0, 1000.0, False)),
            "fresh_rate": (0.0, (0.0, math.inf, True)), "k_half": (0.0, (0.0, math.inf, True)),
            "layout_rate": (0.0, (0.0, math.inf, True)),
+           "pointwise_layout_rate": (0.0, (0.0, math.inf, True)),
            "vector_lanes": (0.0, (0.0, 1024.0, True))}
 
 

@@ -161,7 +161,8 @@ def _cost(module: nn.Module, shape: tuple, op_class: str, seconds: float) -> cal
     return cal.Row(sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
                    sum(cal.fresh_bytes(r) for r in nodes), seconds,
                    cal.reduction_length(max(nodes, key=lambda r: r["flops"])),
-                   sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout))
+                   sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout),
+                   float(any(cal.pointwise_weights(r) for r in nodes)))
 
 
 def sweep(device: torch.device, quick: bool = True,
@@ -246,17 +247,54 @@ def layout_rate(device: torch.device, bandwidth: float) -> float:
     return bandwidth if device.type == "cpu" else 0.0
 
 
+# 1x1 convolutions as CNNs have them -- (C_out, C_in, input size, stride): ResNet-50's
+# bottlenecks and downsampling shortcuts, MobileNetV2's and V3's last expansions, and
+# reductions of 256-512 channels -- with 0.26-8.4 MB of weights. Timed alone, their reorders
+# ran 5.5-32 GB/s on this project's CPU, and the same weights at another input size can get
+# another blocked layout (512 x 2048: 5.5 GB/s for a 7x7 input, 14 for a 14x14 one), so the
+# rate is measured on the layers models have.
+POINTWISE_LAYERS = ((1024, 256, 14, 1), (256, 1024, 14, 1), (2048, 512, 7, 1),
+                    (512, 2048, 7, 1), (2048, 1024, 14, 2), (1024, 512, 28, 2),
+                    (512, 1024, 14, 1), (128, 512, 28, 1), (1280, 320, 7, 1), (960, 160, 7, 1),
+                    (256, 512, 28, 1), (512, 256, 56, 2))
+
+
+def pointwise_layout_rate(device: torch.device, repeats: int = 5) -> float:
+    """Bytes/s (each weight read and written once) at which oneDNN reorders a channels-last
+    1x1 convolution's weights into its blocked layout, as it does on every call of an
+    unfrozen one (calibration.pointwise_weights): POINTWISE_LAYERS' weights over the time
+    ``torch.ops.mkldnn._reorder_convolution_weight`` (what Inductor's freezing calls once to
+    prepack them) takes to reorder them all, each timed alone -- the rate of a model's set of
+    1x1 weights, in which the large, slow ones weigh as much as they take (their median
+    rate, 14 GB/s on this project's CPU, priced ResNet-50's at half their time). 0 on a GPU,
+    and where this torch has no oneDNN (the 1x1 weights then reorder at the layout rate)."""
+    reorder = getattr(torch.ops.mkldnn, "_reorder_convolution_weight", None)
+    if device.type != "cpu" or reorder is None or not torch.backends.mkldnn.is_available():
+        return 0.0
+    watch, moved, seconds = Stopwatch(device), 0, 0.0
+    for out_channels, in_channels, size, stride in POINTWISE_LAYERS:
+        w = torch.randn(out_channels, in_channels, 1, 1).to(memory_format=torch.channels_last)
+        seconds += min(repeat(lambda: watch.time(lambda: reorder(
+            w, [0, 0], [stride, stride], [1, 1], 1, [1, in_channels, size, size])), 2, repeats))
+        moved += 2 * w.nbytes
+    return moved / seconds
+
+
 def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
-                layout: float = 0.0) -> dict:
+                layout: float = 0.0, pointwise_layout: float = 0.0) -> dict:
     """A chip entry's calibration: per op class of ``rows`` ({class: [calibration.Row,
     ...]}), the fitted parameters with their band and ``source``. GEMMs and convolutions also
-    fit how their rate rises with the reduction length k. ``fresh`` and ``layout``: the
-    device's measured first-touch and layout-reorder rates (bytes/s), held."""
+    fit how their rate rises with the reduction length k. ``fresh``, ``layout`` and
+    ``pointwise_layout``: the device's measured first-touch, layout-reorder and 1x1
+    weight-transpose rates (bytes/s; 0: none), held."""
     entries = {}
     for op_class, found in rows.items():
-        flops, nbytes, fresh_bytes, seconds, k, moved, moved_fresh = (
+        flops, nbytes, fresh_bytes, seconds, k, moved, moved_fresh, pointwise = (
             np.array(c, dtype=float) for c in zip(*(cal.Row(*row) for row in found)))
         reordered = layout if op_class in cal.REORDERED_CLASSES else 0.0
+        # the 1x1 weight transposes of channels-last convolutions (cal.pointwise_weights)
+        own = pointwise_layout if reordered and op_class == "conv_cl" else 0.0
+        rates = np.where(pointwise > 0, own or reordered, reordered)
         conv = op_class in cal.CONV_CLASSES
         matrix = op_class in cal.MATRIX_CLASSES
         peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
@@ -266,11 +304,13 @@ def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
         params = cal.fit(flops, nbytes, seconds, peak, chip.bandwidth, dims=dims,
                          compute_cap=2.25 if conv else 1.0, cache=True, fresh=fresh_bytes,
                          fresh_rate=fresh,
-                         offset=cal.reorder_seconds(reordered, fresh, moved, moved_fresh))
-        params = dataclasses.replace(params, layout_rate=reordered)
+                         offset=cal.reorder_seconds(rates, fresh, moved, moved_fresh))
+        params = dataclasses.replace(params, layout_rate=reordered, pointwise_layout_rate=own)
         used = cal.utilization(*dims, None, 1.0, params.k_half) if matrix else 1.0
-        ratio = seconds / cal.predict(flops, nbytes, peak, chip.bandwidth, params, used,
-                                      fresh_bytes, moved, moved_fresh)
+        ratio = seconds / (cal.predict(flops, nbytes, peak, chip.bandwidth,
+                                       dataclasses.replace(params, layout_rate=0.0), used,
+                                       fresh_bytes) + cal.reorder_seconds(rates, fresh, moved,
+                                                                         moved_fresh))
         entries[op_class] = cal.probe_entry(params, ratio, f"{source}: {len(seconds)} "
                                                            "measurements of this class")
     return entries
@@ -296,7 +336,8 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
         rows.setdefault(op_class, []).extend(found)
     source = f"fxroof chips measure on {device}: probes" + (
         " and the nodes of " + ", ".join(map(str, models)) if models else "")
-    entries = fit_classes(rows, chip, faults, source, layout=layout_rate(dev, chip.bandwidth))
+    entries = fit_classes(rows, chip, faults, source, layout=layout_rate(dev, chip.bandwidth),
+                          pointwise_layout=pointwise_layout_rate(dev, 5 if quick else 15))
     if compiled:
         peak, _ = peak_for(chip, "vector", "float32", "")
         entries.update(calibrate_generated(dev, peak, chip.bandwidth, quick, progress, faults))

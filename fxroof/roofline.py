@@ -185,6 +185,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         if dims is not None else 1.0
     moved = record["bytes"] + _second_pass_bytes(record, chip, op_class)
     fresh, layout, layout_fresh = _faults_and_reorders(record)
+    params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
                                  used, fresh, layout, layout_fresh)) \
         + _transpose_s(record, chip, key)

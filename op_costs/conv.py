@@ -38,6 +38,13 @@ DEPTHWISE = "depthwise"
 # benchmarks/bench_depthwise_backward.py (benchmarks/README.md, "Depthwise backward").
 WIDE = "depthwise wide"
 WIDEST_DIRECT_KERNEL = 3
+# A dense 1x1 convolution ("convolution[pointwise]") is a matrix product, and on a CPU its
+# weights are an O x I matrix that oneDNN transposes into its blocked layout on every call
+# of a channels-last convolution (fxroof.calibration.layout_bytes): a transpose of rows
+# I x 4 bytes apart, which ran 5-12 GB/s on this project's CPU where a 3x3 kernel's weights
+# (rows of 9 I values) reordered at 18-50 GB/s, about its copy bandwidth
+# (`torch.ops.mkldnn._reorder_convolution_weight` timed alone, benchmarks/README.md).
+POINTWISE = "pointwise"
 
 
 def conv_macs(x, weight, out, transposed: bool) -> int:
@@ -51,12 +58,19 @@ def _depthwise(weight, groups, transposed: bool, weight_gradient: bool = False):
     return WIDE if weight_gradient and weight.shape[-1] > WIDEST_DIRECT_KERNEL else DEPTHWISE
 
 
+def _kind(weight, groups, transposed: bool):
+    """The forward convolution's variant: depthwise, pointwise (dense 1x1) or none."""
+    if not transposed and groups == 1 and all(k == 1 for k in weight.shape[2:]):
+        return POINTWISE
+    return _depthwise(weight, groups, transposed)
+
+
 @register(aten.convolution, aten._convolution, op_class=MATRIX)
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding=None,
                 groups=1, *_, out, **__):
     macs = conv_macs(x, weight, out, transposed)
     return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs,
-                variant=_depthwise(weight, groups, transposed))
+                variant=_kind(weight, groups, transposed))
 
 
 @register(aten.convolution_backward, op_class=MATRIX)

@@ -1,6 +1,7 @@
 """The calibrated time model: its formula against hand-computed cases, the fit against data
 made from known parameters, the shipped parameters against the fitting script, and the
 roofline's use of it (expectation, band, ideal roof apart)."""
+import dataclasses
 import math
 import os
 import subprocess
@@ -652,6 +653,101 @@ def test_a_class_fit_holds_the_reorders_and_finds_the_convolution_underneath():
     assert entry["layout_rate"] == bandwidth
     assert entry["compute"] == pytest.approx(0.5, rel=0.03)
     assert 0.97 <= entry["band"][0] <= entry["band"][1] <= 1.03
+
+
+def test_a_channels_last_fit_holds_1x1_weight_transposes_at_their_own_rate():
+    """conv_cl probes timed as 5 us + F / (0.5 P) + their weight reorders, the 1x1 ones
+    (Row.pointwise) at a quarter of the copy bandwidth: fitted with both rates held, the
+    compute fraction is the convolution's own and both rates are kept for prediction."""
+    from fxroof import probes
+
+    rng = np.random.default_rng(7)
+    peak, bandwidth, transpose = 2e11, 2e10, 5e9
+    chip = parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
+                       "peaks": {"fp32": {"value": peak, "unit": "matrix"}},
+                       "bandwidth": {"value": bandwidth}}, "(test)")
+    flops = 10 ** rng.uniform(6, 9.5, 80)
+    nbytes, weights = flops / 20, flops / 40
+    pointwise = np.arange(80) % 2
+    seconds = 5e-6 + flops / (0.5 * peak) + 2 * weights / np.where(pointwise, transpose,
+                                                                    bandwidth)
+    rows = {"conv_cl": [cal.Row(f, b, 0.0, s, 1e4, 2 * w, 0.0, p)
+                        for f, b, s, w, p in zip(flops, nbytes, seconds, weights, pointwise)]}
+    entry = probes.fit_classes(rows, chip, 0.0, "synthetic", layout=bandwidth,
+                               pointwise_layout=transpose)["conv_cl"]
+    assert entry["layout_rate"] == bandwidth and entry["pointwise_layout_rate"] == transpose
+    assert entry["compute"] == pytest.approx(0.5, rel=0.03)
+    assert 0.97 <= entry["band"][0] <= entry["band"][1] <= 1.03
+    # held at the copy bandwidth instead, the 1x1 rows' transposes are mispriced
+    wrong = probes.fit_classes(rows, chip, 0.0, "synthetic", layout=bandwidth)["conv_cl"]
+    assert "pointwise_layout_rate" not in wrong and wrong["band"][1] / wrong["band"][0] > 1.1
+    # a class other than conv_cl never takes the rate
+    assert "pointwise_layout_rate" not in probes.fit_classes(
+        {"conv": rows["conv_cl"]}, chip, 0.0, "synthetic", layout=bandwidth,
+        pointwise_layout=transpose)["conv"]
+
+
+@pytest.mark.parametrize("layer, shape, rule", [
+    (torch.nn.Conv2d(8, 16, 1), (2, 8, 5, 5), "convolution[pointwise]"),
+    (torch.nn.Conv2d(8, 16, 1, stride=2), (2, 8, 5, 5), "convolution[pointwise]"),
+    (torch.nn.Conv1d(8, 16, 1), (2, 8, 5), "convolution[pointwise]"),
+    (torch.nn.Conv2d(8, 16, 1, groups=2), (2, 8, 5, 5), "convolution"),  # grouped
+    (torch.nn.Conv2d(8, 8, 1, groups=8), (2, 8, 5, 5), "convolution[depthwise]"),
+    (torch.nn.ConvTranspose2d(8, 16, 1), (2, 8, 5, 5), "convolution"),
+    (torch.nn.Conv2d(8, 16, (1, 3), padding=(0, 1)), (2, 8, 5, 5), "convolution"),
+])
+def test_a_dense_1x1_convolution_is_named_pointwise_and_counted_as_before(layer, shape, rule):
+    record = next(r for r in fxroof.analyze(layer, torch.empty(shape)).records()
+                  if r["op"] == "convolution")
+    assert record["rule"] == rule
+    # the count is the convolution's closed form whatever the name: 2 x outputs x C_in/g x
+    # kernel area per output (transposed: per input element), + a bias add per output
+    out = layer(torch.empty(shape))
+    per_output = layer.weight.shape[1] * math.prod(layer.weight.shape[2:])
+    if isinstance(layer, torch.nn.ConvTranspose2d):
+        macs = math.prod(shape) * layer.weight.shape[1]
+    else:
+        macs = out.numel() * per_output
+    assert record["flops"] == 2 * macs + out.numel()
+
+
+def test_the_weights_of_an_unfrozen_1x1_channels_last_convolution_reorder_at_their_rate():
+    import torch
+    from torch import nn
+
+    from fxroof.roofline import node_time
+
+    def conv_node(kernel, memory_format=torch.channels_last):
+        x = torch.empty(1, 64, 14, 14, device="meta").to(memory_format=memory_format)
+        layer = nn.Conv2d(64, 128, kernel, padding=kernel // 2, bias=False)
+        return next(r for r in fxroof.analyze(layer, x).records() if r["op"] == "convolution")
+
+    pointwise, square = conv_node(1), conv_node(3)
+    assert pointwise["rule"] == "convolution[pointwise]" and square["rule"] == "convolution"
+    assert cal.pointwise_weights(pointwise) and not cal.pointwise_weights(square)
+    assert not cal.pointwise_weights(conv_node(1, torch.contiguous_format))  # NCHW: conv
+    params = cal.Params(t0=0.0, compute=1.0, memory=1.0, layout_rate=2e10,
+                        pointwise_layout_rate=5e9)
+    assert cal.layout_rate_of(params, pointwise) == 5e9
+    assert cal.layout_rate_of(params, square) == 2e10
+    # a chip measured before the rate existed: every reorder at the layout rate
+    old = cal.Params(t0=0.0, compute=1.0, memory=1.0, layout_rate=2e10)
+    assert cal.layout_rate_of(old, pointwise) == 2e10
+    # priced: the 1x1 weights (64 x 128 fp32, read and written) cost 2 x 32 KiB / 5 GB/s
+    # more than the rest of the node, whatever else the chip's conv_cl class says
+    chip = parse_chip({"id": "cpu-y", "name": "a CPU", "class": "cpu", "vendor": "",
+                       "peaks": {"fp32": {"value": 1e11, "unit": "matrix"}},
+                       "bandwidth": {"value": 2e10},
+                       "calibration": {"conv_cl": {"t0": 0.0, "compute": 1.0, "memory": 1.0,
+                                                   "band": [1, 1], "layout_rate": 2e10,
+                                                   "pointwise_layout_rate": 5e9}}},
+                      "(test)")
+    plain = dataclasses.replace(chip, calibration={
+        "conv_cl": dataclasses.replace(chip.calibration["conv_cl"], pointwise_layout_rate=0.0)})
+    weights = 64 * 128 * 4
+    assert node_time(pointwise, chip).predicted_s - node_time(pointwise, plain).predicted_s \
+        == pytest.approx(2 * weights / 5e9 - 2 * weights / 2e10)
+    assert node_time(square, chip).predicted_s == node_time(square, plain).predicted_s
 
 
 def test_a_captured_convolution_is_priced_with_its_reorders_on_a_cpu():
