@@ -247,16 +247,15 @@ def layout_rate(device: torch.device, bandwidth: float) -> float:
     return bandwidth if device.type == "cpu" else 0.0
 
 
-# 1x1 convolutions as CNNs have them -- (C_out, C_in, input size, stride): ResNet-50's
-# bottlenecks and downsampling shortcuts, MobileNetV2's and V3's last expansions, and
-# reductions of 256-512 channels -- with 0.26-8.4 MB of weights. Timed alone, their reorders
-# ran 5.5-32 GB/s on this project's CPU, and the same weights at another input size can get
-# another blocked layout (512 x 2048: 5.5 GB/s for a 7x7 input, 14 for a 14x14 one), so the
-# rate is measured on the layers models have.
+# 1x1 convolutions as CNNs have them, with weights of 1 MiB or more (those priced at this
+# rate: calibration.STREAMED_WEIGHT_BYTES) -- (C_out, C_in, input size, stride): ResNet-50's
+# bottlenecks and downsampling shortcuts and MobileNetV2's last expansion, 1-8.4 MB of
+# weights. Timed alone, their reorders ran 5.5-32 GB/s on this project's CPU, and the same
+# weights at another input size can get another blocked layout (512 x 2048: 5.5 GB/s for a
+# 7x7 input, 14 for a 14x14 one), so the rate is measured on the layers models have.
 POINTWISE_LAYERS = ((1024, 256, 14, 1), (256, 1024, 14, 1), (2048, 512, 7, 1),
                     (512, 2048, 7, 1), (2048, 1024, 14, 2), (1024, 512, 28, 2),
-                    (512, 1024, 14, 1), (128, 512, 28, 1), (1280, 320, 7, 1), (960, 160, 7, 1),
-                    (256, 512, 28, 1), (512, 256, 56, 2))
+                    (512, 1024, 14, 1), (1280, 320, 7, 1))
 
 
 def pointwise_layout_rate(device: torch.device, repeats: int = 5) -> float:

@@ -717,15 +717,25 @@ def test_the_weights_of_an_unfrozen_1x1_channels_last_convolution_reorder_at_the
 
     from fxroof.roofline import node_time
 
-    def conv_node(kernel, memory_format=torch.channels_last):
-        x = torch.empty(1, 64, 14, 14, device="meta").to(memory_format=memory_format)
-        layer = nn.Conv2d(64, 128, kernel, padding=kernel // 2, bias=False)
+    def conv_node(kernel, memory_format=torch.channels_last, channels=512):
+        x = torch.empty(1, channels, 7, 7, device="meta").to(memory_format=memory_format)
+        layer = nn.Conv2d(channels, 512, kernel, padding=kernel // 2, bias=False)
         return next(r for r in fxroof.analyze(layer, x).records() if r["op"] == "convolution")
 
-    pointwise, square = conv_node(1), conv_node(3)
+    pointwise, square = conv_node(1), conv_node(3)  # 512 x 512 fp32 weights: 1 MiB
     assert pointwise["rule"] == "convolution[pointwise]" and square["rule"] == "convolution"
     assert cal.pointwise_weights(pointwise) and not cal.pointwise_weights(square)
     assert not cal.pointwise_weights(conv_node(1, torch.contiguous_format))  # NCHW: conv
+    # half a MiB of weights stays in the cache: reordered at the layout rate, as the probes
+    assert not cal.pointwise_weights(conv_node(1, channels=256))
+    # the compiled view's extern kernel of the same convolution is named after its node
+    extern = {**pointwise, "rule": "inductor extern[convolution[pointwise]]"}
+    assert cal.pointwise_weights(extern)
+    compiled = fxroof.analyze(nn.Conv2d(512, 512, 1, bias=False),
+                              torch.empty(1, 512, 7, 7, device="meta"), compiled=True)
+    assert [r["rule"] for r in compiled.records() if cal.pointwise_weights(r)] == [
+        extern["rule"]]
+    assert not cal.pointwise_weights({**extern, "op": "_convolution_pointwise"})  # prepacked
     params = cal.Params(t0=0.0, compute=1.0, memory=1.0, layout_rate=2e10,
                         pointwise_layout_rate=5e9)
     assert cal.layout_rate_of(params, pointwise) == 5e9
@@ -733,8 +743,8 @@ def test_the_weights_of_an_unfrozen_1x1_channels_last_convolution_reorder_at_the
     # a chip measured before the rate existed: every reorder at the layout rate
     old = cal.Params(t0=0.0, compute=1.0, memory=1.0, layout_rate=2e10)
     assert cal.layout_rate_of(old, pointwise) == 2e10
-    # priced: the 1x1 weights (64 x 128 fp32, read and written) cost 2 x 32 KiB / 5 GB/s
-    # more than the rest of the node, whatever else the chip's conv_cl class says
+    # priced: the 1x1 weights (512 x 512 fp32, read and written) cost 2 MiB / 5 GB/s where
+    # they cost 2 MiB / 20 GB/s, whatever else the chip's conv_cl class says
     chip = parse_chip({"id": "cpu-y", "name": "a CPU", "class": "cpu", "vendor": "",
                        "peaks": {"fp32": {"value": 1e11, "unit": "matrix"}},
                        "bandwidth": {"value": 2e10},
@@ -744,7 +754,7 @@ def test_the_weights_of_an_unfrozen_1x1_channels_last_convolution_reorder_at_the
                       "(test)")
     plain = dataclasses.replace(chip, calibration={
         "conv_cl": dataclasses.replace(chip.calibration["conv_cl"], pointwise_layout_rate=0.0)})
-    weights = 64 * 128 * 4
+    weights = 512 * 512 * 4
     assert node_time(pointwise, chip).predicted_s - node_time(pointwise, plain).predicted_s \
         == pytest.approx(2 * weights / 5e9 - 2 * weights / 2e10)
     assert node_time(square, chip).predicted_s == node_time(square, plain).predicted_s
