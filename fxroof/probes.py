@@ -265,8 +265,9 @@ def pointwise_layout_rate(device: torch.device, repeats: int = 5) -> float:
     ``torch.ops.mkldnn._reorder_convolution_weight`` (what Inductor's freezing calls once to
     prepack them) takes to reorder them all, each timed alone -- the rate of a model's set of
     1x1 weights, in which the large, slow ones weigh as much as they take (their median
-    rate, 14 GB/s on this project's CPU, priced ResNet-50's at half their time). 0 on a GPU,
-    and where this torch has no oneDNN (the 1x1 weights then reorder at the layout rate)."""
+    rate, 12 GB/s here against 8 for the total, would price ResNet-50's layer4 at half its
+    time). 0 on a GPU, and where this torch has no oneDNN (the 1x1 weights then reorder at
+    the layout rate)."""
     reorder = getattr(torch.ops.mkldnn, "_reorder_convolution_weight", None)
     if device.type != "cpu" or reorder is None or not torch.backends.mkldnn.is_available():
         return 0.0
