@@ -217,7 +217,7 @@ def run_predict(args) -> int:
         except FxroofError as e:
             if len(selected) == 1:
                 raise
-            skipped.append(e if isinstance(e, MissingPeakError) else f"skipped {chip.id}: {e}")
+            skipped.append((chip, e))
             continue
         rows.append({"chip": chip, "prediction": p,
                      "fits": chip.capacity is None or g.memory.peak_bytes <= chip.capacity})
@@ -243,13 +243,14 @@ def run_predict(args) -> int:
 
 
 def _skipped_lines(skipped: list) -> list[str]:
-    """One line per chip skipped for its own reason; chips that lack the same peak (every
-    TPU for an fp32 step) in one paragraph, the advice said once."""
-    lines = [s for s in skipped if isinstance(s, str)]
-    missing: dict[str, list] = {}
-    for e in skipped:
+    """One line per (chip, error) skipped for its own reason; chips that lack the same peak
+    (every TPU for an fp32 step) in one paragraph, the advice said once."""
+    lines, missing = [], {}
+    for chip, e in skipped:
         if isinstance(e, MissingPeakError):
             missing.setdefault(e.needed, []).append(e)
+        else:
+            lines.append(f"skipped {chip.id}: {e}")
     for needed, errors in missing.items():
         if len(errors) == 1:
             lines.append(f"skipped {errors[0].chip_id}: {errors[0]}")

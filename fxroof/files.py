@@ -37,6 +37,18 @@ def check_writable(path: str, overwrite: bool) -> None:
     if os.path.exists(path) and not overwrite:
         raise FxroofError(f"'{path}' already exists and fxroof does not overwrite files unless "
                           "asked: pass --force (overwrite=True in Python) or choose another path.")
+    try:  # /proc and read-only mounts pass os.access, yet take no new file
+        fd, probe = tempfile.mkstemp(prefix=".fxroof-probe.", dir=folder)
+    except OSError as e:
+        raise _no_new_file(path, folder, e) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _no_new_file(path: str, folder: str, error: OSError) -> FxroofError:
+    return FxroofError(f"Cannot write '{path}': the folder '{folder}' takes no new file "
+                       f"({error.strerror or error}). Choose a path in an ordinary folder you "
+                       "can write to; nothing was written.")
 
 
 def _suffix(path: str) -> str:
@@ -51,10 +63,8 @@ def atomic_path(path: str) -> Iterator[str]:
     try:
         fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
                                        dir=folder)
-    except OSError as e:  # e.g. /proc or /sys: they pass os.access, but take no new file
-        raise FxroofError(f"Cannot write '{path}': the folder '{folder}' takes no new file "
-                          f"({e.strerror or e}). Choose a path in an ordinary folder you can "
-                          "write to; nothing was written.") from None
+    except OSError as e:  # checked before the work (check_writable), but it can change since
+        raise _no_new_file(path, folder, e) from None
     os.close(fd)
     try:
         yield partial

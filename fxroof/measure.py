@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import tempfile
 import platform
 import re
 from typing import Callable, Optional
@@ -186,42 +185,36 @@ def default_path(chip_id: str) -> str:
 
 
 def check_target(path: str, force: bool) -> None:
-    """Refuse, before measuring, a chip file path that is a folder, or one that exists
-    (unless ``force``), and create its missing folders now (the default one, under
-    FXROOF_CHIPS_DIR or ~/.config, often is): a folder that cannot be made must fail before
-    minutes of measurement, not after."""
+    """Refuse, before measuring, a chip file path that is a folder, one that exists (unless
+    ``force``) or one fxroof cannot write, creating its missing folders now (the default
+    one, under FXROOF_CHIPS_DIR or ~/.config, often is missing): a folder that cannot be made
+    must fail before minutes of measurement, not after."""
     if os.path.isdir(path):
         raise FxroofError(f"'{path}' is a folder: --out names the chip file to write, e.g. "
                           f"'{os.path.join(path, 'this-cpu.yaml')}'.")
     if os.path.exists(path) and not force:
         raise FxroofError(f"'{path}' already holds a chip and fxroof does not overwrite it "
                           "unless asked: pass --force, or --out another path.")
-    folder = os.path.dirname(os.path.abspath(path))
-    existing = folder
+    folder = existing = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
-    why = f"'{existing}' is a file, not a folder" if not os.path.isdir(existing) else None
-    if why is None:
+    try:
+        if not os.path.isdir(existing):
+            raise FxroofError(f"Cannot write the chip file '{path}': '{existing}' is a file, "
+                              "not a folder.")
         try:
             os.makedirs(folder, exist_ok=True)
         except OSError as e:
-            why = f"its folder '{folder}' cannot be created ({e.strerror or e})"
-    if why is None:
-        try:  # /proc and read-only mounts pass os.access yet take no new file
-            fd, probe = tempfile.mkstemp(prefix=".fxroof-probe.", dir=folder)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as e:
-            why = f"the folder '{folder}' takes no new file ({e.strerror or e})"
-    if why is not None:
-        raise FxroofError(f"Cannot write the chip file '{path}': {why}. Nothing was measured; "
-                          "choose another --out.")
+            raise FxroofError(f"Cannot write the chip file '{path}': its folder '{folder}' "
+                              f"cannot be created ({e.strerror or e}).") from None
+        check_writable(path, overwrite=True)
+    except FxroofError as e:
+        raise FxroofError(f"{e} Nothing was measured; choose another --out.") from None
 
 
 def save(entry: dict, path: Optional[str] = None, force: bool = False) -> str:
     path = path or default_path(entry["id"])
     check_target(path, force)
-    check_writable(path, overwrite=True)
     with atomic(path) as f:
         yaml.safe_dump({"schema_version": 1, "chips": [entry]}, f, sort_keys=False)
     return path

@@ -7,6 +7,7 @@ import torch
 
 import fxroof
 from fxroof import chips as chips_module
+from fxroof import files
 from fxroof import measure as measure_module
 from fxroof.chips import lint, load_chips, parse_chip
 
@@ -74,7 +75,7 @@ def test_an_out_path_that_cannot_be_written_fails_before_measuring(tmp_path, mon
         def refuse(*args, **kwargs):
             raise PermissionError(13, "Permission denied")
 
-        monkeypatch.setattr(measure_module.tempfile, "mkstemp", refuse)
+        monkeypatch.setattr(files.tempfile, "mkstemp", refuse)
         out, reason = tmp_path / "x.yaml", "takes no new file (Permission denied)"
     assert main(["chips", "measure", "--out", str(out)]) == 1
     err = capsys.readouterr().err
