@@ -45,6 +45,16 @@ def check_writable(path: str, overwrite: bool) -> None:
     os.unlink(probe)
 
 
+def make_folder(folder: str, what: str) -> None:
+    """Create ``folder`` and its parents for ``what`` (e.g. "the study folder"); a clear
+    error where that cannot be."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise FxroofError(f"Cannot create {what} '{folder}': {e.strerror or e}. Choose a path "
+                          "in a folder you can write to.") from None
+
+
 def _no_new_file(path: str, folder: str, error: OSError) -> FxroofError:
     return FxroofError(f"Cannot write '{path}': the folder '{folder}' takes no new file "
                        f"({error.strerror or error}). Choose a path in an ordinary folder you "

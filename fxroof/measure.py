@@ -31,7 +31,7 @@ import yaml
 from fxroof.chips import MEASURED_IDS, user_chips_dir
 from fxroof.device import Stopwatch, check_device, host_allocator, repeat
 from fxroof.errors import FxroofError
-from fxroof.files import atomic, check_writable
+from fxroof.files import atomic, check_writable, make_folder
 from fxroof.timers import Summary, summarize
 from fxroof.units import dtype_name, peak_key
 
@@ -202,11 +202,7 @@ def check_target(path: str, force: bool) -> None:
         if not os.path.isdir(existing):
             raise FxroofError(f"Cannot write the chip file '{path}': '{existing}' is a file, "
                               "not a folder.")
-        try:
-            os.makedirs(folder, exist_ok=True)
-        except OSError as e:
-            raise FxroofError(f"Cannot write the chip file '{path}': its folder '{folder}' "
-                              f"cannot be created ({e.strerror or e}).") from None
+        make_folder(folder, "the chip file's folder")
         check_writable(path, overwrite=True)
     except FxroofError as e:
         raise FxroofError(f"{e} Nothing was measured; choose another --out.") from None

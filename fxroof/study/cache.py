@@ -18,7 +18,7 @@ import os
 from typing import Optional
 
 from fxroof.errors import FxroofError
-from fxroof.files import atomic, file_safe
+from fxroof.files import atomic, file_safe, make_folder
 
 MANIFEST = "study.json"
 log = logging.getLogger(__name__)
@@ -92,11 +92,7 @@ def claim(root: str, config: dict, force: bool, defaults: Optional[dict] = None)
     elif os.path.isdir(root) and os.listdir(root) and not force:
         raise FxroofError(f"'{root}' exists and is not an fxroof study folder; fxroof will not "
                           "write into it. Choose a new or empty --out, or pass --force.")
-    try:
-        os.makedirs(root, exist_ok=True)
-    except OSError as e:
-        raise FxroofError(f"Cannot create the study folder '{root}': {e.strerror}. Choose an "
-                          "--out in a folder you can write to.") from None
+    make_folder(root, "the study folder")
     write_json(manifest, config)
 
 
