@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from fxroof import export, render, roofline, rollups, timing, trace
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
+from fxroof.device import check_device
 from fxroof.errors import FxroofError, UsageError
 from fxroof.keys import (BACKWARD, COST, FAULTS, FORWARD, KERNEL, OPTIMIZER, ORIGIN, PHASES,
                          ROOF, SHAPES, TIME, UNPRICED)
@@ -213,6 +214,7 @@ class AnnotatedGraph:
         gets (runs done, runs in all), False shows nothing. ``eager_first``: time the plain
         eager step before the nodes (timing.time_graphs)."""
         repeats, warmup = positive_int(repeats, "repeats"), nonnegative_int(warmup, "warmup")
+        check_device(device)  # before the progress bar and the model build, not inside them
         if self.source is None:
             raise UsageError("This graph was not made by fxroof.analyze (it came from the "
                              "torch.compile backend, fxroof.record or a file): there is no model "

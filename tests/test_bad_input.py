@@ -258,6 +258,12 @@ def test_graph_methods_refuse_bad_arguments(small, call, fragment):
         call(small)
 
 
+def test_timing_on_an_unknown_device_refuses_before_drawing_a_progress_bar(small, capsys):
+    with pytest.raises(fxroof.FxroofError, match="Unknown device 'tpu'"):
+        small.time(device="tpu")  # progress=True: a bar would be drawn on stderr
+    assert "timing" not in capsys.readouterr().err
+
+
 def test_graph_writers_refuse_a_folder_and_an_unknown_figure_format(small, tmp_path):
     with pytest.raises(fxroof.FxroofError, match="is a folder"):
         small.to_json(str(tmp_path))
