@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import reprlib
 import traceback
 from typing import Optional, Sequence
 
@@ -415,13 +416,24 @@ def untraceable_message(e: BaseException, scope) -> str:
         "annotates every region between graph breaks.")
 
 
+def _describe_inputs(args) -> str:
+    """'inputs of shape (2, 3)'; a value that is not a tensor is named with its type, since
+    passing one by mistake (a path, a list) is a common reason the model refused."""
+    leaves = [a for a in pytree.tree_leaves(args) if a is not None]
+    if not leaves:
+        return "no inputs"
+    if all(isinstance(a, torch.Tensor) for a in leaves):
+        return "inputs of shape " + ", ".join(str(tuple(a.shape)) for a in leaves)
+    return "inputs (" + ", ".join(
+        f"a tensor of shape {tuple(a.shape)}" if isinstance(a, torch.Tensor)
+        else f"a {type(a).__name__}: {reprlib.repr(a)}" for a in leaves) + ")"
+
+
 def rejected_message(e: BaseException, scope, args) -> str:
-    shapes = ", ".join(str(tuple(a.shape)) for a in pytree.tree_leaves(args)
-                       if isinstance(a, torch.Tensor))
     detail = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
     where = _user_frame(e)
     return (
-        f"Running the model on inputs of shape {shapes or '(none)'} failed in {_where(scope)}: "
+        f"Running the model on {_describe_inputs(args)} failed in {_where(scope)}: "
         f"{type(e).__name__}: {detail}" + (f" (at {where})" if where else "") + ". If the "
         "input shape does not fit the model, pass the shape it expects (--input-shape, batch "
         "first, e.g. 8,3,224,224); if the model takes several inputs, repeat --input-shape "

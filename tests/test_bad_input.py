@@ -227,6 +227,9 @@ API = [
      lambda: fxroof.analyze(torch.jit.script(torch.nn.Linear(2, 2)), torch.ones(1, 2)),
      "TorchScript module .* pass the nn.Module it was scripted from"),
     ("an empty model name", lambda: fxroof.analyze(""), "The model name is empty"),
+    ("a path passed as the input",
+     lambda: fxroof.analyze(torch.nn.Linear(2, 2), "data/x.pt"),
+     r"on inputs \(a str: 'data/x.pt'\) failed in layer `\(root\)` \(Linear\)"),
 ]
 
 
