@@ -193,8 +193,8 @@ def check_target(path: str, force: bool) -> None:
         raise FxroofError(f"'{path}' is a folder: --out names the chip file to write, e.g. "
                           f"'{os.path.join(path, 'this-cpu.yaml')}'.")
     if os.path.exists(path) and not force:
-        raise FxroofError(f"'{path}' already holds a chip and fxroof does not overwrite it "
-                          "unless asked: pass --force, or --out another path.")
+        raise FxroofError(f"'{path}' already exists and fxroof does not overwrite it unless "
+                          "asked: pass --force, or --out another path.")
     folder = existing = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)

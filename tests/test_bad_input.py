@@ -137,6 +137,8 @@ CLI = [
     ("profile --device tpu", USAGE, ["--device", "tpu"]),
     ("chips plot --dtype fp33", USAGE, ["--dtype", "invalid choice"]),
     ("study --repeats 0 --out never", USAGE, ["--repeats"]),
+    ("annotate exists.json:Model", FAILED, ["'exists.json', a path that is not a Python file"]),
+    ("chips measure --out exists.json", FAILED, ["'exists.json' already exists", "--force"]),
     ("study --out exists.json", FAILED, ["is a file, not a folder"]),
     ("study --out exists.json/inside", FAILED, ["Cannot create the study folder",
                                                 "Not a directory"]),

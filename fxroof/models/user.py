@@ -18,6 +18,12 @@ def build(spec: str) -> nn.Module:
     module_name, _, attr = spec.rpartition(":")
     if os.getcwd() not in sys.path:  # like uvicorn/gunicorn: the user's project is importable
         sys.path.insert(0, os.getcwd())
+    if not module_name.endswith(".py") and ("/" in module_name or os.sep in module_name
+                                            or os.path.isfile(module_name)):
+        raise FxroofError(
+            f"The model spec '{spec}' names '{module_name}', a path that is not a Python file: "
+            "the part before ':' is a .py file (path/to/net.py:Net) or an importable module "
+            "(package.module:Net).")
     try:
         if module_name.endswith(".py"):
             module = _import_file(module_name)
