@@ -285,7 +285,7 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
         raise
     except UNTRACEABLE as e:
         raise FxroofError(untraceable_message(e, scope)) from None
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # SystemExit: a forward that calls sys.exit
         raise FxroofError(rejected_message(e, scope, args)) from None
 
 

@@ -63,6 +63,9 @@ FILES = {
                                          if k != "flops"}]}),
     "config-truncated.json": '{"model_type": "gpt2", "n_layer": ',
     "config-nomodel.json": '{"n_layer": 2}',
+    "exits.py": "import sys\nsys.exit(3)\n",  # a script whose argparse runs at import
+    "exits_in_forward.py": ("import sys, torch\nclass M(torch.nn.Module):\n"
+                            "    def forward(self, x):\n        sys.exit(4)\n"),
     "exists.json": "mine",
     "folder/keep.txt": "mine",
 }
@@ -137,6 +140,9 @@ CLI = [
     ("profile --device tpu", USAGE, ["--device", "tpu"]),
     ("chips plot --dtype fp33", USAGE, ["--dtype", "invalid choice"]),
     ("study --repeats 0 --out never", USAGE, ["--repeats"]),
+    ("annotate exits.py:M", FAILED, ["called sys.exit(3)", 'if __name__ == "__main__":']),
+    ("annotate exits_in_forward.py:M --input-shape 2,3", FAILED,
+     ["failed in layer `(root)` (M): SystemExit: 4", "exits_in_forward.py:4"]),
     ("annotate exists.json:Model", FAILED, ["'exists.json', a path that is not a Python file"]),
     ("chips measure --out exists.json", FAILED, ["'exists.json' already exists", "--force"]),
     ("study --out exists.json", FAILED, ["is a file, not a folder"]),

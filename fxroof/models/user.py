@@ -31,6 +31,12 @@ def build(spec: str) -> nn.Module:
             module = importlib.import_module(module_name)
     except FxroofError:
         raise
+    except SystemExit as e:  # a script's argparse or sys.exit at import time
+        raise FxroofError(
+            f"Importing '{module_name}' (from the model spec '{spec}') ended the program: it "
+            f"called sys.exit({e.code!r}) -- argparse does so when the arguments are not its "
+            "own. fxroof imports the file to build the model: put the script's own work "
+            "(argument parsing, training) under `if __name__ == \"__main__\":`.") from None
     except Exception as e:
         hint = ("Fix that error in the file (running `python` on it shows where it is)"
                 if module_name.endswith(".py") else
@@ -47,7 +53,7 @@ def build(spec: str) -> nn.Module:
                 "The part after ':' must name a callable that returns an nn.Module.")
     try:
         model = target() if callable(target) and not isinstance(target, nn.Module) else target
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         raise FxroofError(
             f"Calling '{spec}' to build the model failed: {type(e).__name__}: {e}. "
             "The callable must build the model with no arguments.") from None
