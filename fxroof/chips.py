@@ -18,7 +18,8 @@ from typing import Optional
 
 import yaml
 
-from fxroof.calibration import MEASURED_CLASSES as CALIBRATED_CLASSES, parse_params
+from fxroof.calibration import parse_params
+from fxroof.op_classes import MEASURED_CLASSES as CALIBRATED_CLASSES
 from fxroof.errors import FxroofError, UsageError
 from fxroof.suggest import did_you_mean
 from fxroof.units import op_unit
@@ -226,6 +227,13 @@ def read_file(path: str, warn: bool = False) -> list[Chip]:
     if not isinstance(data, dict) or not isinstance(data.get("chips"), list):
         raise FxroofError(f"{path}: expected a mapping with a 'chips:' list.")
     chips = [parse_chip(entry, path) for entry in data["chips"]]
+    ids = [chip.id for chip in chips]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:  # which entry would win is an accident of order: refuse instead
+        raise FxroofError(f"{path}: more than one entry has the chip id "
+                          f"{' or '.join(repr(i) for i in twice)}. Give each entry its own id "
+                          "(a later file may replace a chip of an earlier one; one file may "
+                          "not hold two).")
     if warn:
         for chip in chips:
             for problem in lint(chip):

@@ -47,6 +47,7 @@ FILES = {
     "binary.yaml": bytes(range(256)) * 4,
     "bomb.yaml": BOMB,
     "no-chips.yaml": "hello: world\n",
+    "twice.yaml": GOOD_CHIP + GOOD_CHIP.split("chips:\n")[1],  # two entries 'mine'
     "calibration.yaml": GOOD_CHIP + "    calibration: {gemm: {t0: 1e-5}}\n",
     "reorders.yaml": GOOD_CHIP + "    calibration: {conv: {t0: 1e-5, compute: 0.5, memory: 0.5,"
                      " band: [1, 1], layout_rate: -2.0e+10}}\n",
@@ -81,6 +82,7 @@ CLI = [
     ("chips list --chips-file binary.yaml", FAILED, ["binary.yaml", "not a text file"]),
     ("chips list --chips-file bomb.yaml", FAILED, ["bomb.yaml", "aliases"]),
     ("chips list --chips-file no-chips.yaml", FAILED, ["'chips:' list"]),
+    ("chips list --chips-file twice.yaml", FAILED, ["twice.yaml", "chip id 'mine'"]),
     ("chips list --chips-file missing.yaml", FAILED, ["missing.yaml", "No such file"]),
     ("chips list --chips-file calibration.yaml", FAILED, ["calibration.gemm", "needs t0"]),
     # a calibration number out of its range is named, with the range, not dumped whole
