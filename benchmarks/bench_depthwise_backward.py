@@ -30,7 +30,7 @@ from benchmarks import script_main  # noqa: E402
 
 import torch  # noqa: E402
 
-from fxroof import analyze, calibration as cal  # noqa: E402
+from fxroof import analyze, op_classes  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.probes import _DepthwiseLayer  # noqa: E402
@@ -50,7 +50,7 @@ def fastest(call, repeats: int = 5) -> float:
 def grid_point(batch, channels, size, kernel, stride, chip) -> dict:
     layer = _DepthwiseLayer(channels, kernel, stride)
     record = next(r for r in analyze(layer, torch.empty(batch, channels, size, size),
-                                     backward=True).records("backward") if cal.depthwise(r))
+                                     backward=True).records("backward") if op_classes.depthwise(r))
     x = torch.randn(batch, channels, size, size)
     w = layer.conv.weight.detach()
     grad_out = torch.randn_like(layer.conv(x).detach())
@@ -61,7 +61,7 @@ def grid_point(batch, channels, size, kernel, stride, chip) -> dict:
         return lambda: torch.ops.aten.convolution_backward(*args, mask)
 
     point = {"batch": batch, "channels": channels, "size": size, "kernel": kernel,
-             "stride": stride, "class": cal.op_class_of(record), "flops": record["flops"],
+             "stride": stride, "class": op_classes.op_class_of(record), "flops": record["flops"],
              "both_s": fastest(backward([True, True, False])),
              "weight_s": fastest(backward([False, True, False])),
              "input_s": fastest(backward([True, False, False])),
@@ -77,8 +77,9 @@ def model_classes(model: str, batch: int, chip) -> dict:
     graph.time("cpu", repeats=5, warmup=2, progress=False)
     sums: dict = {}
     for r in graph.records("backward"):
-        if r["time_s"] is not None and cal.op_class_of(r) in cal.BACKWARD_CONV_CLASSES:
-            entry = sums.setdefault(cal.op_class_of(r), [0.0, 0.0, 0])
+        backward_conv = op_classes.op_class_of(r) in op_classes.BACKWARD_CONV_CLASSES
+        if r["time_s"] is not None and backward_conv:
+            entry = sums.setdefault(op_classes.op_class_of(r), [0.0, 0.0, 0])
             entry[0] += r["time_s"]
             entry[1] += node_time(r, chip).predicted_s
             entry[2] += 1

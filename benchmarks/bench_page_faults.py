@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import script_main  # noqa: E402
 
-from fxroof import analyze, calibration as cal, heap, page_faults  # noqa: E402
+from fxroof import analyze, heap, hidden_bytes, page_faults  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.study import DEFAULT_MODELS  # noqa: E402
@@ -92,7 +92,7 @@ def predicted_faults(model: str, batch: int, train: bool) -> tuple[float, float,
     replayed = sum(r["faulted_bytes"] for r in records)
     events, _ = page_faults.step_events(graph.capture)
     unpinned = sum(heap.steady_faults(e for e in events if e[0] != "pin").values())
-    rule = sum(cal.fresh_bytes(r) + cal.layout_bytes(r)[1] for r in records)
+    rule = sum(hidden_bytes.fresh_bytes(r) + hidden_bytes.layout_bytes(r)[1] for r in records)
     return replayed, unpinned, rule
 
 

@@ -50,47 +50,10 @@ import numpy as np
 import yaml
 
 from fxroof.errors import FxroofError
+from fxroof.hidden_bytes import fresh_bytes, layout_bytes, pointwise_weights
+from fxroof.op_classes import CONV_CLASSES, FALLBACK, reduction_length
 
 CALIBRATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.yaml")
-CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
-# Classes only a device's own probes measure (fxroof.probes), and the class a chip without
-# them uses instead: channels-last convolutions (oneDNN runs them without the layout reorders
-# an NCHW convolution pays on a CPU) and kernels Inductor generates (one call from its
-# wrapper, no eager dispatch, a whole fused chain per pass over memory).
-# Pooling and data movement (copies, concatenation, allocation) are probed on a CPU; the
-# GPU kernel data has neither, so there they take the elementwise parameters.
-# The backward kernels of convolutions and norms are classes of their own where a device
-# measured them (chips measure --full times a training run node by node), since neither is
-# the forward kernel run again: a convolution's backward also reduces the weight gradient
-# over every output position, and a norm's backward (norm_bwd) or a training batch norm's
-# forward (norm_train, which computes the batch statistics) makes a reduction pass before
-# its elementwise one. Those two are apart too: on this project's CPU a batch norm's
-# forward of training ran 8 GB/s of its counted bytes and its backward 29 (8 x 96 x 56 x
-# 56: ATen's CPU kernel reads the input once for the mean, once for the variance and again
-# to normalise), and one class priced mobilenet_v2's forwards at 0.42x.
-# A depthwise convolution's backward is a class of its own (conv_bwd_dw), and one computing
-# the weight gradient of a kernel wider than oneDNN's depthwise kernel takes
-# (op_costs.conv.WIDE) one of two others, by the implementation ONEDNN_VERBOSE shows for it:
-# NCHW, an im2col + GEMM convolution ("gemm:jit", conv_bwd_dw_wide, 1-9 GFLOP/s on this
-# project's CPU); channels-last (ConvNeXt's, whose permutes leave its gradients so), the
-# dense direct kernel ("jit:avx512_core", conv_bwd_dw_wide_cl, about 20). Priced with the
-# dense backward's rates, mobilenet_v2's 3x3 ones at batch 8 came out 1.7x long, and
-# mnasnet1_0's 5x5 ones 0.11x short.
-# A generated kernel that copies across a transpose (fxroof.compiled: an NCHW input made
-# channels-last, a weight converted per call) is the "transpose" class, apart from the
-# other generated kernels: Inductor's C++ transposes 2-D tiles in registers, with scalar
-# loops on a side shorter than a tile, and on this project's CPU such kernels moved 11-50
-# GB/s against 28-84 for plain copies of the same bytes. A chip measured before the class
-# prices them as "fused", as fxroof did before.
-FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused",
-            "pool": "elementwise",
-            "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
-            "norm_bwd": "norm_train",
-            "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
-            "conv_bwd_dw_wide_cl": "conv_bwd_dw_wide"}
-TRAINING_NORM_CLASSES = ("norm_train", "norm_bwd")
-BACKWARD_CONV_CLASSES = ("conv_bwd", "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl")
-CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
 # GPU boards held to the 75 W a PCIe slot supplies (T4 70 W, P4 75 W, L4 72 W) cap their
 # clocks under sustained load: NeuSight's T4 and P4 GEMM fits reach 0.41-0.45 of the FP32
 # peak against 0.75-1.0 on its five other NVIDIA GPUs, and NVIDIA's forum puts a T4's
@@ -98,49 +61,9 @@ CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
 # own measurements takes the family fitted on those boards, not the all-GPU median.
 LOW_POWER_W = 75.0
 LOW_POWER_FAMILY = "gpu_low_power"
-MATRIX_CLASSES = ("gemm",) + CONV_CLASSES
-MEASURED_CLASSES = CLASSES + tuple(FALLBACK)
 
-_CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convolution",
-             "mkldnn_convolution", "conv_depthwise2d", "_conv_depthwise2d",
-             "slow_conv_transpose2d", "slow_conv_dilated2d")
-# op_costs/norm.py names a training batch norm's kernel so: "batch_norm[batch stats]"
-BATCH_STATS_VARIANT = "[batch stats]"
-# op_costs/conv.py names a depthwise convolution (or its backward) so, and a backward that
-# computes a wide kernel's weight gradient DEPTHWISE_VARIANT + WIDE_SUFFIX
-DEPTHWISE_VARIANT = "[depthwise"
-POINTWISE_VARIANT = "[pointwise]"  # a dense 1x1 convolution (op_costs.conv.POINTWISE)
-WIDE_SUFFIX = " wide]"
-# fxroof.compiled names a kernel Inductor generates so, and one whose reads cannot be loaded
-# as vectors (a stride-2 pool over an NCHW map) GENERATED_RULE + UNVECTORISED_VARIANT: its
-# C++ runs one lane of the vector unit at a time
-GENERATED_RULE = "inductor generated"
-UNVECTORISED_VARIANT = "[unvectorised]"
-# ... and one that reads an input across a transpose GENERATED_RULE + TRANSPOSING_VARIANT
-TRANSPOSING_VARIANT = "[transposing]"
-_NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
-_SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
-
-
-def depthwise(record: dict) -> bool:
-    """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
-    return DEPTHWISE_VARIANT in record.get("rule", "")
-
-
-def wide_weight_gradient(record: dict) -> bool:
-    """Whether a node is a depthwise backward computing a kernel's weight gradient that
-    oneDNN's direct depthwise kernel cannot (op_costs.conv.WIDE)."""
-    return record.get("rule", "").endswith(DEPTHWISE_VARIANT + WIDE_SUFFIX)
-
-
-def generated(record: dict) -> bool:
-    """Whether a node is a kernel Inductor generates (of the compiled view), of any class."""
-    return record.get("rule", "").startswith(GENERATED_RULE)
-
-
-def unvectorised(record: dict) -> bool:
-    """Whether a node is a generated kernel that runs scalar code (fxroof.compiled)."""
-    return record.get("rule", "") == GENERATED_RULE + UNVECTORISED_VARIANT
+# The smallest fraction of a peak or of the bandwidth a fit may give a class (fit).
+MIN_FRACTION = 0.01
 
 
 @dataclass(frozen=True)
@@ -183,234 +106,12 @@ def row_of(record: dict, seconds: float) -> Row:
                float(pointwise_weights(record)))
 
 
-def op_class_of(record: dict) -> Optional[str]:
-    """The calibration class of a node record, or None for views (no kernel)."""
-    if record["op_class"] == "view":
-        return None
-    op = record["op"]
-    if generated(record):
-        return "transpose" if record["rule"].endswith(TRANSPOSING_VARIANT) else "fused"
-    if record["op_class"] == "matrix":
-        if op.startswith(_CONV_OPS):
-            if "_backward" in op:
-                if wide_weight_gradient(record):
-                    channels_last = record.get("layout") == "channels_last"
-                    return "conv_bwd_dw_wide_cl" if channels_last else "conv_bwd_dw_wide"
-                return "conv_bwd_dw" if depthwise(record) else "conv_bwd"
-            return "conv_cl" if record.get("layout") == "channels_last" else "conv"
-        return "gemm"
-    if any(name in op for name in _SOFTMAX_OPS):
-        return "softmax"
-    if any(name in op for name in _NORM_OPS):
-        if "_backward" in op:
-            return "norm_bwd"
-        return "norm_train" if record.get("rule", "").endswith(BATCH_STATS_VARIANT) \
-            else "norm"
-    if "pool" in op:
-        return "pool"
-    if record["op_class"] == "memory":
-        return "copy"
-    return "elementwise"
-
-
-# What the time model reads of a node record (op_class_of, fresh_bytes, layout_bytes,
-# gemm_dims and the roof): a record kept for later prediction (the study's cache) must keep
-# these, or its depthwise convolutions lose their reduction length, its large outputs their
-# page faults and its training batch norms their class.
-RECORD_FIELDS = ("op", "op_class", "rule", "dtype", "flops", "bytes", "bytes_read",
-                 "bytes_written", "shape", "layout", "faulted_bytes")
-
-
-# glibc's malloc serves an allocation this large or larger with a fresh mmap (the dynamic
-# threshold stops rising at DEFAULT_MMAP_THRESHOLD_MAX, 4 * 1024 * 1024 * sizeof(long) on a
-# 64-bit system: mallopt(3)), so the kernel faults in and zeroes its pages on first touch,
-# call after call. Smaller ones reuse the heap once the threshold has adapted.
-MMAP_THRESHOLD = 32 * 2 ** 20
-# The smallest fraction of a peak or of the bandwidth a fit may give a class (fit).
-MIN_FRACTION = 0.01
-
-
-def fresh_bytes(record: dict) -> int:
-    """Bytes a node writes to a freshly mapped output (bytes): its output bytes when it
-    allocates its output (not an in-place op, not a view) at or above MMAP_THRESHOLD."""
-    if record["op_class"] == "view" or record["op"].endswith("_"):
-        return 0
-    written = record.get("bytes_written", 0)
-    return written if written >= MMAP_THRESHOLD else 0
-
-
-# The classes whose CPU kernels (oneDNN's) reorder an NCHW operand into a blocked layout and
-# the result back, unless the tensors are channels-last already -- and a channels-last
-# convolution, which still reorders its weights (layout_bytes).
-REORDERED_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
-# oneDNN calls whose weights were reordered once, when Inductor froze the model
-# (op_costs.onednn): channels-last convolutions with no per-call weight reorder
-PREPACKED_OPS = ("_convolution_pointwise", "_convolution_transpose_pointwise")
-
-
-def prepacked(record: dict) -> bool:
-    return record["op"].startswith(PREPACKED_OPS)
-
-
-# A 1x1 convolution's weights of this size or more do not fit one core's L2 cache (1-2 MiB
-# on current x86 server cores; 1 MiB on this project's AMD EPYC), so their transpose streams.
-# Smaller ones -- every conv_cl probe's, at most 512 KiB -- reorder in the cache at about the
-# copy rate, like a 3x3 kernel's, and the class fit holds them so.
-STREAMED_WEIGHT_BYTES = 2 ** 20
-
-
-def pointwise_weights(record: dict) -> bool:
-    """Whether a node's layout reorder is a streamed transpose of a 1x1 convolution's
-    weights: a channels-last (conv_cl) dense 1x1 convolution, not prepacked, whose weights
-    are STREAMED_WEIGHT_BYTES or more. Its O x I weight matrix is transposed into oneDNN's
-    blocked layout on every call, which runs well below the copy bandwidth once it leaves
-    the cache (op_costs.conv.POINTWISE), so a device may price it at a rate of its own
-    (Params.pointwise_layout_rate)."""
-    return (op_class_of(record) == "conv_cl" and POINTWISE_VARIANT in record.get("rule", "")
-            and not prepacked(record)  # in the compiled view: inductor extern[convolution[...]]
-            and conv_weight_bytes(record) >= STREAMED_WEIGHT_BYTES)
-
-
 def layout_rate_of(params: Params, record: dict) -> float:
     """Bytes/s at which ``record``'s layout reorders (layout_bytes) run on a device with
     ``params``: the 1x1 weight transpose's own rate where the device measured one."""
     if params.layout_rate and params.pointwise_layout_rate and pointwise_weights(record):
         return params.pointwise_layout_rate
     return params.layout_rate
-
-
-def layout_bytes(record: dict) -> tuple[int, int]:
-    """(bytes moved, bytes freshly mapped) by the layout reorders oneDNN makes around a
-    convolution on a CPU (ONEDNN_VERBOSE shows a reorder per tensor per call), every pass
-    reading and writing its tensor, the blocked copies being new buffers, so those at or
-    above MMAP_THRESHOLD are faulted in afresh like a new output:
-    * an NCHW convolution or convolution backward: each operand (input, weights, gradients)
-      is reordered into oneDNN's blocked layout and each result back -- twice the op's bytes
-      (fresh: the node's bytes read and written, each taken as one buffer). An
-      approximation where an input has fewer channels than a block (a stem convolution on
-      RGB reads it as it is);
-    * a channels-last convolution: its activations are read and written as they are, but
-      its weights are reordered from OHWI to a blocked layout on every call (Acdb32a, for
-      2.4 MB of 256 x 256 x 3 x 3 weights, 0.5-1 ms on this project's CPU) -- twice its
-      weight bytes (conv_weight_bytes), which at batch 1 are most of what it reads.
-    (0, 0) for every other node, for a prepacked convolution of a frozen compiled view (its
-    weights were reordered at compile time), and for a channels-last backward (its weight
-    reorders are left to its fitted rates: no probe separates them)."""
-    op_class = op_class_of(record)
-    if op_class not in REORDERED_CLASSES or prepacked(record):
-        return 0, 0
-    if op_class == "conv_cl":
-        weights = conv_weight_bytes(record)
-        return 2 * weights, weights if weights >= MMAP_THRESHOLD else 0
-    if record.get("layout") == "channels_last":  # a channels-last backward: not modelled
-        return 0, 0
-    read, written = record.get("bytes_read", 0), record.get("bytes_written", 0)
-    fresh = sum(b for b in (read, written) if b >= MMAP_THRESHOLD)
-    return 2 * record["bytes"], fresh
-
-
-# Tensor cores compute convolutions in NHWC: given NCHW tensors, cuDNN transposes the
-# activations and weights to NHWC before the kernel and the result back after it, each a
-# pass over memory of its own (NVIDIA's Convolutional Layers User's Guide: choose NHWC "to
-# avoid transposing input and output data"). Its FP32 kernels without tensor cores -- all
-# that NeuSight's sweep ran -- read NCHW as it is.
-TRANSPOSED_CLASSES = ("conv",) + BACKWARD_CONV_CLASSES
-
-
-def transpose_bytes(record: dict) -> int:
-    """Bytes the NHWC transposes of a GPU tensor-core convolution (or its backward) move
-    when its tensors are NCHW: every operand read and written once more before the kernel
-    and every result after it -- twice the node's bytes; 0 for a channels-last node and for
-    every other class. Whether the node runs on tensor cores is the roof's to say
-    (fxroof.roofline)."""
-    if op_class_of(record) not in TRANSPOSED_CLASSES or record.get("layout") == "channels_last":
-        return 0
-    return 2 * record["bytes"]
-
-
-def second_pass_bytes(record: dict) -> int:
-    """Bytes a GPU norm kernel of training (TRAINING_NORM_CLASSES) reads a second time:
-    PyTorch's CUDA batch norm computes the batch statistics in one kernel
-    (batch_norm_mean_var) and normalises in another (batch_norm_elementwise), and a norm
-    backward reduces over its inputs (the weight gradient, the batch norm's sums) before or
-    beside the input-gradient pass -- at a training batch a channel's values span megabytes,
-    so the second pass reads its inputs from memory again: the node's bytes read, once more.
-    0 for other classes. The GPU fits price only single-pass LayerNorm forwards, so
-    fxroof.roofline adds this where a chip has parameters for neither training norm class."""
-    return record.get("bytes_read", 0) if op_class_of(record) in TRAINING_NORM_CLASSES else 0
-
-
-def scratch_buffers(record: dict) -> list[int]:
-    """Sizes (bytes) of the buffers a CPU kernel allocates inside one node before its output
-    and frees after it -- what fxroof.page_faults replays through the allocator besides the
-    node's outputs:
-    * an NCHW convolution: oneDNN's blocked copies of its input, weights and output
-      (layout_bytes's reorders);
-    * a channels-last convolution: the blocked copy of its weights (none where prepacked);
-    * an NCHW convolution backward: its operands and results, each side taken as one buffer.
-    Not the attention fast path's intermediates (qkv, scores, softmax, context): replayed
-    with the sizes op_costs.attention counts they fault 2-9x what vit_b_16 measures, so
-    the kernel must reuse or size them otherwise; left out, vit_b_16 faults 0.66x of what
-    it measures at batch 8.
-    Empty for every other node."""
-    op_class = op_class_of(record)
-    if op_class == "conv":
-        weights = conv_weight_bytes(record)
-        sizes = [record.get("bytes_read", 0) - weights, weights, record.get("bytes_written", 0)]
-    elif op_class == "conv_cl" and not prepacked(record):
-        sizes = [conv_weight_bytes(record)]
-    elif op_class in BACKWARD_CONV_CLASSES and record.get("layout") != "channels_last":
-        sizes = [record.get("bytes_read", 0), record.get("bytes_written", 0)]
-    else:
-        sizes = []
-    return [size for size in sizes if size > 0]
-
-
-def faulted_bytes(record: dict) -> tuple[float, float]:
-    """(bytes its output pages fault in, bytes its layout reorders' buffers fault in) for a
-    node of a whole step: the allocator replay's count where the record has one
-    (``faulted_bytes``, fxroof.page_faults: the steady state of a process that runs this
-    step again and again), else the isolated node's rules (fresh_bytes, layout_bytes)."""
-    replayed = record.get("faulted_bytes")
-    if replayed is not None:
-        return float(replayed), 0.0
-    return float(fresh_bytes(record)), float(layout_bytes(record)[1])
-
-
-def conv_weight_bytes(record: dict) -> int:
-    """Bytes of a convolution's weights, from its FLOPs and output: F = 2 x positions x
-    C_out x (C_in / groups) x kernel area, so the weights hold F / (2 x positions) elements
-    (N x H x W output positions), each the size of an output element (bytes_written over
-    the output's elements). 0 where the record has no output shape."""
-    shape = record.get("shape")
-    if not shape or len(shape) < 3:
-        return 0
-    positions = math.prod(shape[:1] + shape[2:])
-    element = record.get("bytes_written", 0) / (positions * shape[1])
-    return round(record["flops"] / (2 * positions) * element)
-
-
-def gemm_dims(record: dict) -> Optional[tuple]:
-    """(batch, m, n, k) of a GEMM-like node: m x n from its output shape -- (..., m, n) for
-    matmuls, (N, C, H, W) as the implicit GEMM (N H W) x C for convolutions -- and the
-    reduction length k from its FLOPs (F = 2 batch m n k); None when the node records no
-    output shape (a convolution backward that computes only the weight gradient)."""
-    shape = record.get("shape")
-    if not shape:
-        return None
-    if op_class_of(record) in CONV_CLASSES and len(shape) >= 3:
-        batch, m, n = 1, math.prod(shape[:1] + shape[2:]), shape[1]
-    else:
-        m, n = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1])
-        batch = math.prod(shape[:-2]) if len(shape) > 2 else 1
-    k = max(record["flops"] / max(2 * batch * m * n, 1), 1.0)
-    return batch, m, n, k
-
-
-def reduction_length(record: dict) -> float:
-    """k of a GEMM-like node (gemm_dims), inf where it is unknown or the node is not one."""
-    dims = gemm_dims(record) if op_class_of(record) in MATRIX_CLASSES else None
-    return float(dims[3]) if dims else math.inf
 
 
 class Tiling(NamedTuple):

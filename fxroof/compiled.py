@@ -50,8 +50,8 @@ from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor.compile_fx import compile_fx
 from torch._inductor.dependencies import MemoryDep, extract_read_writes
 
-from fxroof import calibration as cal
-from fxroof.calibration import GENERATED_RULE, TRANSPOSING_VARIANT, UNVECTORISED_VARIANT
+from fxroof import hidden_bytes
+from fxroof.op_classes import GENERATED_RULE, TRANSPOSING_VARIANT, UNVECTORISED_VARIANT
 from fxroof.capture import Capture, Origin
 from fxroof.compile_backend import annotate_region, module_scope
 from fxroof.cost_pass import is_costed
@@ -128,7 +128,7 @@ def _gathered(dep) -> bool:
     channels). Inductor's C++ backend vectorises a kernel along one loop variable and stops
     vectorising it when such loads are more than 12% of its operations
     (codegen/cpp.py, select_tiling), which a pool's nine window loads are: the kernel runs
-    scalar code (calibration.UNVECTORISED_VARIANT). A read a variable steps by one
+    scalar code (op_classes.UNVECTORISED_VARIANT). A read a variable steps by one
     (a transpose: the channels of a channels-last map) is loaded in tiles and vectorised."""
     if not isinstance(dep, MemoryDep):
         return False
@@ -433,8 +433,8 @@ def annotate_kernel_faults(lowerings: list[tuple[str, list]], allocator: str = G
 
 
 def _scratch(node) -> list[int]:
-    """Buffers a library kernel allocates inside its call (calibration.scratch_buffers)."""
-    return cal.scratch_buffers(node_record(node)) if node is not None else []
+    """Buffers a library kernel allocates inside its call (hidden_bytes.scratch_buffers)."""
+    return hidden_bytes.scratch_buffers(node_record(node)) if node is not None else []
 
 
 def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,

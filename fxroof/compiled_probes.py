@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-from fxroof import calibration as cal
+from fxroof import calibration as cal, hidden_bytes, op_classes
 from fxroof.analysis import analyze
 from fxroof.device import Stopwatch, repeat
 
@@ -160,7 +160,7 @@ def _input(shape: tuple, channels_last: bool, device) -> torch.Tensor:
 def _kernels(module: nn.Module, shape: tuple, channels_last: bool) -> list[dict]:
     """The generated kernels of the module's compiled view (records), of either class."""
     graph = analyze(module, _input(shape, channels_last, "meta"), compiled=True)
-    return [r for r in graph.records() if cal.generated(r)]
+    return [r for r in graph.records() if op_classes.generated(r)]
 
 
 def _seconds(module: nn.Module, x: torch.Tensor, watch: Stopwatch, repeats: int) -> float:
@@ -209,9 +209,10 @@ def sweep(device: torch.device, repeats: int, say: Callable[[str], None],
         module = make().to(device)
         kernels = _kernels(module, shape, channels_last)
         seconds = _seconds(module, _input(shape, channels_last, device), watch, repeats)
-        rows.append((sum(r["flops"] * (lanes if cal.unvectorised(r) else 1) for r in kernels),
-                     sum(r["bytes"] for r in kernels),
-                     sum(cal.fresh_bytes(r) for r in kernels), seconds, len(kernels)))
+        flops = sum(r["flops"] * (lanes if op_classes.unvectorised(r) else 1)
+                    for r in kernels)  # a scalar kernel's count ``lanes`` times (above)
+        rows.append((flops, sum(r["bytes"] for r in kernels),
+                     sum(hidden_bytes.fresh_bytes(r) for r in kernels), seconds, len(kernels)))
     return tuple(np.array(column, dtype=float) for column in zip(*rows))
 
 

@@ -20,7 +20,7 @@ Inductor's wrapper (codegen/wrapper.py, checked with torch 2.14.1) plans them:
 
 The heap events this plan makes go through the same model of glibc's arena as an eager
 step (fxroof.heap), with the scratch buffers a library kernel allocates inside its call
-(calibration.scratch_buffers: a channels-last convolution's blocked weights). Not modelled:
+(hidden_bytes.scratch_buffers: a channels-last convolution's blocked weights). Not modelled:
 the plan's peak-memory check (``should_reuse_buffer`` declines a reuse that would raise the
 step's peak; inference plans rarely meet it), and a training step's saved activations, which
 are taken as freed when the step ends, not when its backward reads them.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple, Optional
 
-from fxroof import calibration as cal
+from fxroof import calibration as cal, op_classes
 from fxroof.analysis import analyze
 from fxroof.errors import FxroofError
 
@@ -66,14 +66,14 @@ def timed_records(run: Run, device: str = "cpu", repeats: int = 5) -> list[dict]
                     memory_format=run.memory_format)
     graph.time(device, repeats=repeats, warmup=1, progress=False)
     return [r for r in graph.records()
-            if r["time_s"] is not None and cal.op_class_of(r) is not None]
+            if r["time_s"] is not None and op_classes.op_class_of(r) is not None]
 
 
 def class_rows(records: Iterable[dict]) -> dict:
     """{op class: [calibration.Row, ...]} of timed node records."""
     rows: dict = {}
     for r in records:
-        rows.setdefault(cal.op_class_of(r), []).append(cal.row_of(r, max(r["time_s"], 1e-7)))
+        rows.setdefault(op_classes.op_class_of(r), []).append(cal.row_of(r, max(r["time_s"], 1e-7)))
     return rows
 
 

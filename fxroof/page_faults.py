@@ -6,9 +6,9 @@ this is a quarter to a half of an eager CNN's time on this project's CPU. The pa
 the step's allocations in eager order -- every new storage where its node runs, freed after
 its last reader (fxroof.memory's schedule: outputs the step returns live to its end), and
 the scratch buffers a kernel allocates and frees inside a node
-(calibration.scratch_buffers: oneDNN's blocked copies) -- through a model of the main
+(hidden_bytes.scratch_buffers: oneDNN's blocked copies) -- through a model of the main
 arena, until it settles, and writes each node's faulted bytes to ``node.meta[FAULTS]``.
-The time model prices them at the device's first-touch rate (calibration.faulted_bytes).
+The time model prices them at the device's first-touch rate (hidden_bytes.faulted_bytes).
 
 Parameters, buffers and inputs are allocated before the step and stay; memory returned by
 the step (the outputs, gradients) is taken as freed when the step ends, as a loop that drops
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fxroof import calibration as cal, heap
+from fxroof import heap, hidden_bytes
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.graph import node_record
@@ -72,7 +72,7 @@ def step_events(capture: Capture) -> tuple[list, dict]:
 
 
 def _scratch(node) -> list[int]:
-    return cal.scratch_buffers(node_record(node)) if is_costed(node) else []
+    return hidden_bytes.scratch_buffers(node_record(node)) if is_costed(node) else []
 
 
 def annotate_faults(capture: Capture, target: Target) -> None:

@@ -7,7 +7,7 @@ convolution backward passes (3x3, and wider kernels in both layouts), elementwis
 (new outputs and in place), pooling, copies (concatenation, channel shuffle), norms (batch
 and layer norm) and softmax -- over sizes from a few microseconds to tens of milliseconds, so
 both the fixed cost per op and the sustained rates are seen. One more probe measures the
-rate at which a CPU first touches a freshly mapped output (calibration.fresh_bytes). Each
+rate at which a CPU first touches a freshly mapped output (hidden_bytes.fresh_bytes). Each
 forward probe runs eagerly under no_grad, as a model's layers do (a backward probe calls
 convolution_backward as autograd does), and its time is the fastest of its repeats (a
 sustained rate, not a busy machine's median). FLOPs and bytes come from
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fxroof import calibration as cal
+from fxroof import calibration as cal, hidden_bytes, op_classes
 from fxroof.analysis import analyze
 from fxroof.chips import Chip, parse_chip
 from fxroof.compiled_probes import calibrate_generated
@@ -156,13 +156,13 @@ def _cost(module: nn.Module, shape: tuple, op_class: str, seconds: float) -> cal
     fresh mappings and moved by layout reorders, by fxroof's own cost rules, and the
     reduction length k of the costliest."""
     nodes = [r for r in _records(module, shape, _layout(op_class))
-             if cal.op_class_of(r) == op_class]
-    layout = [cal.layout_bytes(r) for r in nodes]
+             if op_classes.op_class_of(r) == op_class]
+    layout = [hidden_bytes.layout_bytes(r) for r in nodes]
     return cal.Row(sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
-                   sum(cal.fresh_bytes(r) for r in nodes), seconds,
-                   cal.reduction_length(max(nodes, key=lambda r: r["flops"])),
+                   sum(hidden_bytes.fresh_bytes(r) for r in nodes), seconds,
+                   op_classes.reduction_length(max(nodes, key=lambda r: r["flops"])),
                    sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout),
-                   float(any(cal.pointwise_weights(r) for r in nodes)))
+                   float(any(hidden_bytes.pointwise_weights(r) for r in nodes)))
 
 
 def sweep(device: torch.device, quick: bool = True,
@@ -196,7 +196,7 @@ def backward_sweep(device: torch.device, quick: bool = True,
         meta = torch.empty(batch, channels, size, size, device="meta")
         record = next(r for r in analyze(layer, meta.to(memory_format=layout),
                                          backward=True).records("backward")
-                      if cal.op_class_of(r) == op_class)
+                      if op_classes.op_class_of(r) == op_class)
         conv = layer.conv.to(device)
         x = torch.randn(batch, channels, size, size, device=device).to(memory_format=layout)
         grad_out = torch.randn_like(conv(x).detach())  # in x's layout, as autograd's is
@@ -220,7 +220,7 @@ def probe_rows(device: torch.device, quick: bool = True,
 
 def fresh_rate(device: torch.device, repeats: int) -> float:
     """Bytes/s of the first touch of freshly mapped memory (a CPU's page faults, see
-    calibration.fresh_bytes): ReLU of 64 MiB into a new output less the same ReLU in place
+    hidden_bytes.fresh_bytes): ReLU of 64 MiB into a new output less the same ReLU in place
     (equal bytes read and written); 0 where the two do not differ (no such cost, or a GPU,
     whose caching allocator maps nothing per call, and in a process running tcmalloc or
     jemalloc, whose faults do not follow glibc's, the only ones fxroof replays: measured
@@ -235,7 +235,7 @@ def fresh_rate(device: torch.device, repeats: int) -> float:
 
 
 def layout_rate(device: torch.device, bandwidth: float) -> float:
-    """Bytes/s of a convolution's layout reorders (calibration.layout_bytes) on
+    """Bytes/s of a convolution's layout reorders (hidden_bytes.layout_bytes) on
     ``device``: on a CPU, its measured copy bandwidth (bytes/s), since a reorder is a copy
     that permutes as it goes; 0 on a GPU, whose cuDNN reads NCHW as it is.
     Why held, not measured: timed as the NCHW convolutions' excess over the same ones run
@@ -248,7 +248,7 @@ def layout_rate(device: torch.device, bandwidth: float) -> float:
 
 
 # 1x1 convolutions as CNNs have them, with weights of 1 MiB or more (those priced at this
-# rate: calibration.STREAMED_WEIGHT_BYTES) -- (C_out, C_in, input size, stride): ResNet-50's
+# rate: hidden_bytes.STREAMED_WEIGHT_BYTES) -- (C_out, C_in, input size, stride): ResNet-50's
 # bottlenecks and downsampling shortcuts and MobileNetV2's last expansion, 1-8.4 MB of
 # weights. Timed alone, their reorders ran 5.5-32 GB/s on this project's CPU, and the same
 # weights at another input size can get another blocked layout (512 x 2048: 5.5 GB/s for a
@@ -261,7 +261,7 @@ POINTWISE_LAYERS = ((1024, 256, 14, 1), (256, 1024, 14, 1), (2048, 512, 7, 1),
 def pointwise_layout_rate(device: torch.device, repeats: int = 5) -> float:
     """Bytes/s (each weight read and written once) at which oneDNN reorders a channels-last
     1x1 convolution's weights into its blocked layout, as it does on every call of an
-    unfrozen one (calibration.pointwise_weights): POINTWISE_LAYERS' weights over the time
+    unfrozen one (hidden_bytes.pointwise_weights): POINTWISE_LAYERS' weights over the time
     ``torch.ops.mkldnn._reorder_convolution_weight`` (what Inductor's freezing calls once to
     prepack them) takes to reorder them all, each timed alone -- the rate of a model's set of
     1x1 weights, in which the large, slow ones weigh as much as they take (their median
@@ -291,12 +291,12 @@ def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
     for op_class, found in rows.items():
         flops, nbytes, fresh_bytes, seconds, k, moved, moved_fresh, pointwise = (
             np.array(c, dtype=float) for c in zip(*(cal.Row(*row) for row in found)))
-        reordered = layout if op_class in cal.REORDERED_CLASSES else 0.0
-        # the 1x1 weight transposes of channels-last convolutions (cal.pointwise_weights)
+        reordered = layout if op_class in hidden_bytes.REORDERED_CLASSES else 0.0
+        # the 1x1 weight transposes of channels-last convolutions (hidden_bytes.pointwise_weights)
         own = pointwise_layout if reordered and op_class == "conv_cl" else 0.0
         rates = np.where(pointwise > 0, own or reordered, reordered)
-        conv = op_class in cal.CONV_CLASSES
-        matrix = op_class in cal.MATRIX_CLASSES
+        conv = op_class in op_classes.CONV_CLASSES
+        matrix = op_class in op_classes.MATRIX_CLASSES
         peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
                            "convolution" if conv else "")
         ones = np.ones_like(k)

@@ -28,7 +28,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from fxroof import calibration as cal
+from fxroof import calibration as cal, hidden_bytes, op_classes
 from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
@@ -94,7 +94,7 @@ def engine_class(record: dict, chip: Chip) -> str:
     convolution on a GPU is bounded by the CUDA cores ("vector"): the tensor cores multiply
     tiles of at least 8 input channels, and a depthwise filter sees one (cuDNN's and ATen's
     depthwise kernels are CUDA-core kernels)."""
-    if chip.cls == "gpu" and cal.depthwise(record):
+    if chip.cls == "gpu" and op_classes.depthwise(record):
         return "vector"
     return record["op_class"]
 
@@ -145,7 +145,7 @@ def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
     while chip.calibration and fallen_back is not None:
         if fallen_back in chip.calibration:
             return chip.calibration[fallen_back]
-        fallen_back = cal.FALLBACK.get(fallen_back)
+        fallen_back = op_classes.FALLBACK.get(fallen_back)
     return calibration().params(chip.id, chip.cls, op_class, chip.tdp)
 
 
@@ -166,20 +166,20 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
               roof_of_node: Optional[NodeRoof] = None) -> NodeTime:
     """The predicted time of one node on ``chip`` (seconds), with its band."""
     ideal = (roof_of_node or node_roof(record, chip)).predicted_s
-    op_class = cal.op_class_of(record)
+    op_class = op_classes.op_class_of(record)
     params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
     peak, key = peak_for(chip, engine_class(record, chip), record["dtype"], record["op"])
-    if cal.unvectorised(record) and params.vector_lanes:
+    if op_classes.unvectorised(record) and params.vector_lanes:
         peak /= params.vector_lanes  # scalar code: one lane of the vector unit at a time
-    if op_class in cal.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
+    if op_class in op_classes.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
         # a GPU's fitted convolution rate can pass the FP32 peak: the kernel data ran with
         # TF32 off, and cuDNN's FP32 Winograd kernels do up to 2.25x fewer multiplies than the
         # direct count. Its tensor-core (TF32, BF16, FP16) convolutions are implicit GEMMs
         # doing every multiply: no faster than their peak.
         params = dataclasses.replace(params, compute=1.0)
-    dims = cal.gemm_dims(record) if op_class in cal.MATRIX_CLASSES else None
+    dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
     used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
@@ -195,24 +195,24 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
 
 
 def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
-    """The inputs a GPU's training norm kernels read again (calibration.second_pass_bytes),
+    """The inputs a GPU's training norm kernels read again (hidden_bytes.second_pass_bytes),
     where the chip's parameters for them are the single-pass norm class's (a chip measured
     for a training norm class prices its passes itself)."""
-    if chip.cls != "gpu" or op_class not in cal.TRAINING_NORM_CLASSES:
+    if chip.cls != "gpu" or op_class not in op_classes.TRAINING_NORM_CLASSES:
         return 0
     shipped = calibration().chips.get(chip.id, {})
-    if any(chip.calibration.get(c) or shipped.get(c) for c in cal.TRAINING_NORM_CLASSES):
+    if any(chip.calibration.get(c) or shipped.get(c) for c in op_classes.TRAINING_NORM_CLASSES):
         return 0
-    return cal.second_pass_bytes(record)
+    return hidden_bytes.second_pass_bytes(record)
 
 
 def _transpose_s(record: dict, chip: Chip, key: str) -> float:
     """Seconds of the NHWC transposes around a convolution on an NVIDIA GPU's tensor cores
-    (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (calibration.transpose_bytes),
+    (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (hidden_bytes.transpose_bytes),
     each pass streaming at the chip's copy rate."""
     if chip.cls != "gpu" or chip.vendor != "NVIDIA" or chip.units.get(key) != "matrix":
         return 0.0
-    moved = cal.transpose_bytes(record)
+    moved = hidden_bytes.transpose_bytes(record)
     copy = _params(chip, "copy") if moved else None
     return moved / (chip.bandwidth * copy.memory) if copy else 0.0
 
@@ -220,8 +220,8 @@ def _transpose_s(record: dict, chip: Chip, key: str) -> float:
 def _faults_and_reorders(record: dict) -> tuple:
     """(fresh, layout, layout_fresh) bytes for calibration.predict: the faults the step's
     allocator replay gives the node (or the isolated node's), and its reorders' bytes."""
-    fresh, layout_fresh = cal.faulted_bytes(record)
-    return fresh, cal.layout_bytes(record)[0], layout_fresh
+    fresh, layout_fresh = hidden_bytes.faulted_bytes(record)
+    return fresh, hidden_bytes.layout_bytes(record)[0], layout_fresh
 
 
 def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:

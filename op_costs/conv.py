@@ -40,7 +40,7 @@ WIDE = "depthwise wide"
 WIDEST_DIRECT_KERNEL = 3
 # A dense 1x1 convolution ("convolution[pointwise]") is a matrix product, and on a CPU its
 # weights are an O x I matrix that oneDNN transposes into its blocked layout on every call
-# of a channels-last convolution (fxroof.calibration.layout_bytes): a transpose of rows
+# of a channels-last convolution (fxroof.hidden_bytes.layout_bytes): a transpose of rows
 # I x 4 bytes apart, which ran 5-12 GB/s on this project's CPU where a 3x3 kernel's weights
 # (rows of 9 I values) reordered at 18-50 GB/s, about its copy bandwidth
 # (`torch.ops.mkldnn._reorder_convolution_weight` timed alone, benchmarks/README.md).

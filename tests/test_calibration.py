@@ -13,7 +13,7 @@ import torch
 import yaml
 
 import fxroof
-from fxroof import calibration as cal
+from fxroof import calibration as cal, hidden_bytes, op_classes
 from fxroof import roofline
 from fxroof.chips import parse_chip
 from fxroof.chips import load_chips
@@ -134,12 +134,12 @@ def test_op_classes_of_records():
     def r(op, op_class):
         return {"op": op, "op_class": op_class}
 
-    assert cal.op_class_of(r("convolution", "matrix")) == "conv"
-    assert cal.op_class_of(r("addmm", "matrix")) == "gemm"
-    assert cal.op_class_of(r("native_layer_norm", "vector")) == "norm"
-    assert cal.op_class_of(r("_softmax", "vector")) == "softmax"
-    assert cal.op_class_of(r("add", "vector")) == "elementwise"
-    assert cal.op_class_of(r("view", "view")) is None
+    assert op_classes.op_class_of(r("convolution", "matrix")) == "conv"
+    assert op_classes.op_class_of(r("addmm", "matrix")) == "gemm"
+    assert op_classes.op_class_of(r("native_layer_norm", "vector")) == "norm"
+    assert op_classes.op_class_of(r("_softmax", "vector")) == "softmax"
+    assert op_classes.op_class_of(r("add", "vector")) == "elementwise"
+    assert op_classes.op_class_of(r("view", "view")) is None
 
 
 def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
@@ -147,7 +147,7 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
     for chip in load_chips().values():
         if chip.cls == "gpu":
             assert calibration.covers(chip.id, chip.cls)
-            for op_class in cal.CLASSES:
+            for op_class in op_classes.CLASSES:
                 p = calibration.params(chip.id, chip.cls, op_class)
                 assert 0 < p.compute <= 2.25 and 0 < p.memory <= 1 and p.t0 > 0
                 assert p.band[0] <= 1 <= p.band[1] and "NeuSight" in p.source
@@ -175,7 +175,7 @@ def test_a_75_watt_gpu_without_measurements_takes_the_low_power_family():
     shipped, chips = cal.load(), load_chips()
     l4, l40s, t4 = chips["l4"], chips["l40s"], chips["t4"]
     assert l4.tdp <= cal.LOW_POWER_W < l40s.tdp
-    for op_class in cal.CLASSES:
+    for op_class in op_classes.CLASSES:
         low = shipped.params("l4", "gpu", op_class, l4.tdp)
         assert low == shipped.families[cal.LOW_POWER_FAMILY][op_class]
         assert "75 W or less" in low.source
@@ -240,7 +240,7 @@ def test_calibrated_prediction_sits_above_the_roof_with_a_band():
     # a GPU overlaps each op's host cost with the kernels before it (fxroof.pipeline): the
     # step is shorter than its nodes' isolated times, longer than the host's or the kernels'
     summed = sum(r["predicted_s"] for r in records)
-    params = [cal.load().params("a100_sxm_80gb", "gpu", cal.op_class_of(r)) for r in records
+    params = [cal.load().params("a100_sxm_80gb", "gpu", op_classes.op_class_of(r)) for r in records
               if r["op_class"] != "view"]
     host = sum(p.t0 for p in params)
     assert max(host, summed - host) < calibrated["overall"]["predicted_s"] < summed
@@ -314,15 +314,15 @@ def test_generated_kernels_and_channels_last_convolutions_have_classes_of_their_
     def r(op, op_class, rule, layout=None):
         return {"op": op, "op_class": op_class, "rule": rule, "layout": layout}
 
-    assert cal.op_class_of(r("fused_add_relu", "vector", "inductor generated")) == "fused"
-    assert cal.op_class_of(r("copy", "memory", "inductor generated")) == "fused"
-    assert cal.op_class_of(r("copy", "memory", "inductor generated[transposing]")) \
+    assert op_classes.op_class_of(r("fused_add_relu", "vector", "inductor generated")) == "fused"
+    assert op_classes.op_class_of(r("copy", "memory", "inductor generated")) == "fused"
+    assert op_classes.op_class_of(r("copy", "memory", "inductor generated[transposing]")) \
         == "transpose"
-    assert cal.op_class_of(r("convolution", "matrix", "conv", "channels_last")) == "conv_cl"
-    assert cal.op_class_of(r("convolution", "matrix", "conv", "contiguous")) == "conv"
-    assert cal.op_class_of(r("convolution", "matrix", "inductor extern[conv]",
+    assert op_classes.op_class_of(r("convolution", "matrix", "conv", "channels_last")) == "conv_cl"
+    assert op_classes.op_class_of(r("convolution", "matrix", "conv", "contiguous")) == "conv"
+    assert op_classes.op_class_of(r("convolution", "matrix", "inductor extern[conv]",
                              "channels_last")) == "conv_cl"
-    assert cal.op_class_of(r("addmm", "matrix", "inductor extern[addmm]")) == "gemm"
+    assert op_classes.op_class_of(r("addmm", "matrix", "inductor extern[addmm]")) == "gemm"
 
 
 def test_an_unvectorised_kernel_computes_at_one_lane_by_hand():
@@ -344,8 +344,8 @@ def test_an_unvectorised_kernel_computes_at_one_lane_by_hand():
                 "phase": "forward", "shape": [8, 64, 56, 56]}
 
     scalar, vector = pool("inductor generated[unvectorised]"), pool("inductor generated")
-    assert cal.unvectorised(scalar) and not cal.unvectorised(vector)
-    assert cal.op_class_of(scalar) == cal.op_class_of(vector) == "fused"
+    assert op_classes.unvectorised(scalar) and not op_classes.unvectorised(vector)
+    assert op_classes.op_class_of(scalar) == op_classes.op_class_of(vector) == "fused"
     vector_s = 1e-6 + 24e6 / (1e11 * 0.2)
     assert roofline.node_time(vector, chip(16)).predicted_s == pytest.approx(vector_s)
     assert roofline.node_time(scalar, chip(16)).predicted_s == pytest.approx(
@@ -379,16 +379,16 @@ def test_training_kernels_of_convolutions_and_norms_have_classes_of_their_own():
     def r(op, op_class, rule=""):
         return {"op": op, "op_class": op_class, "rule": rule, "layout": "contiguous"}
 
-    assert cal.op_class_of(r("convolution_backward", "matrix")) == "conv_bwd"
-    assert cal.op_class_of({**r("convolution_backward", "matrix"),
+    assert op_classes.op_class_of(r("convolution_backward", "matrix")) == "conv_bwd"
+    assert op_classes.op_class_of({**r("convolution_backward", "matrix"),
                             "layout": "channels_last"}) == "conv_bwd"
     # a norm's backward and a batch norm's forward of training are kernels apart
-    assert cal.op_class_of(r("native_layer_norm_backward", "vector")) == "norm_bwd"
-    assert cal.op_class_of(r("native_batch_norm_backward", "vector")) == "norm_bwd"
+    assert op_classes.op_class_of(r("native_layer_norm_backward", "vector")) == "norm_bwd"
+    assert op_classes.op_class_of(r("native_batch_norm_backward", "vector")) == "norm_bwd"
     # one ATen op, two kernels: a batch norm computing its statistics, or applying running ones
-    assert cal.op_class_of(r("native_batch_norm", "vector", "batch_norm[batch stats]")) == \
+    assert op_classes.op_class_of(r("native_batch_norm", "vector", "batch_norm[batch stats]")) == \
         "norm_train"
-    assert cal.op_class_of(r("native_batch_norm", "vector", "batch_norm")) == "norm"
+    assert op_classes.op_class_of(r("native_batch_norm", "vector", "batch_norm")) == "norm"
 
 
 def _depthwise_backward(kernel: int, memory_format=None, frozen: bool = False) -> dict:
@@ -400,7 +400,7 @@ def _depthwise_backward(kernel: int, memory_format=None, frozen: bool = False) -
     layers[1].weight.requires_grad_(not frozen)
     g = fxroof.analyze(layers, torch.empty(2, 8, 10, 10), backward=True,
                        memory_format=memory_format)
-    return next(r for r in g.records("backward") if cal.depthwise(r))
+    return next(r for r in g.records("backward") if op_classes.depthwise(r))
 
 
 def test_a_wide_depthwise_kernels_weight_gradient_is_a_class_of_its_own_by_layout():
@@ -413,15 +413,17 @@ def test_a_wide_depthwise_kernels_weight_gradient_is_a_class_of_its_own_by_layou
     # both gradients, each 2 x 8 x 10 x 10 outputs x 25 MACs, 2 FLOP a MAC
     assert wide["flops"] == 2 * 2 * (2 * 8 * 10 * 10 * 25)
     assert narrow["flops"] == 2 * 2 * (2 * 8 * 10 * 10 * 9)
-    assert (cal.op_class_of(narrow), cal.op_class_of(wide)) == ("conv_bwd_dw", "conv_bwd_dw_wide")
+    assert (op_classes.op_class_of(narrow), op_classes.op_class_of(wide)) == \
+        ("conv_bwd_dw", "conv_bwd_dw_wide")
     channels_last = _depthwise_backward(5, "channels_last")
     assert channels_last["layout"] == "channels_last"
-    assert cal.op_class_of(channels_last) == "conv_bwd_dw_wide_cl"
+    assert op_classes.op_class_of(channels_last) == "conv_bwd_dw_wide_cl"
     # no weight gradient asked for, no wide kernel run: the input gradient's is depthwise
     frozen = _depthwise_backward(5, frozen=True)
     assert frozen["rule"] == "convolution_backward[depthwise]"
     assert frozen["flops"] == 2 * (2 * 8 * 10 * 10 * 25)
-    assert all(cal.depthwise(r) and cal.op_class_of(r) in cal.BACKWARD_CONV_CLASSES
+    assert all(op_classes.depthwise(r)
+               and op_classes.op_class_of(r) in op_classes.BACKWARD_CONV_CLASSES
                for r in (narrow, wide, channels_last, frozen))
     # the forward of a 5x5 depthwise convolution runs oneDNN's depthwise kernel: unchanged
     forward = torch.nn.Conv2d(8, 8, 5, padding=2, groups=8)
@@ -502,10 +504,10 @@ def test_pooling_and_data_movement_have_classes_of_their_own():
     def r(op, op_class):
         return {"op": op, "op_class": op_class, "rule": op}
 
-    assert cal.op_class_of(r("max_pool2d_with_indices", "vector")) == "pool"
-    assert cal.op_class_of(r("avg_pool2d_backward", "vector")) == "pool"
-    assert cal.op_class_of(r("cat", "memory")) == "copy"
-    assert cal.op_class_of(r("empty", "memory")) == "copy"
+    assert op_classes.op_class_of(r("max_pool2d_with_indices", "vector")) == "pool"
+    assert op_classes.op_class_of(r("avg_pool2d_backward", "vector")) == "pool"
+    assert op_classes.op_class_of(r("cat", "memory")) == "copy"
+    assert op_classes.op_class_of(r("empty", "memory")) == "copy"
     # the GPU kernel data has neither: there they are priced as elementwise ops
     shipped = cal.load()
     assert shipped.params("t4", "gpu", "pool") == shipped.params("t4", "gpu", "elementwise")
@@ -517,10 +519,10 @@ def test_fresh_output_bytes_by_hand():
     def r(op, written, op_class="vector"):
         return {"op": op, "op_class": op_class, "bytes_written": written}
 
-    assert cal.fresh_bytes(r("relu", big)) == big       # a new 64 MiB output: mmap'd afresh
-    assert cal.fresh_bytes(r("relu_", big)) == 0        # in place: no new memory
-    assert cal.fresh_bytes(r("relu", small)) == 0       # below glibc's 32 MiB threshold
-    assert cal.fresh_bytes(r("view", big, "view")) == 0
+    assert hidden_bytes.fresh_bytes(r("relu", big)) == big  # a new 64 MiB output: mmap'd afresh
+    assert hidden_bytes.fresh_bytes(r("relu_", big)) == 0        # in place: no new memory
+    assert hidden_bytes.fresh_bytes(r("relu", small)) == 0       # below glibc's 32 MiB threshold
+    assert hidden_bytes.fresh_bytes(r("view", big, "view")) == 0
     # 1e9 fresh bytes at 1e9 B/s add one second to what the op otherwise costs
     p = cal.Params(t0=0.0, compute=1.0, memory=1.0, fresh_rate=1e9)
     assert cal.predict(0, 1e9, 1e12, 1e10, p, fresh=1e9) == pytest.approx(0.1 + 1.0)
@@ -584,15 +586,16 @@ def test_an_nchw_convolutions_layout_reorders_by_hand():
         return {"op": op, "op_class": "matrix", "layout": layout, "bytes_read": read,
                 "bytes_written": written, "bytes": read + written}
 
-    assert cal.layout_bytes(r("convolution", 8 * mib, 4 * mib)) == (24 * mib, 0)
-    assert cal.layout_bytes(r("convolution", 40 * mib, 4 * mib)) == (88 * mib, 40 * mib)
-    assert cal.layout_bytes(r("convolution_backward", 40 * mib, 36 * mib)) == \
+    assert hidden_bytes.layout_bytes(r("convolution", 8 * mib, 4 * mib)) == (24 * mib, 0)
+    assert hidden_bytes.layout_bytes(r("convolution", 40 * mib, 4 * mib)) == (88 * mib, 40 * mib)
+    assert hidden_bytes.layout_bytes(r("convolution_backward", 40 * mib, 36 * mib)) == \
         (152 * mib, 76 * mib)
     # a GEMM and an elementwise op reorder nothing; a channels-last backward is not modelled
-    assert cal.layout_bytes(r("convolution_backward", 40 * mib, 40 * mib, "channels_last")) \
-        == (0, 0)
-    assert cal.layout_bytes(r("mm", 40 * mib, 40 * mib, None)) == (0, 0)
-    assert cal.layout_bytes({**r("relu", 40 * mib, 40 * mib), "op_class": "vector"}) == (0, 0)
+    assert hidden_bytes.layout_bytes(
+        r("convolution_backward", 40 * mib, 40 * mib, "channels_last")) == (0, 0)
+    assert hidden_bytes.layout_bytes(r("mm", 40 * mib, 40 * mib, None)) == (0, 0)
+    assert hidden_bytes.layout_bytes(
+        {**r("relu", 40 * mib, 40 * mib), "op_class": "vector"}) == (0, 0)
 
 
 def test_a_channels_last_convolution_reorders_only_its_weights():
@@ -606,20 +609,21 @@ def test_a_channels_last_convolution_reorders_only_its_weights():
                 "bytes_written": 4 * positions * c_out}
 
     # 256 x 256 x 3 x 3 fp32 weights: 2,359,296 bytes, whatever the batch or map size
-    assert cal.conv_weight_bytes(r(1, 256, 256, 14, 3)) == 256 * 256 * 9 * 4
-    assert cal.conv_weight_bytes(r(8, 256, 256, 7, 3)) == 256 * 256 * 9 * 4
-    assert cal.layout_bytes(r(1, 256, 256, 14, 3)) == (2 * 256 * 256 * 9 * 4, 0)
+    assert op_classes.conv_weight_bytes(r(1, 256, 256, 14, 3)) == 256 * 256 * 9 * 4
+    assert op_classes.conv_weight_bytes(r(8, 256, 256, 7, 3)) == 256 * 256 * 9 * 4
+    assert hidden_bytes.layout_bytes(r(1, 256, 256, 14, 3)) == (2 * 256 * 256 * 9 * 4, 0)
     # depthwise, 32 groups of 1 channel: 32 x 1 x 3 x 3 weights
-    assert cal.conv_weight_bytes(r(2, 32, 32, 10, 3, groups=32)) == 32 * 9 * 4
+    assert op_classes.conv_weight_bytes(r(2, 32, 32, 10, 3, groups=32)) == 32 * 9 * 4
     # 4096 x 4096 x 1 x 1 weights would be 64 MiB: a fresh mapping, faulted in
-    assert cal.layout_bytes(r(1, 4096, 4096, 1, 1)) == (2 * 64 * 2 ** 20, 64 * 2 ** 20)
+    assert hidden_bytes.layout_bytes(r(1, 4096, 4096, 1, 1)) == (2 * 64 * 2 ** 20, 64 * 2 ** 20)
     # frozen by Inductor, the weights were reordered once at compile time: a prepacked call
     # is a channels-last convolution with no reorder and no scratch copy
     for op in ("_convolution_pointwise", "_convolution_pointwise_",
                "_convolution_transpose_pointwise"):
         packed = {**r(1, 256, 256, 14, 3), "op": op}
-        assert cal.op_class_of(packed) == "conv_cl"
-        assert cal.layout_bytes(packed) == (0, 0) and cal.scratch_buffers(packed) == []
+        assert op_classes.op_class_of(packed) == "conv_cl"
+        assert hidden_bytes.layout_bytes(packed) == (0, 0)
+        assert hidden_bytes.scratch_buffers(packed) == []
 
 
 def test_reorders_add_their_copies_and_faults_only_where_they_were_measured():
@@ -724,18 +728,19 @@ def test_the_weights_of_an_unfrozen_1x1_channels_last_convolution_reorder_at_the
 
     pointwise, square = conv_node(1), conv_node(3)  # 512 x 512 fp32 weights: 1 MiB
     assert pointwise["rule"] == "convolution[pointwise]" and square["rule"] == "convolution"
-    assert cal.pointwise_weights(pointwise) and not cal.pointwise_weights(square)
-    assert not cal.pointwise_weights(conv_node(1, torch.contiguous_format))  # NCHW: conv
+    assert hidden_bytes.pointwise_weights(pointwise) and not hidden_bytes.pointwise_weights(square)
+    assert not hidden_bytes.pointwise_weights(conv_node(1, torch.contiguous_format))  # NCHW: conv
     # half a MiB of weights stays in the cache: reordered at the layout rate, as the probes
-    assert not cal.pointwise_weights(conv_node(1, channels=256))
+    assert not hidden_bytes.pointwise_weights(conv_node(1, channels=256))
     # the compiled view's extern kernel of the same convolution is named after its node
     extern = {**pointwise, "rule": "inductor extern[convolution[pointwise]]"}
-    assert cal.pointwise_weights(extern)
+    assert hidden_bytes.pointwise_weights(extern)
     compiled = fxroof.analyze(nn.Conv2d(512, 512, 1, bias=False),
                               torch.empty(1, 512, 7, 7, device="meta"), compiled=True)
-    assert [r["rule"] for r in compiled.records() if cal.pointwise_weights(r)] == [
+    assert [r["rule"] for r in compiled.records() if hidden_bytes.pointwise_weights(r)] == [
         extern["rule"]]
-    assert not cal.pointwise_weights({**extern, "op": "_convolution_pointwise"})  # prepacked
+    prepacked = {**extern, "op": "_convolution_pointwise"}
+    assert not hidden_bytes.pointwise_weights(prepacked)
     params = cal.Params(t0=0.0, compute=1.0, memory=1.0, layout_rate=2e10,
                         pointwise_layout_rate=5e9)
     assert cal.layout_rate_of(params, pointwise) == 5e9
@@ -774,8 +779,8 @@ def test_a_captured_convolution_is_priced_with_its_reorders_on_a_cpu():
 
     nchw, cl = node(torch.contiguous_format), node(torch.channels_last)
     weights = 4 * 32 * 16 * 3 * 3
-    assert cal.layout_bytes(nchw) == (2 * operands, 0)
-    assert cal.layout_bytes(cl) == (2 * weights, 0)
+    assert hidden_bytes.layout_bytes(nchw) == (2 * operands, 0)
+    assert hidden_bytes.layout_bytes(cl) == (2 * weights, 0)
 
     def chip(layout_rate):
         params = {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1],
@@ -802,7 +807,7 @@ def test_a_tensor_core_convolution_is_never_predicted_below_its_roof(monkeypatch
     assert params.compute > 1.0  # the premise: the shipped fit passes the FP32 peak
     g = fxroof.analyze(torch.nn.Conv2d(512, 512, 3, padding=1), torch.empty(64, 512, 28, 28),
                        device="cuda", chip=chip)
-    (conv,) = [r for r in g.records() if cal.op_class_of(r) == "conv"]
+    (conv,) = [r for r in g.records() if op_classes.op_class_of(r) == "conv"]
     roof = roofline.node_roof(conv, chip)
     assert roof.peak_key == "tf32" and roof.bound == "compute"
     kernel = roofline.node_time(conv, chip).predicted_s - params.t0
@@ -831,7 +836,7 @@ def test_an_nchw_tensor_core_convolution_pays_its_nhwc_transposes_by_hand():
     chip = _gpu_with({"t0": 1e-5, "compute": 0.5, "memory": 1.0, "band": [1, 1]},
                      {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]})
     nchw, nhwc = _conv_record("float16", "contiguous"), _conv_record("float16", "channels_last")
-    assert cal.transpose_bytes(nchw) == 6e8 and cal.transpose_bytes(nhwc) == 0
+    assert hidden_bytes.transpose_bytes(nchw) == 6e8 and hidden_bytes.transpose_bytes(nhwc) == 0
     # channels-last: 10 us + max(2e10 / (1e14 x 0.5), 3e8 / 1e12) = 10 us + 0.4 ms
     assert roofline.node_time(nhwc, chip).predicted_s == pytest.approx(1e-5 + 4e-4)
     assert roofline.node_time(nchw, chip).predicted_s == pytest.approx(1e-5 + 4e-4 + 1.2e-3)
@@ -839,14 +844,14 @@ def test_an_nchw_tensor_core_convolution_pays_its_nhwc_transposes_by_hand():
     fp32 = _conv_record("float32", "contiguous")
     assert roofline.node_time(fp32, chip).predicted_s == pytest.approx(1e-5 + 4e-3)
     # a GEMM is never transposed
-    assert cal.transpose_bytes({**nchw, "op": "mm", "shape": [512, 512]}) == 0
+    assert hidden_bytes.transpose_bytes({**nchw, "op": "mm", "shape": [512, 512]}) == 0
 
 
 def test_tf32_convolutions_are_transposed_and_plain_fp32_ones_not(monkeypatch):
     chip = load_chips()["a100_sxm_80gb"]
     g = fxroof.analyze(torch.nn.Conv2d(256, 256, 3, padding=1), torch.empty(32, 256, 28, 28),
                        device="cuda", chip=chip)
-    (conv,) = [r for r in g.records() if cal.op_class_of(r) == "conv"]
+    (conv,) = [r for r in g.records() if op_classes.op_class_of(r) == "conv"]
     copy = cal.load().params(chip.id, "gpu", "elementwise")
     transposes = 2 * conv["bytes"] / (chip.bandwidth * copy.memory)
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
@@ -869,7 +874,8 @@ def test_a_gpu_training_norm_reads_its_inputs_twice_by_hand():
               "flops": 1e6, "bytes": 2e8, "bytes_read": 1e8, "bytes_written": 1e8,
               "rule": "batch_norm[batch stats]", "shape": [64, 256, 28, 28],
               "phase": "forward"}
-    assert cal.op_class_of(record) == "norm_train" and cal.second_pass_bytes(record) == 1e8
+    assert op_classes.op_class_of(record) == "norm_train"
+    assert hidden_bytes.second_pass_bytes(record) == 1e8
 
     def device(cls, classes):
         return parse_chip({"id": f"{cls}-x", "name": "a device", "class": cls,
@@ -888,7 +894,8 @@ def test_a_gpu_training_norm_reads_its_inputs_twice_by_hand():
     # a norm backward reads its inputs again too, unless the chip measured a training norm
     backward = {**record, "op": "native_batch_norm_backward", "rule": "batch_norm_backward",
                 "phase": "backward"}
-    assert cal.op_class_of(backward) == "norm_bwd" and cal.second_pass_bytes(backward) == 1e8
+    assert op_classes.op_class_of(backward) == "norm_bwd"
+    assert hidden_bytes.second_pass_bytes(backward) == 1e8
     assert roofline.node_time(backward, device("gpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 6e-4)
     for measured in ("norm_train", "norm_bwd"):
@@ -900,7 +907,7 @@ def test_a_gpu_training_norm_reads_its_inputs_twice_by_hand():
                               ).predicted_s == pytest.approx(5e-5 + 4e-4)
     # an eval batch norm (running statistics) is one pass everywhere
     eval_bn = {**record, "rule": "batch_norm"}
-    assert cal.second_pass_bytes(eval_bn) == 0
+    assert hidden_bytes.second_pass_bytes(eval_bn) == 0
     assert roofline.node_time(eval_bn, device("gpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 4e-4)
 
@@ -914,20 +921,20 @@ def test_a_depthwise_convolution_is_named_so_and_bounded_by_the_cuda_cores(monke
 
     def convs(module, x):
         g = fxroof.analyze(module, x, device="cuda", chip=chip, backward=True)
-        return [r for r in g.records() if cal.op_class_of(r) in cal.CONV_CLASSES]
+        return [r for r in g.records() if op_classes.op_class_of(r) in op_classes.CONV_CLASSES]
 
     x = torch.empty(8, 64, 56, 56)
     depthwise = convs(torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), x)
     assert {r["rule"] for r in depthwise} == {"convolution[depthwise]",
                                               "convolution_backward[depthwise]"}
     for r in depthwise:
-        assert cal.depthwise(r) and roofline.node_roof(r, chip).peak_key == "fp32"
+        assert op_classes.depthwise(r) and roofline.node_roof(r, chip).peak_key == "fp32"
         assert roofline._transpose_s(r, chip, roofline.node_roof(r, chip).peak_key) == 0
     for module in (torch.nn.Conv2d(64, 64, 3, padding=1),
                    torch.nn.Conv2d(64, 64, 3, padding=1, groups=32)):
         for r in convs(module, x):
-            assert not cal.depthwise(r) and roofline.node_roof(r, chip).peak_key == "tf32"
+            assert not op_classes.depthwise(r) and roofline.node_roof(r, chip).peak_key == "tf32"
     # on a CPU the marker changes nothing: a depthwise convolution keeps the matrix class
     (cpu_dw,) = [r for r in fxroof.analyze(torch.nn.Conv2d(64, 64, 3, groups=64), x).records()
-                 if cal.op_class_of(r) == "conv"]
+                 if op_classes.op_class_of(r) == "conv"]
     assert roofline.engine_class(cpu_dw, load_chips()["epyc_9654"]) == "matrix"

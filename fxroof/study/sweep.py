@@ -33,7 +33,7 @@ from typing import Optional
 import torch
 from tqdm import tqdm
 
-from fxroof import calibration as cal
+from fxroof import op_classes
 from fxroof.analysis import analyze
 from fxroof.chips import read_file
 from fxroof.device import caching_allocator_env, host_allocator
@@ -57,14 +57,14 @@ DEFAULT_MODELS = ["alexnet", "vgg16", "resnet18", "resnet50", "googlenet", "ince
 # benchmarks/README.md); a GPU runs the study's own batch sizes.
 DEFAULT_BATCHES = {"cpu": [1, 8, 32, 64], "cuda": [1, 64, 256]}
 # What a cached result keeps of each node record: what the tables group by and what the
-# time model reads (calibration.RECORD_FIELDS). Cached records are versioned: results cached
+# time model reads (op_classes.RECORD_FIELDS). Cached records are versioned: results cached
 # with fewer fields (before version 2; before 3, without the replayed page faults) or other
 # values (before 4, a training step's faults replayed without the first backward's pin; before
 # 5, depthwise convolutions not named so in their rule; before 6, a wide depthwise kernel's
 # weight gradient not named so; before 7, a compiled view's transposing kernels not named
 # so; before 8, a 1x1 convolution not named pointwise) are computed again rather than
 # predicted wrong.
-RECORD_KEYS = ("phase", "layer_type") + cal.RECORD_FIELDS
+RECORD_KEYS = ("phase", "layer_type") + op_classes.RECORD_FIELDS
 RECORDS_VERSION = 8
 
 

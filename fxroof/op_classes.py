@@ -1,0 +1,173 @@
+"""Which op class of the calibrated time model prices a node record.
+
+A node record (AnnotatedGraph.records, the study's cache) names its ATen op, its cost rule
+with the rule's variant (op_costs names a depthwise convolution ``convolution[depthwise]``, a
+training batch norm ``batch_norm[batch stats]``) and the cost rules' coarse ``op_class``
+(matrix, memory, view, ...). The time model (fxroof.calibration) prices each record with the
+parameters of a finer class -- a GEMM, an NCHW or a channels-last convolution, each kind of
+convolution backward, a norm of inference or of training, a kernel Inductor generates --
+which ``op_class_of`` picks; ``FALLBACK`` names the class a chip without parameters of its
+own for a class uses instead. Also here: the shape facts the fits read from a record (a
+GEMM's batch, m, n and k; a convolution's weight bytes).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
+# Classes only a device's own probes measure (fxroof.probes), and the class a chip without
+# them uses instead: channels-last convolutions (oneDNN runs them without the layout reorders
+# an NCHW convolution pays on a CPU) and kernels Inductor generates (one call from its
+# wrapper, no eager dispatch, a whole fused chain per pass over memory).
+# Pooling and data movement (copies, concatenation, allocation) are probed on a CPU; the
+# GPU kernel data has neither, so there they take the elementwise parameters.
+# The backward kernels of convolutions and norms are classes of their own where a device
+# measured them (chips measure --full times a training run node by node), since neither is
+# the forward kernel run again: a convolution's backward also reduces the weight gradient
+# over every output position, and a norm's backward (norm_bwd) or a training batch norm's
+# forward (norm_train, which computes the batch statistics) makes a reduction pass before
+# its elementwise one. Those two are apart too: on this project's CPU a batch norm's
+# forward of training ran 8 GB/s of its counted bytes and its backward 29 (8 x 96 x 56 x
+# 56: ATen's CPU kernel reads the input once for the mean, once for the variance and again
+# to normalise), and one class priced mobilenet_v2's forwards at 0.42x.
+# A depthwise convolution's backward is a class of its own (conv_bwd_dw), and one computing
+# the weight gradient of a kernel wider than oneDNN's depthwise kernel takes
+# (op_costs.conv.WIDE) one of two others, by the implementation ONEDNN_VERBOSE shows for it:
+# NCHW, an im2col + GEMM convolution ("gemm:jit", conv_bwd_dw_wide, 1-9 GFLOP/s on this
+# project's CPU); channels-last (ConvNeXt's, whose permutes leave its gradients so), the
+# dense direct kernel ("jit:avx512_core", conv_bwd_dw_wide_cl, about 20). Priced with the
+# dense backward's rates, mobilenet_v2's 3x3 ones at batch 8 came out 1.7x long, and
+# mnasnet1_0's 5x5 ones 0.11x short.
+# A generated kernel that copies across a transpose (fxroof.compiled: an NCHW input made
+# channels-last, a weight converted per call) is the "transpose" class, apart from the
+# other generated kernels: Inductor's C++ transposes 2-D tiles in registers, with scalar
+# loops on a side shorter than a tile, and on this project's CPU such kernels moved 11-50
+# GB/s against 28-84 for plain copies of the same bytes. A chip measured before the class
+# prices them as "fused", as fxroof did before.
+FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused",
+            "pool": "elementwise",
+            "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
+            "norm_bwd": "norm_train",
+            "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
+            "conv_bwd_dw_wide_cl": "conv_bwd_dw_wide"}
+TRAINING_NORM_CLASSES = ("norm_train", "norm_bwd")
+BACKWARD_CONV_CLASSES = ("conv_bwd", "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl")
+CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
+MATRIX_CLASSES = ("gemm",) + CONV_CLASSES
+MEASURED_CLASSES = CLASSES + tuple(FALLBACK)
+
+_CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convolution",
+             "mkldnn_convolution", "conv_depthwise2d", "_conv_depthwise2d",
+             "slow_conv_transpose2d", "slow_conv_dilated2d")
+# op_costs/norm.py names a training batch norm's kernel so: "batch_norm[batch stats]"
+BATCH_STATS_VARIANT = "[batch stats]"
+# op_costs/conv.py names a depthwise convolution (or its backward) so, and a backward that
+# computes a wide kernel's weight gradient DEPTHWISE_VARIANT + WIDE_SUFFIX
+DEPTHWISE_VARIANT = "[depthwise"
+POINTWISE_VARIANT = "[pointwise]"  # a dense 1x1 convolution (op_costs.conv.POINTWISE)
+WIDE_SUFFIX = " wide]"
+# fxroof.compiled names a kernel Inductor generates so, and one whose reads cannot be loaded
+# as vectors (a stride-2 pool over an NCHW map) GENERATED_RULE + UNVECTORISED_VARIANT: its
+# C++ runs one lane of the vector unit at a time
+GENERATED_RULE = "inductor generated"
+UNVECTORISED_VARIANT = "[unvectorised]"
+# ... and one that reads an input across a transpose GENERATED_RULE + TRANSPOSING_VARIANT
+TRANSPOSING_VARIANT = "[transposing]"
+_NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
+_SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
+
+
+def depthwise(record: dict) -> bool:
+    """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
+    return DEPTHWISE_VARIANT in record.get("rule", "")
+
+
+def wide_weight_gradient(record: dict) -> bool:
+    """Whether a node is a depthwise backward computing a kernel's weight gradient that
+    oneDNN's direct depthwise kernel cannot (op_costs.conv.WIDE)."""
+    return record.get("rule", "").endswith(DEPTHWISE_VARIANT + WIDE_SUFFIX)
+
+
+def generated(record: dict) -> bool:
+    """Whether a node is a kernel Inductor generates (of the compiled view), of any class."""
+    return record.get("rule", "").startswith(GENERATED_RULE)
+
+
+def unvectorised(record: dict) -> bool:
+    """Whether a node is a generated kernel that runs scalar code (fxroof.compiled)."""
+    return record.get("rule", "") == GENERATED_RULE + UNVECTORISED_VARIANT
+
+
+def op_class_of(record: dict) -> Optional[str]:
+    """The calibration class of a node record, or None for views (no kernel)."""
+    if record["op_class"] == "view":
+        return None
+    op = record["op"]
+    if generated(record):
+        return "transpose" if record["rule"].endswith(TRANSPOSING_VARIANT) else "fused"
+    if record["op_class"] == "matrix":
+        if op.startswith(_CONV_OPS):
+            if "_backward" in op:
+                if wide_weight_gradient(record):
+                    channels_last = record.get("layout") == "channels_last"
+                    return "conv_bwd_dw_wide_cl" if channels_last else "conv_bwd_dw_wide"
+                return "conv_bwd_dw" if depthwise(record) else "conv_bwd"
+            return "conv_cl" if record.get("layout") == "channels_last" else "conv"
+        return "gemm"
+    if any(name in op for name in _SOFTMAX_OPS):
+        return "softmax"
+    if any(name in op for name in _NORM_OPS):
+        if "_backward" in op:
+            return "norm_bwd"
+        return "norm_train" if record.get("rule", "").endswith(BATCH_STATS_VARIANT) \
+            else "norm"
+    if "pool" in op:
+        return "pool"
+    if record["op_class"] == "memory":
+        return "copy"
+    return "elementwise"
+
+
+# What the time model reads of a node record (op_class_of, fresh_bytes, layout_bytes,
+# gemm_dims and the roof): a record kept for later prediction (the study's cache) must keep
+# these, or its depthwise convolutions lose their reduction length, its large outputs their
+# page faults and its training batch norms their class.
+RECORD_FIELDS = ("op", "op_class", "rule", "dtype", "flops", "bytes", "bytes_read",
+                 "bytes_written", "shape", "layout", "faulted_bytes")
+
+
+def conv_weight_bytes(record: dict) -> int:
+    """Bytes of a convolution's weights, from its FLOPs and output: F = 2 x positions x
+    C_out x (C_in / groups) x kernel area, so the weights hold F / (2 x positions) elements
+    (N x H x W output positions), each the size of an output element (bytes_written over
+    the output's elements). 0 where the record has no output shape."""
+    shape = record.get("shape")
+    if not shape or len(shape) < 3:
+        return 0
+    positions = math.prod(shape[:1] + shape[2:])
+    element = record.get("bytes_written", 0) / (positions * shape[1])
+    return round(record["flops"] / (2 * positions) * element)
+
+
+def gemm_dims(record: dict) -> Optional[tuple]:
+    """(batch, m, n, k) of a GEMM-like node: m x n from its output shape -- (..., m, n) for
+    matmuls, (N, C, H, W) as the implicit GEMM (N H W) x C for convolutions -- and the
+    reduction length k from its FLOPs (F = 2 batch m n k); None when the node records no
+    output shape (a convolution backward that computes only the weight gradient)."""
+    shape = record.get("shape")
+    if not shape:
+        return None
+    if op_class_of(record) in CONV_CLASSES and len(shape) >= 3:
+        batch, m, n = 1, math.prod(shape[:1] + shape[2:]), shape[1]
+    else:
+        m, n = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1])
+        batch = math.prod(shape[:-2]) if len(shape) > 2 else 1
+    k = max(record["flops"] / max(2 * batch * m * n, 1), 1.0)
+    return batch, m, n, k
+
+
+def reduction_length(record: dict) -> float:
+    """k of a GEMM-like node (gemm_dims), inf where it is unknown or the node is not one."""
+    dims = gemm_dims(record) if op_class_of(record) in MATRIX_CLASSES else None
+    return float(dims[3]) if dims else math.inf
