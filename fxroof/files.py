@@ -13,7 +13,7 @@ import re
 import tempfile
 from typing import Iterator
 
-from fxroof.errors import FxroofError
+from fxroof.errors import FxroofError, UsageError
 
 
 def file_safe(name: str, limit: int = 120) -> str:
@@ -24,6 +24,11 @@ def file_safe(name: str, limit: int = 120) -> str:
 
 def check_writable(path: str, overwrite: bool) -> None:
     """Never overwrite a user's file without being told to; fail before any work is lost."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"A file to write is named by a path (a str or os.PathLike), not "
+                         f"{type(path).__name__} {path!r:.40}: e.g. 'out.json'.")
+    if not os.fspath(path):
+        raise UsageError("The path of the file to write is empty: name a file, e.g. 'out.json'.")
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise FxroofError(f"Cannot write '{path}': it is a folder. Name a file inside it, "

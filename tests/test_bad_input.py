@@ -277,6 +277,13 @@ def test_timing_on_an_unknown_device_refuses_before_drawing_a_progress_bar(small
     assert "timing" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("path,fragment", [(None, "not NoneType None"), (5, "not int 5"),
+                                           ("", "is empty")])
+def test_graph_writers_refuse_what_is_not_a_path(small, path, fragment):
+    with pytest.raises(fxroof.UsageError, match=fragment):
+        small.to_csv(path)
+
+
 def test_graph_writers_refuse_a_folder_and_an_unknown_figure_format(small, tmp_path):
     with pytest.raises(fxroof.FxroofError, match="is a folder"):
         small.to_json(str(tmp_path))
