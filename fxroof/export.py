@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import operator
 import os
 
@@ -40,7 +41,7 @@ import networkx as nx
 from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError
 from fxroof.files import atomic, atomic_path, check_writable
-from fxroof.keys import INPUT, ORIGIN
+from fxroof.keys import INPUT, ORIGIN, PHASES
 from fxroof.version import __version__
 
 SCHEMA_VERSION = 1
@@ -80,11 +81,22 @@ def read_json(path: str) -> dict:
         raise bad("'nodes' must be a list of node records")
     for i, node in enumerate(nodes):
         missing = [k for k in NODE_KEYS if k not in node]
-        if missing or not all(isinstance(node[k], (int, float)) and not isinstance(node[k], bool)
-                              for k in ("flops", "bytes")):
-            raise bad(f"node {i} lacks {', '.join(missing)}" if missing else
-                      f"node {i}'s flops and bytes must be numbers")
+        if missing:
+            raise bad(f"node {i} lacks {', '.join(missing)}")
+        if not all(_count(node[k]) for k in ("flops", "bytes")):
+            raise bad(f"node {i}'s flops and bytes must be finite numbers of at least 0, not "
+                      f"{node['flops']!r:.20} and {node['bytes']!r:.20}")
+        if node["phase"] not in PHASES:
+            raise bad(f"node {i}'s phase is {node['phase']!r:.30}, not one of "
+                      f"{', '.join(PHASES)}")
     return data
+
+
+def _count(value) -> bool:
+    """A FLOP or byte count as JSON holds one: a finite number of at least 0 (Python's json
+    reads NaN and Infinity, which no annotation writes)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value >= 0
 
 
 def to_dict(graph) -> dict:

@@ -62,6 +62,16 @@ FILES = {
                               "model": {"name": "x", "batch": 1, "dtype": "float32"},
                               "nodes": [{k: v for k, v in ANNOTATION_NODE.items()
                                          if k != "flops"}]}),
+    # Python's json reads NaN; a count below 0 or a phase no step has is no annotation either
+    "nan-bytes.json": json.dumps({"schema_version": 1,
+                                  "model": {"name": "x", "batch": 1, "dtype": "float32"},
+                                  "nodes": [{**ANNOTATION_NODE, "bytes": float("nan")}]}),
+    "negative.json": json.dumps({"schema_version": 1,
+                                 "model": {"name": "x", "batch": 1, "dtype": "float32"},
+                                 "nodes": [{**ANNOTATION_NODE, "flops": -5}]}),
+    "sideways.json": json.dumps({"schema_version": 1,
+                                 "model": {"name": "x", "batch": 1, "dtype": "float32"},
+                                 "nodes": [{**ANNOTATION_NODE, "phase": "sideways"}]}),
     "config-truncated.json": '{"model_type": "gpt2", "n_layer": ',
     "config-nomodel.json": '{"n_layer": 2}',
     "exits.py": "import sys\nsys.exit(3)\n",  # a script whose argparse runs at import
@@ -97,6 +107,9 @@ CLI = [
     ("roofline other.json --chip t4", FAILED, ["other.json", "'model'"]),
     ("roofline old.json --chip t4", FAILED, ["old.json", "7"]),
     ("roofline nodes.json --chip t4", FAILED, ["node 0 lacks flops"]),
+    ("roofline nan-bytes.json --chip t4", FAILED, ["finite numbers of at least 0", "nan"]),
+    ("roofline negative.json --chip t4", FAILED, ["finite numbers of at least 0", "-5"]),
+    ("roofline sideways.json --chip t4", FAILED, ["phase is 'sideways'"]),
     # hf: configs
     ("annotate hf:config-truncated.json", FAILED, ["config-truncated.json", "complete"]),
     ("annotate hf:config-nomodel.json", FAILED, ["no 'model_type'"]),
