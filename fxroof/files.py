@@ -26,7 +26,7 @@ def check_writable(path: str, overwrite: bool) -> None:
     """Never overwrite a user's file without being told to; fail before any work is lost."""
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"A file to write is named by a path (a str or os.PathLike), not "
-                         f"{type(path).__name__} {path!r:.40}: e.g. 'out.json'.")
+                         f"{type(path).__name__} {path!r:.40}: e.g. 'r.json' or 'r.png'.")
     if not os.fspath(path):
         raise UsageError("The path of the file to write is empty: name a file, e.g. 'out.json'.")
     folder = os.path.dirname(os.path.abspath(path))

@@ -74,8 +74,8 @@ def series_style(i: int) -> dict:
 
 def check_figure(path: str, overwrite: bool) -> None:
     """Refuse, before any work, a figure path fxroof would not or could not write."""
+    check_writable(path, overwrite)  # first: it also refuses what is not a path at all
     figure_format(path)
-    check_writable(path, overwrite)
 
 
 def save(fig, path: str, overwrite: bool) -> None:

@@ -295,6 +295,8 @@ def test_timing_on_an_unknown_device_refuses_before_drawing_a_progress_bar(small
 def test_graph_writers_refuse_what_is_not_a_path(small, path, fragment):
     with pytest.raises(fxroof.UsageError, match=fragment):
         small.to_csv(path)
+    with pytest.raises(fxroof.UsageError, match=fragment):
+        fxroof.plot_roofline([small], ["t4"], path)
 
 
 def test_graph_writers_refuse_a_folder_and_an_unknown_figure_format(small, tmp_path):
