@@ -118,6 +118,9 @@ CLI = [
     ("annotate hf:gpt2 --hf-config n_embd=65 --hf-config n_layer=1", FAILED,
      ["divisible", "--hf-config"]),
     ("annotate hf:gpt2 --hf-config novalue", USAGE, ["key=value"]),
+    # transformers builds range(-1) layers, or an empty vocabulary, and says nothing
+    ("annotate hf:gpt2 --hf-config n_layer=-1", USAGE, ["n_layer=-1", "at least 1"]),
+    ("annotate hf:gpt2 --hf-config vocab_size=0", USAGE, ["vocab_size=0", "default 50257"]),
     ("annotate resnet18 --hf-config n_layer=2", USAGE, ["not an hf: model"]),
     ("annotate gpt2", FAILED, ["hf:gpt2"]),
     # files fxroof would write

@@ -45,6 +45,17 @@ def test_unknown_model_type_and_bad_override():
         "num_hidden_layers": 4, "hidden_act": "gelu"}
 
 
+def test_counts_and_sizes_are_checked_but_token_ids_are_not():
+    """A layer count below 1 is refused, under its own name or its alias (GPT-2 maps
+    num_hidden_layers to n_layer); a token id may be 0 or a -1 sentinel."""
+    for bad in ({"n_layer": 0}, {"num_hidden_layers": -1}, {"n_head": 0}):
+        with pytest.raises(fxroof.FxroofError, match="at least 1"):
+            fxroof.analyze("hf:gpt2", hf_config=bad, seq_len=8)
+    g = fxroof.analyze("hf:gpt2", hf_config={"n_layer": 1, "bos_token_id": 0,
+                                             "eos_token_id": -1}, seq_len=8)
+    assert g.totals()["forward"]["flops"] > 0
+
+
 def test_local_config_json(tmp_path, capsys):
     import json
 

@@ -121,8 +121,32 @@ def _checked(overrides: dict, defaults, model_type: str) -> dict:
             raise UsageError(f"--hf-config: {model_type}'s config has no field '{key}'."
                              f"{did_you_mean(key, fields)} (It would be ignored.)")
         default = getattr(defaults, key, None)
-        checked[key] = _typed(key, value, default, model_type)
+        checked[key] = _in_range(key, _typed(key, value, default, model_type), default,
+                                 getattr(defaults, "attribute_map", {}).get(key, key))
     return checked
+
+
+# The fields that size the network: 0 of them builds a model with no layers, no heads or an
+# empty vocabulary, which transformers accepts and which measures nothing.
+SIZES = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
+         "intermediate_size", "vocab_size", "max_position_embeddings", "n_layer", "n_head",
+         "n_embd", "n_positions"}
+
+
+def _in_range(key: str, value, default, canonical: str):
+    """A count or size is not negative (transformers builds range(-1) as no layers, without a
+    word), and a field that sizes the network is at least 1. Token ids (``*_id``) are not
+    counts: some configs use -1 for none."""
+    if not isinstance(default, int) or isinstance(default, bool) or default < 0 \
+            or canonical.endswith("_id"):
+        return value
+    least = 1 if key in SIZES or canonical in SIZES else 0
+    if value < least:
+        raise UsageError(f"--hf-config {key}={value}: '{key}' counts or sizes part of the "
+                         f"model (default {default}) and must be at least {least}. "
+                         "transformers builds such a config without a word, and the analysis "
+                         "would describe a network that cannot exist.")
+    return value
 
 
 def _typed(key: str, value, default, model_type: str):
