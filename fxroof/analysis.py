@@ -41,7 +41,7 @@ UNTRACEABLE = (fake_tensor.DataDependentOutputException,
 
 def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, dtype=None,
             kwargs: Optional[dict] = None, input_shapes: Optional[Sequence[Sequence[int]]] = None,
-            batch: int = 1, name: Optional[str] = None, device: Optional[str] = None,
+            batch: Optional[int] = None, name: Optional[str] = None, device: Optional[str] = None,
             seq_len: Optional[int] = None, hf_config: Optional[dict] = None,
             rules: Optional[dict] = None, compiled: bool = False, loss=None,
             optimizer: Optional[str] = None, optimizer_impl: Optional[str] = None,
@@ -53,8 +53,8 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
         from its config, with ``hf_config`` overrides and ``seq_len`` tokens), or
         'package.module:callable'.
     inputs: example inputs (tensors are used for their shape and dtype only); or give
-        ``input_shapes`` (float inputs); or neither for a named model's native
-        (batch, 3, S, S) image input.
+        ``input_shapes`` (float inputs); or neither for a named model's native input of
+        ``batch`` (default 1) rows; given inputs carry their batch (first) dimension.
     backward: also record autograd's backward (a gradient flows from every differentiable
         output, as from a loss; no optimizer step).
     mode: "train" or "eval" (default: train with backward, eval without); dtype: of the
@@ -195,7 +195,22 @@ class _Fakes:
         fake_inputs = pytree.tree_map_only(
             torch.Tensor, lambda t: self.like(t, t.requires_grad and backward),
             (tuple(inputs), kwargs or {}))
+        self._check_layout_applies(module, params, buffers, fake_inputs)
         return params, buffers, fake_inputs
+
+    def _check_layout_applies(self, module, params, buffers, fake_inputs) -> None:
+        """Channels-last lays out 4-D tensors only: asked for where the step is given none,
+        it would change nothing, and the analysis would pass for a channels-last one."""
+        if self.memory_format is None:
+            return
+        tensors = [*params.values(), *buffers.values(),
+                   *(t for t in pytree.tree_leaves(fake_inputs) if isinstance(t, torch.Tensor))]
+        if not any(t.dim() == 4 for t in tensors):
+            raise UsageError(
+                f"memory_format='channels_last' lays out 4-D tensors (N, C, H, W), and "
+                f"{type(module).__name__} has none among its parameters, buffers and "
+                f"{_describe_inputs(fake_inputs)}: the analysis would be the contiguous one "
+                "under another name. Drop --memory-format, or give the model 4-D inputs.")
 
     def like(self, t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
         target = self.dtype if (self.dtype is not None and t.is_floating_point()) else t.dtype
@@ -216,12 +231,26 @@ def _example_inputs(spec, module, inputs, kwargs, input_shapes, batch, seq_len, 
     if not inputs and input_shapes is not None:
         dtype = dtype or torch.float32
         shapes = [validate.shape(s, itemsize=dtype.itemsize) for s in _sequence(input_shapes)]
-        return tuple(torch.empty(s, dtype=dtype, device="meta") for s in shapes), kwargs
+        inputs = tuple(torch.empty(s, dtype=dtype, device="meta") for s in shapes)
     if not inputs and not kwargs:
-        batch = validate.positive_int(batch, "batch")  # a 0-row input "works" and means nothing
-        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)
+        batch = validate.positive_int(1 if batch is None else batch, "batch")  # 0 rows mean
+        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)  # nothing
         return inputs, {**default_kwargs, **(kwargs or {})}
+    _check_batch_agrees(batch, inputs, kwargs)
     return inputs, kwargs
+
+
+def _check_batch_agrees(batch: Optional[int], inputs, kwargs) -> None:
+    """``batch`` sizes the default input; with inputs given, their own leading dimension is
+    the batch, and a ``batch`` that says otherwise would be dropped without a word."""
+    first = next((t for t in pytree.tree_leaves((inputs, kwargs))
+                  if isinstance(t, torch.Tensor) and t.dim()), None)
+    if batch is None or first is None or first.shape[0] == batch:
+        return
+    raise UsageError(f"batch={batch} (--batch) sizes a named model's default input, but the "
+                     f"inputs given carry their own batch: {_describe_inputs((inputs, kwargs))}, "
+                     f"batch {first.shape[0]}. Give the batch once: as the first dimension of "
+                     f"the input shapes (e.g. --input-shape {batch},...), or drop the inputs.")
 
 
 def _sequence(input_shapes) -> list:

@@ -47,8 +47,9 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
                    help="a torchvision model name (`fxroof models`), hf:<model_type> (e.g. "
                         "hf:gpt2), timm:<name>, or package.module:callable (or "
                         "path/to/file.py:callable) returning an nn.Module")
-    p.add_argument("--batch", type=positive_int_arg, default=1,
-                   help="batch size of the default input")
+    p.add_argument("--batch", type=positive_int_arg,
+                   help="batch size of the default input (default: 1; with --input-shape, "
+                        "the shapes' first dimension)")
     p.add_argument("--input-shape", action="append", metavar="N,C,H,W",
                    help="shape of one input, batch first; repeat for several inputs, in "
                         "forward's order; a dtype after a colon for integer or mask inputs "

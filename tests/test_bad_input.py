@@ -141,6 +141,9 @@ CLI = [
     ("annotate --input-shape 100000000,100000000,100000,100000", USAGE,
      ["more than any tensor's storage"]),
     ("annotate --input-shape 1,-3,8,8", USAGE, ["Cannot read the input shape"]),
+    # a --batch the given shapes contradict was dropped without a word
+    ("annotate --input-shape 1,3,224,224 --batch 4", USAGE,
+     ["batch=4", "inputs of shape (1, 3, 224, 224), batch 1", "--input-shape 4,..."]),
     # the training step and its target (#15)
     ("annotate squeezenet1_0 --loss hinge", USAGE, ["Unknown loss 'hinge'"]),
     ("annotate squeezenet1_0 --loss lm", USAGE, ["needs an hf: model"]),
@@ -152,6 +155,9 @@ CLI = [
     ("annotate squeezenet1_0 --chip t4 --amp bf16", USAGE, ["compute capability 8.0", "7.5"]),
     ("annotate squeezenet1_0 --chip nope", FAILED, ["Unknown chip 'nope'"]),
     ("annotate squeezenet1_0 --memory-format nhwc", USAGE, ["--memory-format"]),
+    # channels-last of a step with no 4-D tensor was the contiguous analysis, renamed
+    ("annotate hf:gpt2 --hf-config n_layer=1 --memory-format channels_last", USAGE,
+     ["lays out 4-D tensors", "GPT2LMHeadModel has none", "(1, 128)"]),
     ("annotate squeezenet1_0 --compiled --loss", USAGE, ["compiled view", "--loss"]),
     ("profile --repeats 0", USAGE, ["--repeats"]),
     ("profile --warmup -1", USAGE, ["--warmup"]),
@@ -253,6 +259,13 @@ API = [
      lambda: fxroof.analyze(torch.jit.script(torch.nn.Linear(2, 2)), torch.ones(1, 2)),
      "TorchScript module .* pass the nn.Module it was scripted from"),
     ("an empty model name", lambda: fxroof.analyze(""), "The model name is empty"),
+    ("a batch the inputs contradict",
+     lambda: fxroof.analyze(torch.nn.Linear(3, 3), torch.ones(5, 3), batch=2),
+     r"batch=2 .* inputs of shape \(5, 3\), batch 5"),
+    ("channels-last with no 4-D tensor",
+     lambda: fxroof.analyze(torch.nn.Linear(2, 2), torch.ones(1, 2),
+                            memory_format="channels_last"),
+     r"Linear has none among its parameters, buffers and inputs of shape \(1, 2\)"),
     ("a path passed as the input",
      lambda: fxroof.analyze(torch.nn.Linear(2, 2), "data/x.pt"),
      r"on inputs \(a str: 'data/x.pt'\) failed in layer `\(root\)` \(Linear\)"),

@@ -50,6 +50,15 @@ def test_batch_256_costs_nothing_real():
     assert grown_mb < 1500
 
 
+def test_a_batch_that_agrees_with_the_inputs_is_the_inputs_batch():
+    """batch sizes the default input; given inputs keep theirs, and a batch equal to it is
+    no contradiction."""
+    assert fxroof.analyze(torch.nn.Linear(3, 3), torch.ones(5, 3), batch=5).model.batch == 5
+    assert fxroof.analyze(torch.nn.Linear(3, 3), torch.ones(5, 3)).model.batch == 5
+    assert fxroof.analyze("resnet18", input_shapes=[(2, 3, 32, 32)]).model.batch == 2
+    assert fxroof.analyze("resnet18", batch=3).model.batch == 3
+
+
 def test_user_model_is_not_modified():
     model = torchvision.models.resnet18()
     model.eval()
