@@ -24,6 +24,9 @@ def file_safe(name: str, limit: int = 120) -> str:
 
 def check_writable(path: str, overwrite: bool) -> None:
     """Never overwrite a user's file without being told to; fail before any work is lost."""
+    if not isinstance(overwrite, bool):  # overwrite="no" is a true value in Python
+        raise UsageError(f"overwrite is True or False, not {overwrite!r:.40}: fxroof replaces "
+                         "an existing file only when told to in so many words.")
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"A file to write is named by a path (a str or os.PathLike), not "
                          f"{type(path).__name__} {path!r:.40}: e.g. 'r.json' or 'r.png'.")

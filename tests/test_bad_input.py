@@ -315,6 +315,15 @@ def test_graph_writers_refuse_what_is_not_a_path(small, path, fragment):
         fxroof.plot_roofline([small], ["t4"], path)
 
 
+def test_an_overwrite_that_is_not_a_bool_leaves_the_file_alone(small, tmp_path):
+    """overwrite="no" is a true value in Python: it replaced the user's file."""
+    mine = tmp_path / "mine.json"
+    mine.write_text("mine")
+    with pytest.raises(fxroof.UsageError, match="overwrite is True or False, not 'no'"):
+        small.to_json(str(mine), overwrite="no")
+    assert mine.read_text() == "mine" and os.listdir(tmp_path) == ["mine.json"]
+
+
 def test_graph_writers_refuse_a_folder_and_an_unknown_figure_format(small, tmp_path):
     with pytest.raises(fxroof.FxroofError, match="is a folder"):
         small.to_json(str(tmp_path))
