@@ -30,8 +30,22 @@ def annotate_costs(graph: fx.Graph, rules=None) -> None:
     for node in graph.nodes:
         if is_costed(node):
             args, kwargs = fx.node.map_arg((node.args, node.kwargs), _shapes)
-            node.meta[COST] = op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES],
-                                                rules)
+            node.meta[COST] = _estimate(node, args, kwargs, rules)
+
+
+def _estimate(node: fx.Node, args, kwargs, rules) -> NodeCost:
+    """The node's cost; a rule the user gave that raises, or returns something other than a
+    Cost, is named with the node it failed on (the registry's own rules are tested)."""
+    if op_costs.override_rule(node.target, rules) is None:
+        return op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES], rules)
+    try:
+        return op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES], rules)
+    except Exception as e:
+        raise FxroofError(
+            f"The cost rule given for {node.target} (rules=) failed on node {node.name}: "
+            f"{type(e).__name__}: {str(e).rstrip('.')}. A rule takes the op's arguments "
+            "(op_costs.TensorMeta where the op takes tensors) and out=, and returns "
+            "op_costs.Cost(flops=..., macs=..., bytes_read=..., bytes_written=...).") from None
 
 
 def check_rules(rules) -> None:

@@ -14,6 +14,7 @@ from op_costs.registry import (  # noqa: F401
     Estimate,
     TensorMeta,
     estimate,
+    override_rule,
     register,
     rule_for,
 )

@@ -296,6 +296,8 @@ def estimate(op, args, kwargs, out, overrides=None) -> Estimate:
         # rules need not guard their divisions by an empty dimension
         return Estimate(0, 0, 0, 0, rule.name, rule.op_class)
     cost = rule.fn(*args, out=out, **kwargs)
+    if not isinstance(cost, Cost):  # a per-analysis rule's mistake, named by the cost pass
+        raise TypeError(f"the rule {rule.name} returned {type(cost).__name__}, not op_costs.Cost")
     if cost.bytes_read is None or cost.bytes_written is None:
         read, written = standard_bytes(args, kwargs, out)
         read = read if cost.bytes_read is None else cost.bytes_read
