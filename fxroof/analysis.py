@@ -103,6 +103,9 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
 
 def _checked_mode(mode: Optional[str], backward: bool, compiled: bool, freeze: bool) -> str:
     """The step's mode, once freezing (which needs an inference step) is known to fit it."""
+    for flag, value in (("backward", backward), ("compiled", compiled), ("freeze", freeze)):
+        if not isinstance(value, bool):  # "no" and "False" are true values in Python
+            raise UsageError(f"{flag} is True or False, not {value!r:.40}.")
     mode = _mode(mode, backward)
     if freeze and not compiled:
         raise UsageError("Freezing applies to the compiled view: pass compiled=True "
@@ -228,7 +231,10 @@ class _Fakes:
 def _example_inputs(spec, module, inputs, kwargs, input_shapes, batch, seq_len, dtype):
     """(args, kwargs): the inputs given, meta tensors of ``input_shapes``, or the named
     model's native input at ``batch``."""
-    if not inputs and input_shapes is not None:
+    if (inputs or kwargs) and input_shapes is not None:
+        raise UsageError("Give the model's inputs or their shapes (input_shapes), not both: "
+                         "input_shapes would be ignored.")
+    if input_shapes is not None:
         dtype = dtype or torch.float32
         shapes = [validate.shape(s, itemsize=dtype.itemsize) for s in _sequence(input_shapes)]
         inputs = tuple(torch.empty(s, dtype=dtype, device="meta") for s in shapes)

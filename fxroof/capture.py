@@ -45,6 +45,11 @@ from fxroof.scope import ModuleScope, op_family
 # and makes the backward read the forward node itself.
 _TRANSPARENT = {torch.ops.aten.detach.default, torch.ops.aten.alias.default,
                 torch.ops.aten.lift_fresh.default}
+# Products whose CPU and CUDA kernels refuse operands of different dtypes (an int64 input to a
+# float Linear: "mat1 and mat2 must have the same dtype") but whose fake-tensor shape
+# functions do not check: the step would fail when run, so its capture fails too.
+_ONE_DTYPE = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
+              torch.ops.aten.mv.default}
 
 
 class Origin(NamedTuple):
@@ -93,6 +98,14 @@ def _meta_of(t: torch.Tensor) -> TensorMeta:
 
 def tensor_meta_tree(value):
     return pytree.tree_map_only(torch.Tensor, _meta_of, value)
+
+
+def _check_one_dtype(func, args) -> None:
+    dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor)]
+    if len(set(dtypes)) > 1:
+        raise RuntimeError(f"{func.overloadpacket.__name__}: its operands must share one dtype "
+                           f"(PyTorch's kernels refuse to mix them), but got "
+                           f"{', '.join(str(d).removeprefix('torch.') for d in dtypes)}")
 
 
 class GraphRecorder(TorchDispatchMode):
@@ -189,6 +202,8 @@ class GraphRecorder(TorchDispatchMode):
         if func.namespace == "prim":  # fake tensors' device queries, even inside autograd
             return func(*args, **kwargs)  # kernels: too early to read a grad_fn, nothing to cost
         self.resolve_grad_fns()
+        if func in _ONE_DTYPE:
+            _check_one_dtype(func, args)
         out = func(*args, **kwargs)
         if self.paused:
             return out

@@ -152,9 +152,16 @@ class AnnotatedGraph:
         return self.source.input_leaves
 
     def graph_module(self, phase: str = FORWARD) -> fx.GraphModule:
-        graph = self.forward if phase == FORWARD else self.backward
+        """One phase's graph ('forward', 'backward' or 'optimizer') as a GraphModule."""
+        if phase is None:
+            raise UsageError("graph_module takes one phase: 'forward', 'backward' or "
+                             "'optimizer'.")
+        _check_phase(phase)
+        graph = getattr(self.capture, phase)
         if graph is None:
-            raise ValueError("this analysis has no backward graph (analyze with backward=True)")
+            how = "optimizer='sgd', 'adam' or 'adamw'" if phase == "optimizer" \
+                else "backward=True"
+            raise UsageError(f"This analysis has no {phase} graph: analyze with {how}.")
         return fx.GraphModule(torch.nn.Module(), graph)
 
     def nodes(self, phase: Optional[str] = None) -> list[fx.Node]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from fxroof.errors import UsageError
 from fxroof.files import atomic, check_writable
 
 _TRACKS = {"forward": 1, "backward": 2}
@@ -31,7 +32,8 @@ def trace_events(graph) -> list[dict]:
 
 def write_trace(graph, path: str, overwrite: bool = False) -> None:
     if graph.timing is None:
-        raise ValueError("time the graph first (g.time(...)): a trace shows measured times")
+        raise UsageError("A trace shows measured times, and this graph was not timed: time it "
+                         "first (g.time(...)), or use fxroof profile --trace.")
     check_writable(path, overwrite)
     with atomic(path) as f:
         json.dump({"traceEvents": trace_events(graph), "displayTimeUnit": "ms",

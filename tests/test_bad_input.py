@@ -262,6 +262,19 @@ API = [
     ("a batch the inputs contradict",
      lambda: fxroof.analyze(torch.nn.Linear(3, 3), torch.ones(5, 3), batch=2),
      r"batch=2 .* inputs of shape \(5, 3\), batch 5"),
+    ("inputs and their shapes both",
+     lambda: fxroof.analyze(torch.nn.Linear(4, 4), torch.ones(2, 4), input_shapes=[(3, 4)]),
+     "inputs or their shapes .* not both"),
+    # "no" is a true value: backward="no" failed inside the model as a TypeError of autograd's
+    ("a flag that is not a bool",
+     lambda: fxroof.analyze(torch.nn.Linear(2, 2), torch.ones(1, 2), backward="no"),
+     "backward is True or False, not 'no'"),
+    ("hf_config that is not a dict", lambda: fxroof.analyze("hf:gpt2", hf_config=[1]),
+     "hf_config is a dict of config fields"),
+    # the meta kernels of mm and addmm take an int64 input to a float Linear; the real ones not
+    ("an integer input to a float Linear",
+     lambda: fxroof.analyze(torch.nn.Linear(4, 4), torch.ones(2, 4, dtype=torch.long)),
+     "addmm: its operands must share one dtype .* float32, int64, float32"),
     ("a user's cost rule that raises",
      lambda: fxroof.analyze(torch.nn.Linear(4, 4), torch.ones(2, 4),
                             rules={torch.ops.aten.addmm: lambda *a, **k: 1 / 0}),
@@ -302,6 +315,9 @@ def small():
     (lambda g: g.roofline("h10O"), "Did you mean h100_sxm"),
     (lambda g: g.time(repeats=0, progress=False), "repeats must be a positive integer"),
     (lambda g: g.time(warmup=-1, progress=False), "warmup must be an integer of at least 0"),
+    (lambda g: g.graph_module("backwards"), "phase must be"),
+    (lambda g: g.graph_module("optimizer"), "no optimizer graph: analyze with optimizer="),
+    (lambda g: g.to_trace("never.json"), "this graph was not timed"),
 ])
 def test_graph_methods_refuse_bad_arguments(small, call, fragment):
     with pytest.raises(fxroof.FxroofError, match=fragment):

@@ -78,6 +78,9 @@ def build(target: str, device: str = "meta", overrides: Optional[dict] = None) -
                           f"{did_you_mean(model_type, known, n=5)} Use a model type such as "
                           f"gpt2, bert, llama, t5 or vit ({len(known)} are known to the "
                           "installed transformers).")
+    if overrides is not None and not isinstance(overrides, dict):
+        raise UsageError(f"hf_config is a dict of config fields, e.g. {{'num_hidden_layers': 2}}"
+                         f", not {type(overrides).__name__} {overrides!r:.40}.")
     overrides = _checked(dict(overrides or {}), transformers.CONFIG_MAPPING[model_type](),
                          model_type)
     try:
