@@ -938,3 +938,25 @@ def test_a_depthwise_convolution_is_named_so_and_bounded_by_the_cuda_cores(monke
     (cpu_dw,) = [r for r in fxroof.analyze(torch.nn.Conv2d(64, 64, 3, groups=64), x).records()
                  if op_classes.op_class_of(r) == "conv"]
     assert roofline.engine_class(cpu_dw, load_chips()["epyc_9654"]) == "matrix"
+
+
+def test_a_gpu_gemm_fit_recovers_a_small_tile_rate_a_single_start_misses():
+    """Timings made by the model itself from known parameters (a 108-SM GPU whose 64- and
+    32-wide tiles run at 0.25 of the 128-wide one's rate per step down, 3% noise): the fit
+    recovers them. The best tile is a max over tile shapes, so the cost has a local minimum
+    per shape; from the single start 0.8 this sweep's fit stops at 0.14 with the compute
+    fraction at its cap."""
+    rng = np.random.default_rng(0)
+    n = 400
+    batch = np.ones(n)
+    m, n_, k = (2 ** rng.uniform(low, 12, n).round() for low in (5, 5, 6))
+    flops, nbytes = 2 * m * n_ * k, 4 * (m * k + k * n_ + m * n_)
+    peak, bandwidth, units = 19.5e12, 1.5e12, 108
+    true = cal.Params(2.5e-5, 0.9, 0.6, 0.25)
+    used = cal.utilization(batch, m, n_, k, units, true.small_tile, 0.0, cal.GEMM_TILING)
+    seconds = cal.predict(flops, nbytes, peak, bandwidth, true, used) * \
+        np.exp(rng.normal(0, 0.03, n))
+    fitted = cal.fit(flops, nbytes, seconds, peak, bandwidth, (batch, m, n_, k), units)
+    assert fitted.small_tile == pytest.approx(0.25, rel=0.03)
+    assert fitted.compute == pytest.approx(0.9, rel=0.03)
+    assert fitted.t0 == pytest.approx(2.5e-5, rel=0.03)
