@@ -397,6 +397,10 @@ def parse_params(entry: dict, where: str) -> Params:
         raise FxroofError(f"{where}: a calibration entry needs t0, compute, memory and band "
                           f"(band: {type(e).__name__}: {e}). Measure it again (`fxroof chips "
                           "measure --force`) or remove the entry.") from None
+    if len(band) != 2 or not all(math.isfinite(b) and b > 0 for b in band) or band[0] > band[1]:
+        raise FxroofError(f"{where}: band is {list(band)}; it is two positive numbers, the p10 "
+                          "and the p90 of measured / predicted, p10 first. Measure it again "
+                          "(`fxroof chips measure --force`) or remove the entry.")
     return Params(band=band, source=str(entry.get("source", "")), **numbers)
 
 

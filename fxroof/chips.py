@@ -76,6 +76,11 @@ class Chip:
 
 MAX_FILE_BYTES = 4 * 2 ** 20  # a chips file is text: hundreds of chips fit in far less
 MAX_EXPANDED_NODES = 10 ** 6  # YAML values after aliases expand: a "billion laughs" is refused
+SCHEMA_VERSION = 1  # of a chips file (fxroof chips measure writes it)
+# The fields a chip entry may have: any other is a slip (a misspelled tdp would silently leave
+# a 70 W board priced as a datacenter GPU), named by a warning.
+FIELDS = ("id", "name", "class", "vendor", "peaks", "bandwidth", "capacity", "tdp", "sparse",
+          "sources", "op_overhead", "calibration", "compute_capability")
 
 
 def _bad(path, chip, field_name, problem) -> FxroofError:
@@ -144,7 +149,9 @@ def parse_chip(entry: dict, path: str) -> Chip:
     return Chip(chip_id, str(entry["name"]), entry["class"], str(entry.get("vendor", "")),
                 peaks, units, _number(bandwidth, path, chip_id, "bandwidth"),
                 _number(entry["capacity"], path, chip_id, "capacity")
-                if entry.get("capacity") is not None else None, entry.get("tdp"),
+                if entry.get("capacity") is not None else None,
+                _number(entry["tdp"], path, chip_id, "tdp") if entry.get("tdp") is not None
+                else None,
                 {k: _number(v, path, chip_id, f"sparse.{k}")
                  for k, v in _mapping(entry, "sparse", path, chip_id).items()},
                 list(entry.get("sources") or []), memory, _overhead(entry, path, chip_id),
@@ -195,12 +202,28 @@ def _load_yaml(path: str):
             raise FxroofError(f"'{path}' expands to {expanded:.3g} YAML values once its aliases "
                               f"are resolved (at most {MAX_EXPANDED_NODES:,}): write the values "
                               "out instead of nesting aliases.")
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise FxroofError(f"{path}{where} is not valid YAML: {getattr(e, 'problem', e)}.") \
             from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names one key twice: YAML keeps the
+    last without a word, so which value a chip gets would be an accident of order."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} appears twice in one mapping; keep one",
+                    key_node.start_mark)
+            seen.add(key if isinstance(key, (str, int, float)) else id(key_node))
+        return super().construct_mapping(node, deep)
 
 
 def _expanded_size(root) -> int:
@@ -226,6 +249,11 @@ def read_file(path: str, warn: bool = False) -> list[Chip]:
     data = _load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("chips"), list):
         raise FxroofError(f"{path}: expected a mapping with a 'chips:' list.")
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise FxroofError(f"{path}: schema_version is {version!r:.20}, and this fxroof reads "
+                          f"chips files of schema {SCHEMA_VERSION}. Use the fxroof that wrote "
+                          "it, or measure the chip again (`fxroof chips measure --force`).")
     chips = [parse_chip(entry, path) for entry in data["chips"]]
     ids = [chip.id for chip in chips]
     twice = sorted({i for i in ids if ids.count(i) > 1})
@@ -235,10 +263,31 @@ def read_file(path: str, warn: bool = False) -> list[Chip]:
                           "(a later file may replace a chip of an earlier one; one file may "
                           "not hold two).")
     if warn:
-        for chip in chips:
-            for problem in lint(chip):
-                log.warning("%s: %s", path, problem)
+        for entry, chip in zip(data["chips"], chips):
+            for problem in lint(chip) + _unknown_fields(entry):
+                _warn_once(f"{path}: {problem}")
     return chips
+
+
+_warned: set = set()
+
+
+def forget_warnings() -> None:
+    """Start a command afresh: the problems already said are said again (fxroof.cli)."""
+    _warned.clear()
+
+
+def _warn_once(message: str) -> None:
+    """A command may load the chips more than once (its target, then every chip to price):
+    each problem of a file is said once a command."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
+
+
+def _unknown_fields(entry: dict) -> list[str]:
+    return [f"{entry['id']}: unknown field '{key}' is ignored.{did_you_mean(str(key), FIELDS)}"
+            for key in entry if key not in FIELDS]
 
 
 def user_chips_dir() -> str:

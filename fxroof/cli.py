@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Optional
 
-from fxroof.chips import CLASSES, DTYPES as PEAK_DTYPES
+from fxroof.chips import CLASSES, DTYPES as PEAK_DTYPES, forget_warnings
 from fxroof.defaults import DEFAULT_MODEL, DEFAULT_SEQ_LEN
 from fxroof.errors import FxroofError, UsageError
 from fxroof.rollups import GROUPINGS
@@ -342,6 +342,7 @@ def _warnings_to_stderr() -> None:
 
 def main(argv: Optional[list[str]] = None) -> int:
     _warnings_to_stderr()
+    forget_warnings()
     try:
         try:
             args = build_parser().parse_args(argv)

@@ -48,6 +48,11 @@ FILES = {
     "bomb.yaml": BOMB,
     "no-chips.yaml": "hello: world\n",
     "twice.yaml": GOOD_CHIP + GOOD_CHIP.split("chips:\n")[1],  # two entries 'mine'
+    "key-twice.yaml": GOOD_CHIP + "    bandwidth: 2e12\n",  # YAML keeps the last, silently
+    "schema.yaml": "schema_version: 99\n" + GOOD_CHIP,
+    "tdp.yaml": GOOD_CHIP + "    tdp: hot\n",
+    "band.yaml": GOOD_CHIP + "    calibration: {gemm: {t0: 1e-5, compute: 0.5, memory: 0.5,"
+                 " band: [1.2, 0.8]}}\n",
     "calibration.yaml": GOOD_CHIP + "    calibration: {gemm: {t0: 1e-5}}\n",
     "reorders.yaml": GOOD_CHIP + "    calibration: {conv: {t0: 1e-5, compute: 0.5, memory: 0.5,"
                      " band: [1, 1], layout_rate: -2.0e+10}}\n",
@@ -93,6 +98,13 @@ CLI = [
     ("chips list --chips-file bomb.yaml", FAILED, ["bomb.yaml", "aliases"]),
     ("chips list --chips-file no-chips.yaml", FAILED, ["'chips:' list"]),
     ("chips list --chips-file twice.yaml", FAILED, ["twice.yaml", "chip id 'mine'"]),
+    ("chips list --chips-file key-twice.yaml", FAILED,
+     ["key-twice.yaml at line 7", "'bandwidth' appears twice"]),
+    ("chips list --chips-file schema.yaml", FAILED, ["schema_version is 99", "schema 1"]),
+    # a tdp that is no number reached the family choice as a TypeError traceback
+    ("predict squeezenet1_0 --chip mine --chips-file tdp.yaml", FAILED,
+     ["field 'tdp' must be a positive finite number, not 'hot'"]),
+    ("chips list --chips-file band.yaml", FAILED, ["band is [1.2, 0.8]", "p10 first"]),
     ("chips list --chips-file missing.yaml", FAILED, ["missing.yaml", "No such file"]),
     ("chips list --chips-file calibration.yaml", FAILED, ["calibration.gemm", "needs t0"]),
     # a calibration number out of its range is named, with the range, not dumped whole
@@ -231,10 +243,19 @@ def test_a_read_only_folder_is_refused_before_work(workdir, capsys, monkeypatch)
 
 
 def test_lints_of_a_user_chips_file_print_as_warnings(workdir, capsys):
-    (workdir / "slip.yaml").write_text(GOOD_CHIP.replace("bandwidth: 1e12", "bandwidth: 3e9"))
+    (workdir / "slip.yaml").write_text(GOOD_CHIP.replace("bandwidth: 1e12", "bandwidth: 3e9")
+                                       + "    tdp_w: 70\n")
     assert main(["chips", "list", "--chips-file", "slip.yaml"]) == 0
     err = capsys.readouterr().err
     assert "fxroof: warning: slip.yaml: mine: bandwidth" in err and "GB vs TB" in err
+    # a misspelled field would leave the chip without it (a 70 W board priced as a 300 W one)
+    assert "unknown field 'tdp_w' is ignored. Did you mean tdp?" in err
+    # predict loads the chips for its target and again to price them all: said once, and
+    # again by the next command
+    for _ in range(2):
+        assert main(["predict", "squeezenet1_0", "--chip", "mine", "--chips-file",
+                     "slip.yaml"]) == 0
+        assert capsys.readouterr().err.count("unknown field 'tdp_w'") == 1
 
 
 API = [

@@ -3,9 +3,10 @@ import json
 
 import pytest
 import torch
+import yaml
 
 import fxroof
-from fxroof import roofline
+from fxroof import chips as chips_module, roofline
 from fxroof.chips import Chip, lint, load_chips, read_file
 from fxroof.errors import FxroofError
 from fxroof.pipeline import pipelined_s
@@ -85,6 +86,9 @@ def test_shipped_chips_load_and_pass_the_lints():
         assert chip.sources, f"{chip.id} has no source"
         for dtype, sparse in chip.sparse.items():
             assert chip.peaks[dtype] < sparse  # dense roofs only
+    # every field of every entry is one fxroof reads (a user's unknown field is warned of)
+    shipped = yaml.safe_load(open(chips_module._shipped()))["chips"]
+    assert [(e["id"], k) for e in shipped for k in e if k not in chips_module.FIELDS] == []
 
 
 PLANTED = """
