@@ -42,13 +42,17 @@ from fxroof.cost_pass import is_costed
 from fxroof.errors import FxroofError
 from fxroof.files import atomic, atomic_path, check_writable
 from fxroof.keys import INPUT, ORIGIN, PHASES
+from fxroof.units import FLOAT_DTYPES
 from fxroof.version import __version__
+from op_costs import MATRIX, MEMORY, VECTOR, VIEW
 
 SCHEMA_VERSION = 1
 
 
 NODE_KEYS = ("name", "phase", "op", "op_class", "dtype", "layer_type", "flops", "bytes")
 MAX_READ_BYTES = 2 ** 30  # 1 GiB: a schema-1 file of a 70B model is far below this
+MAX_COUNT = 1e24  # FLOPs or bytes of one node: a 70B model's largest at 1M tokens is ~1e18
+OP_CLASSES = (MATRIX, VECTOR, MEMORY, VIEW)
 
 
 def read_json(path: str) -> dict:
@@ -77,6 +81,13 @@ def read_json(path: str) -> dict:
     model, nodes = data.get("model"), data.get("nodes")
     if not isinstance(model, dict) or not {"name", "batch", "dtype"} <= set(model):
         raise bad("'model' must hold name, batch and dtype")
+    if model["dtype"] not in FLOAT_DTYPES:  # it picks the roof drawn: fp32's for an unknown one
+        raise bad(f"its model dtype is {model['dtype']!r:.30}, not one of "
+                  f"{', '.join(FLOAT_DTYPES)}")
+    if model["batch"] is not None and not (isinstance(model["batch"], int)
+                                           and not isinstance(model["batch"], bool)
+                                           and model["batch"] > 0):
+        raise bad(f"its model batch is {model['batch']!r:.30}, not a positive integer")
     if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
         raise bad("'nodes' must be a list of node records")
     for i, node in enumerate(nodes):
@@ -84,8 +95,11 @@ def read_json(path: str) -> dict:
         if missing:
             raise bad(f"node {i} lacks {', '.join(missing)}")
         if not all(_count(node[k]) for k in ("flops", "bytes")):
-            raise bad(f"node {i}'s flops and bytes must be finite numbers of at least 0, not "
-                      f"{node['flops']!r:.20} and {node['bytes']!r:.20}")
+            raise bad(f"node {i}'s flops and bytes must be whole numbers from 0 to "
+                      f"{MAX_COUNT:.0e}, not {node['flops']!r:.20} and {node['bytes']!r:.20}")
+        if node["op_class"] not in OP_CLASSES:  # it picks the node's roof: matrix or vector
+            raise bad(f"node {i}'s op_class is {node['op_class']!r:.30}, not one of "
+                      f"{', '.join(OP_CLASSES)}")
         if node["phase"] not in PHASES:
             raise bad(f"node {i}'s phase is {node['phase']!r:.30}, not one of "
                       f"{', '.join(PHASES)}")
@@ -93,10 +107,11 @@ def read_json(path: str) -> dict:
 
 
 def _count(value) -> bool:
-    """A FLOP or byte count as JSON holds one: a finite number of at least 0 (Python's json
-    reads NaN and Infinity, which no annotation writes)."""
+    """A FLOP or byte count as JSON holds one: a whole number from 0 to MAX_COUNT (Python's
+    json reads NaN and Infinity, which no annotation writes; 1e300 FLOPs over 1e-300 bytes
+    made an infinite intensity that matplotlib could not place)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value) and value >= 0
+        and math.isfinite(value) and 0 <= value <= MAX_COUNT and value == int(value)
 
 
 def to_dict(graph) -> dict:
