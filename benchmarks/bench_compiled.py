@@ -9,7 +9,10 @@ For every (model, batch): the eager analysis and the compiled view (fxroof.compi
 bytes each moves and a predicted time on the measured chip (calibrated time model); the model
 is then run for real, eager and through torch.compile (Inductor's C++ backend, after its
 compile and a warm-up), and the medians compared. Each (model, batch) is measured in
---processes fresh interpreters (unless --in-process) and each latency is the median over them:
+--processes fresh interpreters per view, each timing eager or compiled calls only (unless
+--in-process; 2026-11-25: before, one process interleaved the two, and under glibc each
+eager call's freed memory made the next compiled call fault its buffers in again), and
+each latency is the median over them:
 on this shared machine one process's median differs from the next one's by up to 1.9x
 (regnet_y_400mf b8 compiled: 51-97 ms in five processes on an idle machine), more than
 the differences between models the ranking has to resolve. Reported per batch: compiled / eager bytes, the predicted and the
@@ -57,52 +60,64 @@ from fxroof.roofline import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS  # noqa: E402
 
 
-def median_latencies(fns: dict, x, repeats: int) -> dict:
-    """Median seconds per call of each function, the calls interleaved (eager, compiled,
-    eager, ...) so that a neighbour's load on this shared machine falls on both alike."""
-    times = {name: [] for name in fns}
+VIEWS = ("eager", "compiled")
+
+
+def median_latency(fn, x, repeats: int) -> float:
+    """Median seconds per call of ``fn`` after two warm-up calls (for a compiled model, the
+    first is the compile itself)."""
+    times = []
     with torch.no_grad():
-        for fn in fns.values():
-            fn(x)  # warm-up (and, compiled, the compile itself)
-            fn(x)
+        fn(x)
+        fn(x)
         for _ in range(repeats):
-            for name, fn in fns.items():
-                start = time.perf_counter()
-                fn(x)
-                times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+            start = time.perf_counter()
+            fn(x)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
-def measure(model: str, batch: int, repeats: int, freeze: bool = False) -> dict:
-    """Measured seconds per call, eager and compiled (frozen: with Inductor's freezing, which
-    applies when the compile runs, at the first call, under no_grad)."""
+def measure(model: str, batch: int, repeats: int, freeze: bool = False,
+            views: tuple = VIEWS) -> dict:
+    """Measured seconds per call of each of ``views`` ("eager", "compiled"; frozen: with
+    Inductor's freezing, which applies when the compile runs, at the first call, under
+    no_grad), one view's calls after the other's, never interleaved: under glibc's malloc an
+    eager call gives its tens of MB back to the kernel, and a compiled call after it faults
+    its buffers in again (mobilenet_v3_large b8: 18 MB and 23.5 ms a call, against none and
+    19.8 ms in a loop of its own) -- a program no user runs."""
     module = build_model(model, device="cpu").eval()
     x = torch.randn(default_input_shape(model, module, batch))
-    torch._dynamo.reset()
-    with inductor_config.patch(freezing=freeze):
-        measured = median_latencies({"eager": module, "compiled": torch.compile(module)}, x,
-                                    repeats)
+    measured = {}
+    for view in views:
+        torch._dynamo.reset()
+        with inductor_config.patch(freezing=freeze):
+            measured[view] = median_latency(module if view == "eager" else
+                                            torch.compile(module), x, repeats)
     torch._dynamo.reset()
     return measured
 
 
-def measure_fresh(model: str, batch: int, repeats: int, freeze: bool = False) -> dict:
+def measure_fresh(model: str, batch: int, repeats: int, freeze: bool = False,
+                  views: tuple = VIEWS) -> dict:
     """``measure`` in a new interpreter (multiprocessing's spawn), as the study measures its
     latencies (fxroof.latency): on a CPU a process that ran other models first faults fewer
     pages in, and the time model prices a process that runs this one model only."""
     # an executor shuts its worker down cleanly (a Pool's exit terminates it mid-teardown,
     # leaking the semaphores of Inductor's compile workers)
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(measure, model, batch, repeats, freeze).result()
+        return pool.submit(measure, model, batch, repeats, freeze, views).result()
 
 
 def measure_processes(model: str, batch: int, repeats: int, processes: int,
                       freeze: bool = False) -> dict:
     """{"eager": s, "compiled": s, "runs": n}: the median of each latency over ``processes``
-    fresh interpreters."""
-    runs = [measure_fresh(model, batch, repeats, freeze) for _ in range(processes)]
-    return {"eager": statistics.median(m["eager"] for m in runs),
-            "compiled": statistics.median(m["compiled"] for m in runs), "runs": len(runs)}
+    fresh interpreters per view, each timing one view only (as a user's process runs one),
+    eager's and compiled's alternating so that a neighbour's load on this shared machine
+    falls on both alike."""
+    runs = [measure_fresh(model, batch, repeats, freeze, (view,))
+            for _ in range(processes) for view in VIEWS]
+    return {view: statistics.median(r[view] for r in runs if view in r) for view in VIEWS} | \
+        {"runs": processes}
 
 
 def preload_tcmalloc() -> str:
