@@ -239,8 +239,9 @@ def _example_inputs(spec, module, inputs, kwargs, input_shapes, batch, seq_len, 
         shapes = [validate.shape(s, itemsize=dtype.itemsize) for s in _sequence(input_shapes)]
         inputs = tuple(torch.empty(s, dtype=dtype, device="meta") for s in shapes)
     if not inputs and not kwargs:
-        batch = validate.positive_int(1 if batch is None else batch, "batch")  # 0 rows mean
-        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)  # nothing
+        # a 0-row input "works" and means nothing
+        batch = validate.positive_int(1 if batch is None else batch, "batch")
+        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)
         return inputs, {**default_kwargs, **(kwargs or {})}
     _check_batch_agrees(batch, inputs, kwargs)
     return inputs, kwargs
