@@ -8,8 +8,10 @@ convention), 130 interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import signal
 import sys
 from typing import Optional
 
@@ -354,7 +356,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"fxroof {args.command}: error: choose an action ({', '.join(names[:-1])} "
                   f"or {names[-1]}).", file=sys.stderr)
             return EXIT_USAGE
-        from fxroof import commands  # deferred: torch loads here, inside the Ctrl-C guard
+        with _ctrl_c_held():
+            from fxroof import commands  # deferred: torch loads here, inside the Ctrl-C guard
 
         return commands.run(args)
     except UsageError as e:
@@ -376,6 +379,22 @@ def main(argv: Optional[list[str]] = None) -> int:
               "again; fxroof writes its files atomically, so none was left half-written.",
               file=sys.stderr)
         return EXIT_FAILED
+
+
+@contextlib.contextmanager
+def _ctrl_c_held():
+    """Hold Ctrl-C back while torch's extension modules initialise: a KeyboardInterrupt
+    raised inside their C++ start-up ends the process through std::terminate (SIGABRT,
+    "terminate called after throwing ... KeyboardInterrupt"), past every handler. A Ctrl-C
+    that came meanwhile is delivered once the import is done, and handled as any other."""
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX (Windows): no mask to hold it
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def entry() -> None:
