@@ -254,7 +254,7 @@ def _check_batch_agrees(batch: Optional[int], inputs, kwargs) -> None:
                   if isinstance(t, torch.Tensor) and t.dim()), None)
     if batch is None or first is None or first.shape[0] == batch:
         return
-    raise UsageError(f"batch={batch} (--batch) sizes a named model's default input, but the "
+    raise UsageError(f"batch={batch!r} (--batch) sizes a named model's default input, but the "
                      f"inputs given carry their own batch: {_describe_inputs((inputs, kwargs))}, "
                      f"batch {first.shape[0]}. Give the batch once: as the first dimension of "
                      f"the input shapes (e.g. --input-shape {batch},...), or drop the inputs.")

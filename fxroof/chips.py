@@ -218,11 +218,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float)) and key in seen:
+            if not isinstance(key, (str, int, float)):
+                continue  # a list or mapping as a key: no chips file has one to repeat
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} appears twice in one mapping; keep one",
                     key_node.start_mark)
-            seen.add(key if isinstance(key, (str, int, float)) else id(key_node))
+            seen.add(key)
         return super().construct_mapping(node, deep)
 
 

@@ -35,12 +35,13 @@ def annotate_costs(graph: fx.Graph, rules=None) -> None:
 
 def _estimate(node: fx.Node, args, kwargs, rules) -> NodeCost:
     """The node's cost; a rule the user gave that raises, or returns something other than a
-    Cost, is named with the node it failed on (the registry's own rules are tested)."""
-    if op_costs.override_rule(node.target, rules) is None:
-        return op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES], rules)
+    Cost, is named with the node it failed on (the registry's own rules are tested: their
+    failure is fxroof's bug, and shows as one)."""
     try:
         return op_costs.estimate(node.target, args, kwargs, node.meta[SHAPES], rules)
     except Exception as e:
+        if op_costs.override_rule(node.target, rules) is None:
+            raise
         raise FxroofError(
             f"The cost rule given for {node.target} (rules=) failed on node {node.name}: "
             f"{type(e).__name__}: {str(e).rstrip('.')}. A rule takes the op's arguments "
