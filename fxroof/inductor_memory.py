@@ -13,6 +13,12 @@ Inductor's wrapper (codegen/wrapper.py, checked with torch 2.14.1) plans them:
 * a buffer the plan allocates takes a freed buffer of exactly its storage size, the last one
   freed first (``memory_plan_reuse``: ``AllocateLine`` / ``FreeIfNotReusedLine``), and a freed
   buffer no later allocation takes is deleted where it was freed;
+* a concatenation's inputs are written straight into their slices of its result
+  (``NonOwningLayout``), which the wrapper allocates when the first slice is written
+  (``codegen_allocation``): a DenseNet block's concatenations, one per layer, are all
+  allocated before its first layer runs; and no kernel is written over a concatenation's
+  result (``decide_inplace_update`` skips a ``NopKernelSchedulerNode``'s buffers), so the
+  batch norm that reads one writes a buffer of its own;
 * an extern kernel that allocates its own result (a oneDNN convolution called without
   ``out=``) gets fresh memory from the allocator every call, though a later kernel may reuse
   the buffer once it is free;
@@ -34,6 +40,7 @@ from collections import defaultdict
 from typing import Optional
 
 from torch._inductor import ir
+from torch._inductor.scheduler import NopKernelSchedulerNode
 from torch._inductor.virtualized import V
 
 from fxroof import heap
@@ -63,6 +70,13 @@ def kernel_buffers(node) -> dict:
                 if source is not None:
                     through[name] = through.get(source, source)
                 continue
+            owner = _owning_buffer(ir_node)
+            if owner is not None:  # a slice of a concatenation: the first writer allocates it
+                allocations.append({"name": owner.get_name(),
+                                    "bytes": _storage_bytes(graph, owner), "by": PLAN,
+                                    "inplace_of": None,
+                                    "returned": owner.get_name() in returned})
+                continue
             if ir_node.get_inputs_that_alias_output() or ir_node.get_mutation_names():
                 continue  # a view or a mutation of a buffer already allocated
             planned = ir_node.should_allocate()
@@ -75,6 +89,21 @@ def kernel_buffers(node) -> dict:
                                 "inplace_of": through.get(inplace, inplace),
                                 "returned": name in returned})
     return {"allocations": allocations, "frees": sorted(node.last_usage)}
+
+
+def _owning_buffer(ir_node) -> Optional[ir.Buffer]:
+    """The buffer whose storage ``ir_node`` is written into (a ``NonOwningLayout``: one input
+    of a concatenation written straight into its slice of the result), else None. Inductor's
+    wrapper allocates that buffer when the first such slice is written
+    (``codegen_allocation``), not where the concatenation is scheduled: a DenseNet block's
+    concatenations are all allocated before its first layer runs."""
+    layout = ir_node.get_output_spec()
+    if not isinstance(layout, ir.NonOwningLayout):
+        return None
+    target = layout.view.data
+    while not isinstance(target, ir.Buffer):  # storage boxes and views around the buffer
+        target = target.unwrap_view() if isinstance(target, ir.BaseView) else target.data
+    return target
 
 
 def _storage_bytes(graph, ir_node) -> int:
@@ -97,8 +126,9 @@ def _inplace_input(sub, buf, graph) -> Optional[str]:
     for read in sub.read_writes.reads:
         source = scheduler.name_to_buf.get(read.name)
         if source is None or read.name in graph.graph_inputs or read.name in graph.constants \
-                or source.node is None:
-            continue
+                or source.node is None \
+                or isinstance(source.defining_op, NopKernelSchedulerNode):
+            continue  # (a concatenation's result is never written over: decide_inplace_update)
         remaining = [u for u in source.users if u.node.get_name() not in done]
         if len(remaining) == 1 and remaining[0].can_inplace and remaining[0].node is sub \
                 and _storage_bytes(graph, source.node) == size:
@@ -134,6 +164,8 @@ def _lowering_events(kernels: list[tuple], at_end: list) -> list:
     holder: dict = {}                   # chain -> the buffer that holds it now
     for i, (owner, buffers, _) in enumerate(kernels):
         for a in buffers["allocations"]:
+            if a["name"] in chain_of:
+                continue  # a concatenation, allocated by the first writer of one of its slices
             chain = None
             if a["by"] == PLAN:
                 inplace = a["inplace_of"]
