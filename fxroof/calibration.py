@@ -21,6 +21,9 @@ and bandwidth W bytes/s. Real kernels fall short of it in the ways this model na
 * on a CPU, a kernel Inductor generates but cannot vectorise (``unvectorised``: a stride-2
   pool over an NCHW map) computes one lane at a time: its peak is the vector peak over the
   ``vector_lanes`` of the device's vector code (16 fp32 lanes with AVX-512);
+* on a CPU, a channels-last grouped convolution of c output channels a group computes them
+  a vector at a time, so its peak is the vector peak over ceil(c / lanes) x lanes / c
+  (``op_classes.lane_padding``: 2 for RegNet's 8-channel groups with AVX-512);
 * on a CPU, the layout passes of a convolution (``layout_bytes``): oneDNN computes in a
   blocked layout, so it reorders an NCHW convolution's input and weights into it and the
   output back, and a channels-last one's weights, each pass reading and writing its

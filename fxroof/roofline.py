@@ -149,6 +149,13 @@ def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
     return calibration().params(chip.id, chip.cls, op_class, chip.tdp)
 
 
+def _vector_lanes(chip: Chip) -> float:
+    """fp32 lanes of a measured CPU's vector unit (its generated kernels' class records the
+    ISA Inductor picked there; oneDNN's kernels use the same), 0 where unknown."""
+    generated = _params(chip, "fused") if chip.cls == "cpu" else None
+    return generated.vector_lanes if generated is not None else 0.0
+
+
 def time_model_source(chip: Chip) -> str:
     """Where the chip's shipped GEMM parameters come from and their band, in words ("" where
     it has none: the roof alone prices it)."""
@@ -173,6 +180,8 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     peak, key = peak_for(chip, engine_class(record, chip), record["dtype"], record["op"])
     if op_classes.unvectorised(record) and params.vector_lanes:
         peak /= params.vector_lanes  # scalar code: one lane of the vector unit at a time
+    if op_class == "conv_cl":  # a CPU's channels-last grouped convolution: lanes left idle
+        peak /= op_classes.lane_padding(record, _vector_lanes(chip))
     if op_class in op_classes.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
         # a GPU's fitted convolution rate can pass the FP32 peak: the kernel data ran with
         # TF32 off, and cuDNN's FP32 Winograd kernels do up to 2.25x fewer multiplies than the

@@ -45,6 +45,10 @@ WIDEST_DIRECT_KERNEL = 3
 # (rows of 9 I values) reordered at 18-50 GB/s, about its copy bandwidth
 # (`torch.ops.mkldnn._reorder_convolution_weight` timed alone, benchmarks/README.md).
 POINTWISE = "pointwise"
+# A grouped convolution that is not depthwise ("convolution[grouped 8]": 8 output channels
+# a group, RegNet's and ResNeXt's): a CPU's vector kernel computes a group's output channels
+# a vector at a time, so groups narrower than a vector leave its lanes idle (fxroof.roofline).
+GROUPED = "grouped"
 
 
 def conv_macs(x, weight, out, transposed: bool) -> int:
@@ -59,9 +63,12 @@ def _depthwise(weight, groups, transposed: bool, weight_gradient: bool = False):
 
 
 def _kind(weight, groups, transposed: bool):
-    """The forward convolution's variant: depthwise, pointwise (dense 1x1) or none."""
+    """The forward convolution's variant: depthwise, pointwise (dense 1x1), grouped (with
+    its output channels per group) or none."""
     if not transposed and groups == 1 and all(k == 1 for k in weight.shape[2:]):
         return POINTWISE
+    if not transposed and groups > 1 and weight.shape[1] > 1:
+        return f"{GROUPED} {weight.shape[0] // groups}"
     return _depthwise(weight, groups, transposed)
 
 

@@ -353,6 +353,55 @@ def test_an_unvectorised_kernel_computes_at_one_lane_by_hand():
     assert roofline.node_time(scalar, chip(0)).predicted_s == pytest.approx(vector_s)
 
 
+@pytest.mark.parametrize("channels, lanes, padding", [
+    (8, 16, 2.0), (4, 16, 4.0), (16, 16, 1.0), (24, 16, 32 / 24), (40, 16, 48 / 40),
+    (8, 8, 1.0), (2, 8, 4.0), (8, 0, 1.0), (8, 1, 1.0)])
+def test_a_group_narrower_than_a_vector_pays_for_the_lanes_it_leaves_idle(channels, lanes,
+                                                                          padding):
+    # c output channels a group fill c lanes of ceil(c / L) vectors of L lanes
+    record = {"rule": f"inductor extern[convolution[grouped {channels}]]"}
+    assert op_classes.lane_padding(record, lanes) == pytest.approx(padding)
+    for other in ("convolution", "convolution[depthwise]", "convolution[pointwise]"):
+        assert op_classes.lane_padding({"rule": other}, lanes) == 1.0
+
+
+def test_a_channels_last_grouped_convolution_is_priced_at_its_filled_lanes():
+    """RegNet's 3x3 convolution of 8 channels a group, channels-last, on a CPU whose generated
+    kernels run 16 lanes: compute-bound, it takes t0 + 2 x F / (P x compute); NCHW, or on a
+    chip measured before the lanes were recorded, t0 + F / (P x compute)."""
+    import torch
+    from torch import nn
+
+    def chip(lanes):
+        conv = {"t0": 1e-5, "compute": 0.5, "memory": 1.0, "band": [1, 1]}
+        fused = {"t0": 1e-6, "compute": 0.2, "memory": 1.0, "band": [1, 1],
+                 **({"vector_lanes": lanes} if lanes else {})}
+        return parse_chip({"id": "cpu-g", "name": "a CPU", "class": "cpu", "vendor": "",
+                           "peaks": {"fp32": {"value": 1e11, "unit": "matrix"}},
+                           "bandwidth": {"value": 1e12},  # compute-bound whatever it moves
+                           "calibration": {"conv_cl": conv, "conv": conv, "fused": fused}},
+                          "(test)")
+
+    def conv(memory_format):
+        x = torch.empty(8, 104, 28, 28, device="meta").to(memory_format=memory_format)
+        layer = nn.Conv2d(104, 104, 3, padding=1, groups=13, bias=False)
+        return next(r for r in fxroof.analyze(layer, x).records() if r["op"] == "convolution")
+
+    grouped, nchw = conv(torch.channels_last), conv(torch.contiguous_format)
+    assert grouped["rule"] == "convolution[grouped 8]"
+    flops = 2 * 8 * 104 * 28 * 28 * 8 * 9
+    assert grouped["flops"] == flops
+    assert op_classes.op_class_of(grouped) == "conv_cl"
+    assert roofline.node_time(grouped, chip(16)).predicted_s == pytest.approx(
+        1e-5 + 2 * flops / (1e11 * 0.5), rel=1e-3)
+    assert roofline.node_time(grouped, chip(0)).predicted_s == pytest.approx(
+        1e-5 + flops / (1e11 * 0.5), rel=1e-3)
+    assert roofline.node_time(grouped, chip(8)).predicted_s == pytest.approx(
+        1e-5 + flops / (1e11 * 0.5), rel=1e-3)  # an AVX2 CPU: a group fills a vector
+    unpadded = roofline.node_time(nchw, chip(16)).predicted_s  # NCHW: its own class, as before
+    assert unpadded < roofline.node_time(grouped, chip(16)).predicted_s
+
+
 def test_a_transposing_copy_takes_its_own_rate_where_the_chip_measured_one():
     """A 24 MB transposing copy on a chip whose transpose class streams at 0.4 of 1e10 B/s
     and whose fused class at 0.8: t0 + 2.4e7 / 4e9 s; a chip measured before the class
@@ -695,7 +744,9 @@ def test_a_channels_last_fit_holds_1x1_weight_transposes_at_their_own_rate():
     (torch.nn.Conv2d(8, 16, 1), (2, 8, 5, 5), "convolution[pointwise]"),
     (torch.nn.Conv2d(8, 16, 1, stride=2), (2, 8, 5, 5), "convolution[pointwise]"),
     (torch.nn.Conv1d(8, 16, 1), (2, 8, 5), "convolution[pointwise]"),
-    (torch.nn.Conv2d(8, 16, 1, groups=2), (2, 8, 5, 5), "convolution"),  # grouped
+    (torch.nn.Conv2d(8, 16, 1, groups=2), (2, 8, 5, 5), "convolution[grouped 8]"),
+    (torch.nn.Conv2d(8, 16, 3, groups=4), (2, 8, 5, 5), "convolution[grouped 4]"),
+    (torch.nn.Conv2d(8, 16, 3, groups=8), (2, 8, 5, 5), "convolution[depthwise]"),  # x2
     (torch.nn.Conv2d(8, 8, 1, groups=8), (2, 8, 5, 5), "convolution[depthwise]"),
     (torch.nn.ConvTranspose2d(8, 16, 1), (2, 8, 5, 5), "convolution"),
     (torch.nn.Conv2d(8, 16, (1, 3), padding=(0, 1)), (2, 8, 5, 5), "convolution"),
