@@ -13,6 +13,7 @@ GEMM's batch, m, n and k; a convolution's weight bytes).
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
 CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
@@ -67,6 +68,7 @@ BATCH_STATS_VARIANT = "[batch stats]"
 DEPTHWISE_VARIANT = "[depthwise"
 POINTWISE_VARIANT = "[pointwise]"  # a dense 1x1 convolution (op_costs.conv.POINTWISE)
 GROUPED_VARIANT = "[grouped "  # "[grouped 8]": 8 output channels a group (op_costs.conv)
+_GROUP_WIDTH = re.compile(re.escape(GROUPED_VARIANT) + r"(\d+)\]")
 WIDE_SUFFIX = " wide]"
 # fxroof.compiled names a kernel Inductor generates so, and one whose reads cannot be loaded
 # as vectors (a stride-2 pool over an NCHW map) GENERATED_RULE + UNVECTORISED_VARIANT: its
@@ -97,11 +99,10 @@ def lane_padding(record: dict, lanes: float) -> float:
     ceil(c / lanes) vectors. Timed on this project's AVX-512 CPU, a channels-last 3x3
     convolution of 192 channels (batch 8, 28 x 28) took 0.80, 0.76 and 0.77 ms at 4, 8 and
     16 channels a group, whose FLOPs differ 4x (benchmarks/README.md)."""
-    rule = record.get("rule", "")
-    at = rule.find(GROUPED_VARIANT)
-    if at < 0 or lanes < 2:
+    found = _GROUP_WIDTH.search(str(record.get("rule", "")))
+    channels = int(found.group(1)) if found else 0
+    if channels < 1 or lanes < 2:  # (a saved annotation's rule may say anything)
         return 1.0
-    channels = int(rule[at + len(GROUPED_VARIANT):].split("]")[0])
     return math.ceil(channels / lanes) * lanes / channels
 
 

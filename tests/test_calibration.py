@@ -361,8 +361,9 @@ def test_a_group_narrower_than_a_vector_pays_for_the_lanes_it_leaves_idle(channe
     # c output channels a group fill c lanes of ceil(c / L) vectors of L lanes
     record = {"rule": f"inductor extern[convolution[grouped {channels}]]"}
     assert op_classes.lane_padding(record, lanes) == pytest.approx(padding)
-    for other in ("convolution", "convolution[depthwise]", "convolution[pointwise]"):
-        assert op_classes.lane_padding({"rule": other}, lanes) == 1.0
+    for other in ("convolution", "convolution[depthwise]", "convolution[pointwise]",
+                  "convolution[grouped x]", "convolution[grouped 0]", None, 8):
+        assert op_classes.lane_padding({"rule": other}, lanes) == 1.0  # saved files say anything
 
 
 def test_a_channels_last_grouped_convolution_is_priced_at_its_filled_lanes():
