@@ -66,6 +66,9 @@ def main() -> int:
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--force", action="store_true")
     args = p.parse_args()
+    for name in ("channels", "size", "batch"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} {getattr(args, name)}: give a positive whole number")
     if args.json:
         check_writable(args.json, overwrite=args.force)
     chip = get_chip(args.chip)

@@ -97,8 +97,8 @@ def lane_padding(record: dict, lanes: float) -> float:
     fp32 lanes (1 where unknown or not one): oneDNN's direct kernel computes a group's output
     channels a whole vector at a time, so a group of c channels fills c of the lanes of
     ceil(c / lanes) vectors. Timed on this project's AVX-512 CPU, a channels-last 3x3
-    convolution of 192 channels (batch 8, 28 x 28) took 0.80, 0.76 and 0.77 ms at 4, 8 and
-    16 channels a group, whose FLOPs differ 4x (benchmarks/README.md)."""
+    convolution of 192 channels (batch 8, 28 x 28) took 0.82, 0.80 and 0.83 ms at 4, 8 and
+    16 channels a group, whose FLOPs differ 4x (benchmarks/README.md, bench_grouped_conv)."""
     found = _GROUP_WIDTH.search(str(record.get("rule", "")))
     channels = int(found.group(1)) if found else 0
     if channels < 1 or lanes < 2:  # (a saved annotation's rule may say anything)
