@@ -21,7 +21,9 @@ Inductor's wrapper (codegen/wrapper.py, checked with torch 2.14.1) plans them:
   batch norm that reads one writes a buffer of its own;
 * an extern kernel that allocates its own result (a oneDNN convolution called without
   ``out=``) gets fresh memory from the allocator every call, though a later kernel may reuse
-  the buffer once it is free;
+  the buffer once it is free; one that returns a tuple (with freezing, every prepacked
+  oneDNN convolution) allocates its result too, which a ``MultiOutput`` kernel that
+  computes nothing then names (``_with_owners``: those faults are the call's);
 * the graph's outputs live to the end of the step.
 
 The heap events this plan makes go through the same model of glibc's arena as an eager
@@ -88,7 +90,18 @@ def kernel_buffers(node) -> dict:
                                 "by": PLAN if planned else LIBRARY,
                                 "inplace_of": through.get(inplace, inplace),
                                 "returned": name in returned})
-    return {"allocations": allocations, "frees": sorted(node.last_usage)}
+    return {"allocations": allocations, "frees": sorted(node.last_usage),
+            "outputs": [buf.get_name() for sub in node.get_nodes() for buf in sub.get_outputs()],
+            "unpacks": _unpacked(node.node)}
+
+
+def _unpacked(ir_node) -> Optional[str]:
+    """The buffer whose result a ``MultiOutput`` takes apart (a library call returning a
+    tuple: with freezing, every prepacked oneDNN convolution), else None. The call allocates
+    the result; the MultiOutput kernel that names it computes and moves nothing."""
+    if isinstance(ir_node, ir.MultiOutput) and ir_node.inputs:
+        return ir_node.inputs[0].get_name()
+    return None
 
 
 def _owning_buffer(ir_node) -> Optional[ir.Buffer]:
@@ -147,9 +160,23 @@ def plan_events(lowerings: list[list[tuple]], pin_before: Optional[int] = None) 
     for index, kernels in enumerate(lowerings):
         if index == pin_before:
             events.append(("pin", "first backward", 64))
-        events.extend(_lowering_events(kernels, at_end))
+        events.extend(_lowering_events(_with_owners(kernels), at_end))
     events.extend(("free", key) for key in at_end)
     return events
+
+
+def _with_owners(kernels: list[tuple]) -> list[tuple]:
+    """``kernels`` with an owner for the allocations of a kernel that has none (the view
+    keeps no node for a MultiOutput): the call whose result it unpacks, which is where the
+    library allocates it and its pages are first touched."""
+    owner_of: dict = {}   # output buffer name -> owner
+    resolved = []
+    for owner, buffers, scratch in kernels:
+        if owner is None:
+            owner = owner_of.get(buffers.get("unpacks"))
+        owner_of.update(dict.fromkeys(buffers.get("outputs", ()), owner))
+        resolved.append((owner, buffers, scratch))
+    return resolved
 
 
 def _lowering_events(kernels: list[tuple], at_end: list) -> list:

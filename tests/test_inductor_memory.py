@@ -110,6 +110,29 @@ def test_the_compiled_view_faults_what_inductor_allocates(between, after):
     assert sum(r["faulted_bytes"] for r in others) < MIB
 
 
+def test_a_result_unpacked_by_a_node_less_kernel_faults_in_the_call_that_made_it():
+    # with freezing, a oneDNN convolution returns a tuple and a MultiOutput kernel, which the
+    # view keeps no node for (owner None), names its result: the call allocated it
+    step = [_kernel("conv", []), _kernel(None, [_alloc("y", 64 * MIB, by=LIBRARY)]),
+            _kernel("relu", [_alloc("z", MIB, returned=True)], frees=["y"])]
+    step[0][1]["outputs"] = ["buf0"]
+    step[1][1].update(outputs=["y"], unpacks="buf0")
+    faults = owned_faults(plan_events([step]))
+    assert faults["conv"] == 64 * MIB + PAGE and None not in faults
+
+
+def test_a_frozen_step_faults_its_prepacked_convolutions_results():
+    # frozen, each convolution and its ReLU are one prepacked oneDNN call whose 32 MiB result
+    # is mapped afresh every call: the faults belong to those calls, none is lost
+    g = fxroof.analyze(_TwoConvolutions(nn.ReLU(), nn.ReLU()).eval(),
+                       torch.randn(8, 64, 128, 128), compiled=True, freeze=True,
+                       memory_format="channels_last")
+    calls = [r for r in g.records() if r["op"].startswith("_convolution_pointwise")]
+    assert len(calls) == 2
+    for r in calls:
+        assert 32 * MIB + PAGE <= r["faulted_bytes"] < 32 * MIB + MIB
+
+
 def test_a_compiled_step_with_a_caching_allocator_faults_nothing():
     # the same 32 MiB convolution results under tcmalloc (or glibc with its thresholds set
     # high): the process keeps the pages it freed, so no kernel faults once warm
