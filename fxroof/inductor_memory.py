@@ -173,8 +173,8 @@ def _with_owners(kernels: list[tuple]) -> list[tuple]:
     resolved = []
     for owner, buffers, scratch in kernels:
         if owner is None:
-            owner = owner_of.get(buffers.get("unpacks"))
-        owner_of.update(dict.fromkeys(buffers.get("outputs", ()), owner))
+            owner = owner_of.get(buffers["unpacks"])
+        owner_of.update(dict.fromkeys(buffers["outputs"], owner))
         resolved.append((owner, buffers, scratch))
     return resolved
 

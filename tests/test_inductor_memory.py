@@ -22,8 +22,10 @@ def _alloc(name, nbytes, by=PLAN, inplace_of=None, returned=False):
             "returned": returned}
 
 
-def _kernel(owner, allocations, frees=(), scratch=()):
-    return owner, {"allocations": allocations, "frees": list(frees)}, list(scratch)
+def _kernel(owner, allocations, frees=(), scratch=(), outputs=None, unpacks=None):
+    names = [a["name"] for a in allocations] if outputs is None else outputs
+    return owner, {"allocations": allocations, "frees": list(frees), "outputs": names,
+                   "unpacks": unpacks}, list(scratch)
 
 
 def test_in_place_writes_and_exact_size_reuse_allocate_nothing():
@@ -113,10 +115,9 @@ def test_the_compiled_view_faults_what_inductor_allocates(between, after):
 def test_a_result_unpacked_by_a_node_less_kernel_faults_in_the_call_that_made_it():
     # with freezing, a oneDNN convolution returns a tuple and a MultiOutput kernel, which the
     # view keeps no node for (owner None), names its result: the call allocated it
-    step = [_kernel("conv", []), _kernel(None, [_alloc("y", 64 * MIB, by=LIBRARY)]),
+    step = [_kernel("conv", [], outputs=["buf0"]),
+            _kernel(None, [_alloc("y", 64 * MIB, by=LIBRARY)], unpacks="buf0"),
             _kernel("relu", [_alloc("z", MIB, returned=True)], frees=["y"])]
-    step[0][1]["outputs"] = ["buf0"]
-    step[1][1].update(outputs=["y"], unpacks="buf0")
     faults = owned_faults(plan_events([step]))
     assert faults["conv"] == 64 * MIB + PAGE and None not in faults
 
