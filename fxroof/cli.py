@@ -247,6 +247,10 @@ def _study_arguments(p: argparse.ArgumentParser) -> None:
                    help="also eager vs compiled on the CPU: each model's compiled view "
                         "(Inductor's kernels) and torch.compile's measured latency (compiles "
                         "every model: about 20 s each on 2 cores)")
+    p.add_argument("--freeze", action="store_true",
+                   help="with --compiled: compile with Inductor's freezing, its CPU inference "
+                        "recipe (weights constant, batch norms folded, oneDNN weights prepacked "
+                        "once), the compiled view and the measured torch.compile alike")
     p.add_argument("--in-process", action="store_true",
                    help="measure each eager latency, training step and compiled latency in "
                         "the study's own process, not a fresh one per model and batch (faster "

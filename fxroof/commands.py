@@ -361,7 +361,8 @@ def run_study_command(args) -> int:
     config = StudyConfig(models=args.models or list(DEFAULT_MODELS), batches=args.batch or [],
                          devices=args.device, train_batches=args.train_batch or [],
                          warmup=args.warmup, repeats=args.repeats, compiled=args.compiled,
-                         fresh_process=not args.in_process, allocator=args.allocator)
+                         freeze=args.freeze, fresh_process=not args.in_process,
+                         allocator=args.allocator)
     paths = run_study(config, args.out, force=args.force, report_only=args.report_only)
     print(f"wrote {paths['html']} and {paths['md']}")
     return 0

@@ -13,6 +13,7 @@ weights, runs the task and prints its result as one JSON line. It imports fxroof
 from __future__ import annotations
 
 import torch
+from torch._inductor import config as inductor_config
 
 from fxroof.analysis import analyze
 from fxroof.device import Stopwatch, repeat
@@ -39,31 +40,34 @@ def run_train(module: torch.nn.Module, model: str, inputs, device: str, warmup: 
 
 
 def run_compiled(module: torch.nn.Module, model: str, batch: int, inputs, warmup: int,
-                 repeats: int, allocator: str = GLIBC) -> dict:
+                 repeats: int, allocator: str = GLIBC, freeze: bool = False) -> dict:
     """The compiled view's kernels (their records: page faults as ``allocator`` takes them)
     and totals, and torch.compile's measured latency on the CPU (after its compile, not
-    timed)."""
-    view = analyze(model, batch=batch, compiled=True, allocator=allocator)
+    timed); ``freeze``: both with Inductor's freezing, which applies when the compile runs,
+    at the first call."""
+    view = analyze(model, batch=batch, compiled=True, freeze=freeze, allocator=allocator)
     args, kwargs = real_inputs(inputs, torch.device("cpu"))
     torch._dynamo.reset()
     compiled = torch.compile(module.eval())
     watch = Stopwatch(torch.device("cpu"))
-    with torch.inference_mode():
+    with inductor_config.patch(freezing=freeze), torch.inference_mode():
         compiled(*args, **kwargs)  # the compile itself
         samples = repeat(lambda: watch.time(lambda: compiled(*args, **kwargs)), warmup,
                          repeats)
     torch._dynamo.reset()
     return {"totals": view.totals()["forward"], "kernels": len(view.records()),
-            "records": view.records(), "median_s": summarize(samples).median_s}
+            "records": view.records(), "median_s": summarize(samples).median_s,
+            "frozen": freeze}
 
 
 def measure(task: str, model: str, batch: int, device: str, warmup: int, repeats: int,
-            allocator: str = GLIBC) -> dict:
-    """``task``'s result (TRAIN or COMPILED) from a new interpreter running ``allocator``;
-    ``{"error": ...}`` if it failed."""
+            allocator: str = GLIBC, freeze: bool = False) -> dict:
+    """``task``'s result (TRAIN or COMPILED, ``freeze``: frozen) from a new interpreter
+    running ``allocator``; ``{"error": ...}`` if it failed."""
     return in_fresh_process("fxroof.measured", {"task": task, "model": model, "batch": batch,
                                                 "device": device, "warmup": warmup,
-                                                "repeats": repeats, "allocator": allocator},
+                                                "repeats": repeats, "allocator": allocator,
+                                                "freeze": freeze},
                             f"the {task} step of {model} at batch {batch}", allocator)
 
 
@@ -75,7 +79,8 @@ def _child(request: dict) -> dict:
             return run_train(module, request["model"], inputs, request["device"],
                              request["warmup"], request["repeats"])
         return run_compiled(module, request["model"], request["batch"], inputs,
-                            request["warmup"], request["repeats"], request["allocator"])
+                            request["warmup"], request["repeats"], request["allocator"],
+                            request["freeze"])
     except Exception as e:  # recorded, as in the study's own process
         return error_record(e)
 

@@ -201,6 +201,8 @@ CLI = [
     # a training batch the sweep would never reach was skipped in silence
     ("study --models alexnet --batch 1 --train-batch 8 --out never", USAGE,
      ["--train-batch 8", "(1)", "--batch"]),
+    # freezing without the compiled section would be ignored in silence
+    ("study --models alexnet --freeze --out never", USAGE, ["--freeze", "add --compiled"]),
 ]
 
 

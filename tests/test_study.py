@@ -232,6 +232,62 @@ def test_a_compiled_study_sets_eager_beside_torch_compile(tmp_path):
         float(row["predicted_eager_s"]) / float(row["predicted_compiled_s"]))
 
 
+def test_a_frozen_compiled_study_freezes_the_view_and_the_measured_model(tmp_path,
+                                                                         monkeypatch):
+    """--compiled --freeze: the compiled view and torch.compile's latency both with
+    Inductor's freezing (its freeze pass runs once more than for the view alone: for the
+    measured model), said so in the report. Frozen, the fixture's convolution (its batch
+    norm folded in) runs as oneDNN's prepacked convolution; unfrozen, as ATen's."""
+    import torch._inductor.freezing as freezing
+
+    from fxroof import analyze
+
+    model = "tests.fixtures.user_models:conv_bn_net"
+    calls = []
+    real_freeze = freezing.freeze
+    monkeypatch.setattr(freezing, "freeze", lambda *a, **k: calls.append(1) or
+                        real_freeze(*a, **k))
+    analyze(model, batch=2, compiled=True, freeze=True)
+    for_the_view = len(calls)
+    config = StudyConfig(models=[model], batches=[2], warmup=0, repeats=2, compiled=True,
+                         freeze=True, fresh_process=False)
+    paths = run_study(config, str(tmp_path / "s"), progress=False)
+    assert for_the_view >= 1 and len(calls) == 2 * for_the_view + 1
+    assert "Both are frozen (--freeze: Inductor's freezing" in Path(paths["md"]).read_text()
+    frozen = Cache(str(tmp_path / "s")).get("cpu", model, 2, COMPILED)
+    assert frozen["frozen"] is True and frozen["median_s"] > 0
+    from fxroof.measured import measure
+
+    unfrozen = measure(COMPILED, model, 2, "cpu", 0, 1)  # and in a fresh process
+    assert unfrozen["frozen"] is False and unfrozen["process"] == FRESH
+    ops = lambda result: {str(r["op"]) for r in result["records"]}  # noqa: E731
+    assert "convolution" in ops(unfrozen) and "_convolution_pointwise" not in ops(unfrozen)
+    assert "_convolution_pointwise" in ops(frozen) and "convolution" not in ops(frozen)
+
+
+def test_freezing_without_the_compiled_section_is_refused(tmp_path):
+    from fxroof.errors import UsageError
+
+    root = tmp_path / "out"
+    with pytest.raises(UsageError, match="--freeze compiles the study's compiled section.*"
+                                         "add --compiled"):
+        run_study(small_config(freeze=True), str(root), progress=False)
+    assert not root.exists()
+
+
+def test_a_compiled_result_frozen_otherwise_than_the_study_asks_is_taken_again():
+    """Frozen and unfrozen compiled steps are different programs (weights prepacked once or
+    converted every call); a result from before the field was recorded was not frozen."""
+    from fxroof.study.sweep import RECORDS_VERSION, outdated
+
+    fresh = {"median_s": 0.1, "process": "fresh", "records_version": RECORDS_VERSION}
+    plain, frozen = StudyConfig(compiled=True), StudyConfig(compiled=True, freeze=True)
+    assert not outdated(COMPILED, fresh, plain) and outdated(COMPILED, fresh, frozen)
+    assert not outdated(COMPILED, {**fresh, "frozen": True}, frozen)
+    assert outdated(COMPILED, {**fresh, "frozen": True}, plain)
+    assert not outdated(LATENCY, {"median_s": 0.1, "process": "fresh"}, frozen)
+
+
 def test_cached_records_predict_what_the_analysis_predicts(study):
     """The study predicts from its cached node records: they keep everything the time model
     reads -- a depthwise convolution's reduction length (its shape), page faults of outputs

@@ -30,6 +30,7 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
             check_device(device)  # before any work: CUDA asked for but absent
             config.check_train_batches(device)
         config.check_allocator()
+        config.check_freeze()
         config = config.resolved()
         claim(out, config.as_dict(), force, defaults=StudyConfig().as_dict())
     with locked(out):

@@ -118,7 +118,11 @@ def _compiled_blocks(t: StudyTables, images: dict, rel) -> list:
                   "costs its kernels: bytes are each kernel's buffers, so fused chains move "
                   "their intermediates no more; the predicted time is the calibrated time model "
                   "on the measured roof, per kernel. Measured: torch.compile(model), median "
-                  "after its compile and warm-up. Speed-up = eager / compiled time. "
+                  "after its compile and warm-up. "
+                  + ("Both are frozen (--freeze: Inductor's freezing, its CPU inference "
+                     "recipe: weights constant, batch norms folded, oneDNN weights prepacked "
+                     "once). " if t.config.freeze else "")
+                  + "Speed-up = eager / compiled time. "
                   + ("; ".join(ranks) + "." if ranks else
                      f"(Rank correlations need {MIN_SPEARMAN_POINTS} models per batch.)")),
             ("table", (headers, rows)), ("img", rel(images["compiled"]))]

@@ -9,7 +9,8 @@
                and the eager forward/backward step beside it; at the ``train_batches`` only.
 * ``compiled``: with ``compiled=True``, on the CPU: the compiled view (fxroof.compiled: the
                kernels Inductor schedules, their bytes) and the measured latency of
-               ``torch.compile(model)`` (after its compile and warm-up), beside the eager one.
+               ``torch.compile(model)`` (after its compile and warm-up), beside the eager one;
+               with ``freeze=True`` both with Inductor's freezing, its CPU inference recipe.
 
 The three that run the real model (latency, train, compiled) each run in a fresh Python
 process (fxroof.latency, fxroof.measured), unless ``fresh_process=False``.
@@ -77,6 +78,7 @@ class StudyConfig:
     warmup: int = 1
     repeats: int = 5
     compiled: bool = False  # also the compiled view and torch.compile's latency (CPU)
+    freeze: bool = False    # the compiled ones with Inductor's freezing
     fresh_process: bool = True  # each measurement in a new Python process (fxroof.measured)
     allocator: str = GLIBC  # the measured processes' host allocator (fxroof.target.ALLOCATORS)
     # filled by resolved(): the batch sizes each device actually runs, so a study folder
@@ -123,6 +125,14 @@ class StudyConfig:
                 "measurement then runs in a fresh process with tcmalloc preloaded), or start "
                 "this one with LD_PRELOAD=libtcmalloc_minimal.so.4.")
 
+    def check_freeze(self) -> None:
+        """Freezing is a way of compiling: without the compiled section there is nothing to
+        freeze, and the flag would be ignored in silence."""
+        if self.freeze and not self.compiled:
+            raise UsageError("--freeze compiles the study's compiled section with Inductor's "
+                             "freezing: add --compiled (eager vs compiled on the CPU), or "
+                             "drop --freeze.")
+
     def resolved(self) -> "StudyConfig":
         return StudyConfig(**{**asdict(self),
                               "batches_by_device": {d: self.batches_for(d) for d in self.devices},
@@ -153,14 +163,18 @@ def _compact(records: list[dict]) -> list[dict]:
 
 
 def outdated(phase: str, result: dict, config: "StudyConfig") -> bool:
-    """A cached cost or compiled result whose node records predate RECORDS_VERSION, a result
-    costed or measured under another host allocator than the study asks for (those from
-    before the allocator was recorded: glibc's), or a measurement (latency, training step,
-    compiled latency) taken in another kind of process than the study asks for (results
-    from before the fresh processes were measured in the study's own)."""
+    """A cached cost or compiled result whose node records predate RECORDS_VERSION, a
+    compiled result frozen where the study does not freeze or the other way round (those
+    from before freezing was recorded: not frozen), a result costed or measured under
+    another host allocator than the study asks for (those from before the allocator was
+    recorded: glibc's), or a measurement (latency, training step, compiled latency) taken in
+    another kind of process than the study asks for (results from before the fresh
+    processes were measured in the study's own)."""
     if "error" in result:
         return False
     if phase in (COST, COMPILED) and result.get("records_version") != RECORDS_VERSION:
+        return True
+    if phase == COMPILED and result.get("frozen", False) != config.freeze:
         return True
     ran = result.get("allocator", GLIBC) if phase == COST else \
         ALLOCATOR_OF_HOST.get(result.get("host_allocator", "glibc"))
@@ -241,13 +255,15 @@ class Sweep:
         if self.config.fresh_process:
             if phase == LATENCY:
                 return measure_latency(model, batch, device, warmup, repeats, allocator)
-            return measure(phase, model, batch, device, warmup, repeats, allocator)
+            return measure(phase, model, batch, device, warmup, repeats, allocator,
+                           self.config.freeze)
         module = self._real_module(model)
         inputs = default_inputs(model, module, batch, None)
         if phase == LATENCY:
             result = run_latency(module, inputs, device, warmup, repeats)
         elif phase == COMPILED:
-            result = run_compiled(module, model, batch, inputs, warmup, repeats, allocator)
+            result = run_compiled(module, model, batch, inputs, warmup, repeats, allocator,
+                                  self.config.freeze)
         else:
             result = run_train(module, model, inputs, device, warmup, repeats)
         return {**result, "process": SHARED, "host_allocator": host_allocator()}
