@@ -17,7 +17,7 @@ import torch
 import torch.fx as fx
 from tqdm.auto import tqdm
 
-from fxroof import export, render, roofline, rollups, timing, trace
+from fxroof import export, op_classes, render, roofline, rollups, timing, trace
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.device import check_device
@@ -255,10 +255,16 @@ class AnnotatedGraph:
     def summary(self, macs: bool = False) -> str:
         if self.model.view == "compiled":  # kernels; memory is the eager analysis's
             fused = sum(len(n.meta[KERNEL]) for n in self.nodes())
-            return "\n".join([render.totals_lines(self.totals(), macs, "Inductor kernels"),
-                              render.memory_lines(self.memory.as_dict()) + " (eager)",
-                              f" compiled: {fused} ATen nodes of the lowered graph in "
-                              f"{len(self.nodes())} kernels; bytes are each kernel's buffers"])
+            records = self.records()
+            copies = sum(r["bytes"] for r in records if r["op"] == "copy")
+            convolves = any(op_classes.op_class_of(r) in op_classes.CONV_CLASSES for r in records)
+            lines = [render.totals_lines(self.totals(), macs, "Inductor kernels"),
+                     render.memory_lines(self.memory.as_dict()) + " (eager)",
+                     f" compiled: {fused} ATen nodes of the lowered graph in "
+                     f"{len(self.nodes())} kernels; bytes are each kernel's buffers",
+                     render.layout_copies_line(copies, self.totals()["overall"]["bytes"],
+                                               convolves and not self.model.frozen)]
+            return "\n".join(line for line in lines if line)
         return "\n".join([render.totals_lines(self.totals(), macs),
                           render.memory_lines(self.memory.as_dict()),
                           render.coverage_line(self.coverage())])

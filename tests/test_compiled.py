@@ -259,6 +259,24 @@ def test_the_view_rolls_up_and_exports_like_an_eager_graph(tmp_path, capsys):
     assert sum(n["flops"] for n in data["nodes"]) == data["totals"]["overall"]["flops"]
 
 
+def test_the_summary_says_what_layout_copies_add_and_what_freezing_saves():
+    """small_net on (2, 3, 16, 16), unfrozen: Inductor copies the NCHW input to channels-last
+    (read and written: 2 x 6,144 B), the 8 x 3 x 3 x 3 weight likewise on every call
+    (2 x 864 B) and the pooled (2, 8) result (2 x 64 B): 14,144 B. Frozen, the weight is
+    converted once at compile time; its copy is gone and so is the hint to freeze."""
+    from tests.fixtures.user_models import small_net
+
+    x = torch.randn(2, 3, 16, 16)
+    unfrozen = fxroof.analyze(small_net(), x, compiled=True).summary()
+    assert "copies: 14.1 kB of the" in unfrozen
+    assert "--freeze converts the weights once" in unfrozen
+    frozen = fxroof.analyze(small_net(), x, compiled=True, freeze=True).summary()
+    assert "copies: 1" in frozen and "copies: 14.1 kB" not in frozen
+    assert "--freeze" not in frozen
+    chain = fxroof.analyze(Chain(), torch.randn(100), compiled=True).summary()
+    assert "copies:" not in chain  # nothing laid out anew, no line
+
+
 def test_a_cuda_target_is_refused_with_the_reason():
     with pytest.raises(UsageError, match="CPU only"):
         fxroof.analyze(Chain(), torch.randn(4, 4), compiled=True, device="cuda")
