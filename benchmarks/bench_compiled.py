@@ -144,7 +144,7 @@ def row(model: str, batch: int, chip, repeats: int, measured=None, freeze=False,
                  for view, g in (("eager", eager), ("compiled", compiled))}
     bytes_ = {view: g.totals()["overall"]["bytes"]
               for view, g in (("eager", eager), ("compiled", compiled))}
-    copies = sum(r["bytes"] for r in compiled.records() if r["op"] == "copy")
+    copies = compiled.layout_copy_bytes()
     return {"model": model, "batch": batch, "frozen": freeze, "fresh_process": fresh,
             "allocator": allocator,
             "eager_bytes": bytes_["eager"],

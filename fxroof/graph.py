@@ -252,17 +252,23 @@ class AnnotatedGraph:
         records = sorted(records, key=lambda r: -(r.get(sort) or 0))
         return render.node_table(records[:top] if top else records, macs=macs)
 
+    def layout_copy_bytes(self) -> int:
+        """Bytes of the compiled view's layout copies: kernels that compute nothing and only
+        lay a tensor out anew (0 in an eager graph, whose nodes are ATen ops)."""
+        return sum(r["bytes"] for r in self.records() if r["op"] == "copy") \
+            if self.model.view == "compiled" else 0
+
     def summary(self, macs: bool = False) -> str:
         if self.model.view == "compiled":  # kernels; memory is the eager analysis's
             fused = sum(len(n.meta[KERNEL]) for n in self.nodes())
-            records = self.records()
-            copies = sum(r["bytes"] for r in records if r["op"] == "copy")
-            convolves = any(op_classes.op_class_of(r) in op_classes.CONV_CLASSES for r in records)
+            convolves = any(op_classes.op_class_of(r) in op_classes.CONV_CLASSES
+                            for r in self.records())
             lines = [render.totals_lines(self.totals(), macs, "Inductor kernels"),
                      render.memory_lines(self.memory.as_dict()) + " (eager)",
                      f" compiled: {fused} ATen nodes of the lowered graph in "
                      f"{len(self.nodes())} kernels; bytes are each kernel's buffers",
-                     render.layout_copies_line(copies, self.totals()["overall"]["bytes"],
+                     render.layout_copies_line(self.layout_copy_bytes(),
+                                               self.totals()["overall"]["bytes"],
                                                convolves and not self.model.frozen)]
             return "\n".join(line for line in lines if line)
         return "\n".join([render.totals_lines(self.totals(), macs),

@@ -267,7 +267,10 @@ def test_the_summary_says_what_layout_copies_add_and_what_freezing_saves():
     from tests.fixtures.user_models import small_net
 
     x = torch.randn(2, 3, 16, 16)
-    unfrozen = fxroof.analyze(small_net(), x, compiled=True).summary()
+    view = fxroof.analyze(small_net(), x, compiled=True)
+    assert view.layout_copy_bytes() == 2 * (6144 + 864 + 64)
+    assert fxroof.analyze(small_net(), x).layout_copy_bytes() == 0  # eager: ATen ops only
+    unfrozen = view.summary()
     assert "copies: 14.1 kB of the" in unfrozen
     assert "--freeze converts the weights once" in unfrozen
     frozen = fxroof.analyze(small_net(), x, compiled=True, freeze=True).summary()
