@@ -157,7 +157,7 @@ def gemm_point(chip_id: str, shape: tuple, tflops: float, dtype=torch.bfloat16) 
     (record,) = [r for r in analyze(_MatMul(), *inputs, device="cuda", chip=chip).records()
                  if r["op_class"] == "matrix"]
     timed = node_time(record, chip)
-    kernel = timed.predicted_s - timed.host_s
+    kernel = timed.kernel_s
     low, high = timed.low_s / timed.predicted_s, timed.high_s / timed.predicted_s
     return {"chip": chip_id, "shape": list(shape), "measured_s": 2 * m * n * k / tflops / 1e12,
             "pipelined_s": kernel, "low_s": kernel * low, "high_s": kernel * high,

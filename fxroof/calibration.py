@@ -30,8 +30,15 @@ and bandwidth W bytes/s. Real kernels fall short of it in the ways this model na
   tensor, at ``layout_rate`` bytes/s, none of it overlapped with the convolution -- and
   the blocked copies are new buffers, freshly mapped when large.
 
-    time = t0 + max(F / (P x compute x utilization), memory time) + fresh bytes / fresh_rate
-           + layout bytes / layout_rate
+* on a GPU, the fixed cost overlaps the kernel: only a share ``serial`` of t0 is spent
+  before the kernel starts, and the host's work after the launch runs beside it, so a long
+  kernel hides the rest (with_fixed_cost); the memory fraction of the vector classes is the
+  streaming rate of kernels far larger than the L2 cache, what a large batch's activations
+  get.
+
+    kernel = max(F / (P x compute x utilization), memory time)
+    time = t0 x serial + max(t0 x (1 - serial), kernel) + fresh bytes / fresh_rate
+           + layout bytes / layout_rate                        (serial = 1 on a CPU)
 
 Parameters per (chip, op class) are fitted on measurements (``fit``) and shipped in
 ``calibration.yaml`` beside this module, each set with what it was fitted on and its error;
@@ -89,6 +96,8 @@ class Params:
     pointwise_layout_rate: float = 0.0  # ... of a 1x1 one's weights (pointwise_weights; 0: as
                                         # layout_rate)
     vector_lanes: float = 0.0     # fp32 lanes of a CPU's generated vector code (0: unknown)
+    serial: float = 1.0           # share of t0 spent before the kernel starts; the rest
+                                  # overlaps it (a GPU's host work after the launch)
 
 
 class Row(NamedTuple):
@@ -170,21 +179,41 @@ def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0,
         for i, (rows, cols) in enumerate(tiles.shapes)])
 
 
-def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=0.0,
-            layout=0.0, layout_fresh=0.0):
-    """Seconds per op (arrays or scalars): t0 + max(F / (P c u), memory time), the memory
-    time being B / (W m) -- or, with a cache, its first ``cache_bytes`` at the cache's rate
-    and the rest at W m (on a CPU an op whose operands fit in the last-level cache runs
-    several times faster than one that streams from DRAM) -- plus, where the device's page
-    faults were measured, ``fresh`` bytes (fresh_bytes) at ``fresh_rate``, and where its
-    layout reorders were, ``layout`` bytes (layout_bytes) at ``layout_rate`` and the first
-    touch of their new buffers (``layout_fresh`` bytes) at ``fresh_rate``."""
+def kernel_seconds(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0):
+    """Seconds the device computes or moves data (arrays or scalars): max(F / (P c u),
+    memory time), the memory time being B / (W m) -- or, with a cache, its first
+    ``cache_bytes`` at the cache's rate and the rest at W m (on a CPU an op whose operands
+    fit in the last-level cache runs several times faster than one that streams from
+    DRAM)."""
     compute = np.asarray(flops, dtype=float) / (peak * params.compute * np.asarray(utilized))
     nbytes = np.asarray(nbytes, dtype=float)
     cached = np.minimum(nbytes, params.cache_bytes)
     memory = (cached / (bandwidth * params.cache_memory)
               + (nbytes - cached) / (bandwidth * params.memory))
-    return (params.t0 + np.maximum(compute, memory) + fault_seconds(params, fresh)
+    return np.maximum(compute, memory)
+
+
+def with_fixed_cost(params: Params, kernel):
+    """An op timed alone: its fixed cost t0 and its kernel. The share ``serial`` of t0 comes
+    before the kernel starts (dispatch, launch); the rest overlaps the kernel -- a GPU's host
+    returns from the launch and waits while the kernel runs -- so the op takes
+    t0 s + max(t0 (1 - s), kernel). NeuSight's sweeps show it: on a T4 an elementwise op
+    moving 48 MB takes the 200 us its bytes need at the streaming rate, not that plus the
+    30 us floor of a small op. serial = 1 (a CPU, where the same thread runs the kernel) is
+    t0 + kernel."""
+    before = params.t0 * params.serial
+    return before + np.maximum(params.t0 - before, kernel)
+
+
+def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=0.0,
+            layout=0.0, layout_fresh=0.0):
+    """Seconds per op (arrays or scalars): the kernel (kernel_seconds) behind its fixed cost
+    (with_fixed_cost), plus, where the device's page faults were measured, ``fresh`` bytes
+    (fresh_bytes) at ``fresh_rate``, and where its layout reorders were, ``layout`` bytes
+    (layout_bytes) at ``layout_rate`` and the first touch of their new buffers
+    (``layout_fresh`` bytes) at ``fresh_rate``."""
+    kernel = kernel_seconds(flops, nbytes, peak, bandwidth, params, utilized)
+    return (with_fixed_cost(params, kernel) + fault_seconds(params, fresh)
             + reorder_seconds(params.layout_rate, params.fresh_rate, layout, layout_fresh))
 
 
@@ -213,7 +242,8 @@ def reorder_seconds(layout_rate: float, fresh_rate: float, layout=0.0, layout_fr
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False,
         fresh=0.0, fresh_rate: float = 0.0, offset=0.0, tiles: Tiling = GEMM_TILING,
-        memory: Optional[float] = None, k_rise: bool = False) -> Params:
+        memory: Optional[float] = None, k_rise: bool = False,
+        overlap: bool = False) -> Params:
     """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization (``tiles``: how they are cut). Parameters are fitted in log space (all
@@ -230,7 +260,8 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     ``memory``: hold the memory fraction at this value, for a sweep with no memory-bound op
     to fit it on (left free there, it fits some other shortfall and mis-prices the memory-
     bound ops of another roof). ``k_rise``: on a GPU too, fit the rise of the rate with the
-    reduction length (utilization's k_half)."""
+    reduction length (utilization's k_half). ``overlap``: also fit the share ``serial`` of
+    the fixed cost that precedes the kernel (with_fixed_cost; else all of it does)."""
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
     caps = (math.log(compute_cap), 0.0, 0.0)
     # the rate rises with k (utilization): always fitted on a CPU, on a GPU where asked
@@ -246,7 +277,8 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         return Params(t0 if t0 is not None else math.exp(x[0]), *fractions,
                       cache_bytes=cache_bytes, cache_memory=cache_memory,
                       fresh_rate=fresh_rate,
-                      k_half=math.exp(next(extra)) if reduction else 0.0)
+                      k_half=math.exp(next(extra)) if reduction else 0.0,
+                      serial=math.exp(next(extra)) if overlap else 1.0)
 
     def residuals(x):
         p = params(x)
@@ -255,7 +287,7 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         return np.log((predict(flops, nbytes, peak, bandwidth, p, used, fresh) + offset)
                       / seconds)
 
-    start, bounds = _start_and_bounds(seconds, nbytes, cache, reduction)
+    start, bounds = _start_and_bounds(seconds, nbytes, cache, reduction, overlap)
     # a GPU's tiles: the best tile's rate is a max over tile shapes, so the cost has a local
     # minimum per tile shape; from one start the A100 sweeps' fits stopped in one or another
     # as numpy and scipy builds differed (small_tile 0.055 or 0.25 on the same data)
@@ -263,9 +295,11 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     return params(_least_squares(residuals, start, bounds, tile_starts))
 
 
-def _start_and_bounds(seconds, nbytes, cache: bool, reduction: bool) -> tuple[list, tuple]:
+def _start_and_bounds(seconds, nbytes, cache: bool, reduction: bool,
+                      overlap: bool = False) -> tuple[list, tuple]:
     """fit's starting point and bounds, in log space: (t0, compute, memory, small_tile),
-    then the cache's size and rate where fitted, then k_half where fitted."""
+    then the cache's size and rate where fitted, then k_half where fitted, then the serial
+    share of t0 where fitted."""
     start = [max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8]
     low, high = [0.0] * 4, [np.inf] * 4  # unbounded (log space) but for what follows
     if cache:
@@ -283,6 +317,8 @@ def _start_and_bounds(seconds, nbytes, cache: bool, reduction: bool) -> tuple[li
         low, high = low + [1e5, 0.01], high + [min(1e9, largest), 50.0]
     if reduction:
         start, low, high = start + [16.0], low + [0.1], high + [1e5]
+    if overlap:
+        start, low, high = start + [0.7], low + [0.01], high + [1.0]
     with np.errstate(divide="ignore"):  # log(0) = -inf: no lower bound
         bounds = np.log(np.array(low)), np.log(np.array(high))
     return start, bounds
@@ -370,7 +406,8 @@ _FIELDS = {"t0": (None, (0.0, math.inf, True)), "compute": (None, (0.0, 10.0, Fa
            "fresh_rate": (0.0, (0.0, math.inf, True)), "k_half": (0.0, (0.0, math.inf, True)),
            "layout_rate": (0.0, (0.0, math.inf, True)),
            "pointwise_layout_rate": (0.0, (0.0, math.inf, True)),
-           "vector_lanes": (0.0, (0.0, 1024.0, True))}
+           "vector_lanes": (0.0, (0.0, 1024.0, True)),
+           "serial": (1.0, (0.0, 1.0, False))}
 
 
 def _field(entry: dict, name: str, where: str) -> float:

@@ -123,8 +123,9 @@ class NodeTime(NamedTuple):
     low_s: float             # p10 of the band
     high_s: float            # p90 of the band
     model: str               # "calibrated" | "ideal"
-    host_s: float = 0.0      # of predicted_s, the fixed cost t0 the host spends issuing it
+    host_s: float = 0.0      # the fixed cost t0 the host spends issuing it
     faults_s: float = 0.0    # of predicted_s, the page faults of its allocations (a CPU's)
+    kernel_s: float = 0.0    # the device's part: what remains once the host's is overlapped
 
 
 @functools.lru_cache(maxsize=1)
@@ -198,9 +199,14 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
                                  used, fresh, layout, layout_fresh)) \
         + _transpose_s(record, chip, key)
+    kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
+                                      used))
+    # the device's part: the kernel and what follows it (faults, reorders, transposes), less
+    # the fixed cost, which inside a step the host spends while earlier kernels run
+    device = kernel + expected - float(cal.with_fixed_cost(params, kernel))
     low, high = params.band
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
-                    float(cal.fault_seconds(params, fresh, layout_fresh)))
+                    float(cal.fault_seconds(params, fresh, layout_fresh)), device)
 
 
 def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
@@ -296,7 +302,7 @@ def _host_and_kernel(t: NodeTime, seconds: float) -> tuple[float, float]:
     if not t.host_s:
         return 0.0, seconds
     scale = seconds / t.predicted_s
-    return t.host_s * scale, max((t.predicted_s - t.host_s) * scale, KERNEL_FLOOR_S)
+    return t.host_s * scale, max(t.kernel_s * scale, KERNEL_FLOOR_S)
 
 
 def fields(roof: NodeRoof, time: NodeTime, timed: Optional[float]) -> dict:

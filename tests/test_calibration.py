@@ -118,6 +118,36 @@ def test_time_formula_by_hand():
     assert cal.predict(1e9, 1e3, 1e12, 1e11, p, utilized=0.5) == pytest.approx(4e-3 + 10e-6)
 
 
+def test_a_fixed_cost_that_overlaps_the_kernel_by_hand():
+    """serial = 0.4: 4 us of a 10 us fixed cost come before the kernel, the other 6 us run
+    beside it -- a 1 us kernel hides behind them, a 10 ms one hides them."""
+    p = cal.Params(t0=10e-6, compute=0.5, memory=0.8, serial=0.4)
+    # 8e4 B at 0.8 x 1e11 B/s = 1 us < 6 us: the op takes its fixed cost
+    assert cal.predict(1e3, 8e4, 1e12, 1e11, p) == pytest.approx(10e-6)
+    # 8e8 B: 10 ms of kernel after 4 us
+    assert cal.predict(1e3, 8e8, 1e12, 1e11, p) == pytest.approx(10e-3 + 4e-6)
+    # the kernel alone, whatever the fixed cost
+    assert cal.kernel_seconds(1e3, 8e8, 1e12, 1e11, p) == pytest.approx(10e-3)
+    # serial = 1 (the default, a CPU's) is the fixed cost plus the kernel
+    assert cal.predict(1e3, 8e4, 1e12, 1e11, dataclasses.replace(p, serial=1.0)) == \
+        pytest.approx(11e-6)
+
+
+def test_fit_recovers_an_overlapped_fixed_cost_with_the_memory_fraction_held():
+    """Rows made as t0 s + max(t0 (1 - s), B / (W m)) with t0 = 30 us, s = 0.4, m = 0.7: the
+    fit, told m, finds t0 and s."""
+    rng = np.random.default_rng(1)
+    nbytes = 10 ** rng.uniform(3, 9.5, 500)
+    seconds = 30e-6 * 0.4 + np.maximum(30e-6 * 0.6, nbytes / (1e12 * 0.7))
+    found = cal.fit(np.ones_like(nbytes), nbytes, seconds, 1e13, 1e12, memory=0.7,
+                    overlap=True)
+    assert found.memory == 0.7
+    assert found.t0 == pytest.approx(30e-6, rel=0.02)
+    assert found.serial == pytest.approx(0.4, rel=0.02)
+    # without overlap the fit keeps the whole fixed cost serial
+    assert cal.fit(np.ones_like(nbytes), nbytes, seconds, 1e13, 1e12, memory=0.7).serial == 1.0
+
+
 def test_fit_recovers_known_parameters():
     truth = cal.Params(t0=25e-6, compute=0.7, memory=0.6)
     rng = np.random.default_rng(0)
@@ -210,7 +240,8 @@ def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
 
     def params(entry):
         return cal.Params(entry["t0"], entry["compute"], entry["memory"],
-                          entry.get("small_tile", 1.0), k_half=entry.get("k_half", 0.0))
+                          entry.get("small_tile", 1.0), k_half=entry.get("k_half", 0.0),
+                          serial=entry.get("serial", 1.0))
 
     for chip, entry in shipped["chips"].items():
         gpu = gpus[entry["fitted_on"]]
@@ -296,15 +327,20 @@ def test_chips_without_a_calibration_use_the_roof():
 
 
 def test_a_node_time_by_hand_on_a_calibrated_chip():
-    """One add of 1e8 bytes on the T4: t0 + bytes / (bandwidth x memory fraction)."""
+    """One add of 1e8 bytes on the T4: its kernel streams the bytes at the memory fraction of
+    the bandwidth, behind the share ``serial`` of the fixed cost t0 (the rest of t0 runs
+    beside a kernel this long): t0 s + max(t0 (1 - s), kernel)."""
     chip = load_chips()["t4"]
     p = cal.load().params("t4", "gpu", "elementwise")
+    assert 0 < p.serial < 1  # the shipped GPU vector classes overlap their fixed cost
     record = {"op": "add", "op_class": "vector", "dtype": "float32", "flops": 25_000_000,
               "bytes": 100_000_000, "phase": "forward", "shape": [25_000_000]}
-    expected = p.t0 + max(25e6 / (chip.peaks["fp32"] * p.compute),
-                          1e8 / (chip.bandwidth * p.memory))
+    kernel = max(25e6 / (chip.peaks["fp32"] * p.compute), 1e8 / (chip.bandwidth * p.memory))
+    assert kernel > p.t0  # 1e8 bytes at about 230 GB/s: ~430 us against a ~30 us floor
+    expected = p.t0 * p.serial + kernel
     t = roofline.node_time(record, chip)
     assert t.predicted_s == pytest.approx(expected)
+    assert t.kernel_s == pytest.approx(kernel) and t.host_s == p.t0
     assert (t.low_s, t.high_s) == pytest.approx((expected * p.band[0], expected * p.band[1]))
     assert t.ideal_s == pytest.approx(1e8 / chip.bandwidth)
     assert math.isclose(roofline.node_time(record, chip, "ideal").predicted_s, t.ideal_s)
@@ -1012,3 +1048,35 @@ def test_a_gpu_gemm_fit_recovers_a_small_tile_rate_a_single_start_misses():
     assert fitted.small_tile == pytest.approx(0.25, rel=0.03)
     assert fitted.compute == pytest.approx(0.9, rel=0.03)
     assert fitted.t0 == pytest.approx(2.5e-5, rel=0.03)
+
+
+def test_the_streaming_fraction_is_read_off_kernels_far_larger_than_the_l2_cache():
+    """A GPU of 1e12 B/s and a 4 MB L2: rows of 32 MB or more (8x the L2) give the rate; the
+    smaller ones, faster from the cache, do not."""
+    from benchmarks import calibrate_gpu_kernels as script
+
+    gpu = script.Gpu({"gpu": "X", "fxroof_chip": "", "sm_count": "40", "l2_mb": "4",
+                      "mem_bw_gbps": "1000", "fp32_gflops": "8000", "fp32_matrix_gflops": ""})
+    cached = np.full(100, 4e6)
+    streamed = np.array([32e6, 64e6, 100e6] * 10)
+    rows = script.Rows([], "elementwise")
+    rows.bytes = np.concatenate([cached, streamed])
+    rows.flops = rows.bytes / 8
+    # cached rows at 2.5e12 B/s, streamed ones at 0.6, 0.7 and 0.8 of the bandwidth
+    rows.seconds = np.concatenate([cached / 2.5e12,
+                                   streamed / (1e12 * np.array([0.6, 0.7, 0.8] * 10))])
+    rows.split = np.array(["train"] * len(rows.bytes))
+    assert script.streaming_fraction(rows, gpu) == pytest.approx(0.7)
+    few = rows.subset(np.arange(len(rows.bytes)) < 110)  # 10 streamed rows: too few to say
+    assert script.streaming_fraction(few, gpu) is None
+
+
+def test_the_shipped_gpu_vector_classes_stream_below_the_spec_bandwidth():
+    """Each measured GPU's vector classes overlap their fixed cost and stream at less than the
+    spec bandwidth (NeuSight's large elementwise kernels: 0.65-0.87 of it)."""
+    shipped = cal.load()
+    for chip, classes in shipped.chips.items():
+        for op_class in ("elementwise", "norm", "softmax"):
+            if op_class in classes:
+                p = classes[op_class]
+                assert 0.2 < p.memory < 0.95 and 0 < p.serial < 1, (chip, op_class)
