@@ -54,8 +54,8 @@ FLOOR_FROM = {"conv": "gemm"}
 MEMORY_FROM = {"conv": "elementwise"}
 K_RISE = ("conv",)
 # NeuSight timed each op from an idle GPU, host work included, and the host's work after the
-# launch overlaps the kernel: a T4 elementwise op moving 48 MB takes 201 us, the 200 us its
-# bytes need at the streaming rate, not that plus the 30 us floor of a small op. Fitted as
+# launch overlaps the kernel: a T4's elementwise ops of 32-64 MB take a median 8 us more
+# than their bytes need at the streaming rate, of a 30 us floor for small ops. Fitted as
 # t0 + kernel, the vector classes traded the fixed cost against the bandwidth and reached the
 # memory cap (1.0 of the spec bandwidth on A100, V100, T4, P4), so inside a model, where the
 # fixed cost is the host's and overlaps other kernels (fxroof.pipeline), their kernels ran at

@@ -197,9 +197,9 @@ def with_fixed_cost(params: Params, kernel):
     """An op timed alone: its fixed cost t0 and its kernel. The share ``serial`` of t0 comes
     before the kernel starts (dispatch, launch); the rest overlaps the kernel -- a GPU's host
     returns from the launch and waits while the kernel runs -- so the op takes
-    t0 s + max(t0 (1 - s), kernel). NeuSight's sweeps show it: on a T4 an elementwise op
-    moving 48 MB takes the 200 us its bytes need at the streaming rate, not that plus the
-    30 us floor of a small op. serial = 1 (a CPU, where the same thread runs the kernel) is
+    t0 s + max(t0 (1 - s), kernel). NeuSight's sweeps show it: a T4's elementwise ops of
+    32-64 MB take a median 8 us more than their bytes need at the streaming rate, of a
+    30 us floor for a small op, and those of 128-256 MB nothing more. serial = 1 (a CPU, where the same thread runs the kernel) is
     t0 + kernel."""
     before = params.t0 * params.serial
     return before + np.maximum(params.t0 - before, kernel)

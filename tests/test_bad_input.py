@@ -56,6 +56,8 @@ FILES = {
     "calibration.yaml": GOOD_CHIP + "    calibration: {gemm: {t0: 1e-5}}\n",
     "reorders.yaml": GOOD_CHIP + "    calibration: {conv: {t0: 1e-5, compute: 0.5, memory: 0.5,"
                      " band: [1, 1], layout_rate: -2.0e+10}}\n",
+    "serial.yaml": GOOD_CHIP + "    calibration: {elementwise: {t0: 1e-5, compute: 0.5,"
+                   " memory: 0.5, band: [1, 1], serial: 0}}\n",
     "calibration-class.yaml": GOOD_CHIP + "    calibration: {fft: {t0: 1e-5, compute: 0.5, "
                               "memory: 0.5, band: [0.9, 1.1]}}\n",
     "truncated.json": '{"schema_version": 1, "model": {"name": "x", "ba',
@@ -119,6 +121,9 @@ CLI = [
     # a calibration number out of its range is named, with the range, not dumped whole
     ("chips list --chips-file reorders.yaml", FAILED,
      ["calibration.conv", "layout_rate is -20000000000.0", "[0, inf)"]),
+    # a fixed cost no part of which precedes the kernel is no fixed cost: (0, 1]
+    ("chips list --chips-file serial.yaml", FAILED,
+     ["calibration.elementwise", "serial is 0", "(0, 1]"]),
     ("chips list --chips-file calibration-class.yaml", FAILED, ["calibration.fft",
                                                                 "not an op class"]),
     # annotation JSON given to roofline
