@@ -248,9 +248,10 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
                 family(fitted), band(pooled), f"{source}: median over {len(fitted)} {what}; "
                 f"band from leave-one-GPU-out, MAPE {mape(pooled):.1f}%")
     return {"schema_version": 1,
-            "model": "time = t0 + max(F / (peak x compute x tile utilization x k / (k + "
-                     "k_half)), "
-                     "B / (bandwidth x memory)); see fxroof/calibration.py",
+            "model": "kernel = max(F / (peak x compute x tile utilization x k / (k + "
+                     "k_half)), B / (bandwidth x memory)); time = t0 x serial + max(t0 x "
+                     "(1 - serial), kernel) (serial 1 where absent); see "
+                     "fxroof/calibration.py",
             "licence": "derived from NeuSight data, MIT licence: fxroof/LICENSE-NeuSight.txt",
             "chips": chips, "families": families}
 
