@@ -254,6 +254,17 @@ def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
             assert abs(script.mape(script.ratios(new, rows, gpu, op_class)) -
                        script.mape(script.ratios(params(p), rows, gpu, op_class))) < 0.1
     assert report.read_text().count("\n") == 2 + 38  # header + one row per (class, GPU)
+    assert report.read_text().splitlines()[0].endswith("| ... with its host's t0 |")
+
+
+def test_leave_one_out_with_the_hosts_fixed_cost_keeps_the_gpus_rates():
+    from benchmarks import calibrate_gpu_kernels as script
+
+    gpu = cal.Params(t0=40e-6, compute=0.8, memory=0.7, small_tile=0.5, k_half=80.0)
+    host = cal.Params(t0=25e-6, compute=0.3, memory=0.2, serial=0.4)
+    mixed = script.with_host(gpu, host)
+    assert (mixed.t0, mixed.serial) == (25e-6, 0.4)
+    assert (mixed.compute, mixed.memory, mixed.small_tile, mixed.k_half) == (0.8, 0.7, 0.5, 80.0)
 
 
 def test_calibrated_prediction_sits_above_the_roof_with_a_band():
