@@ -199,8 +199,8 @@ def with_fixed_cost(params: Params, kernel):
     returns from the launch and waits while the kernel runs -- so the op takes
     t0 s + max(t0 (1 - s), kernel). NeuSight's sweeps show it: a T4's elementwise ops of
     32-64 MB take a median 8 us more than their bytes need at the streaming rate, of a
-    30 us floor for a small op, and those of 128-256 MB nothing more. serial = 1 (a CPU, where the same thread runs the kernel) is
-    t0 + kernel."""
+    30 us floor for a small op, and those of 128-256 MB nothing more. serial = 1 (a CPU,
+    where the thread that dispatches runs the kernel) is t0 + kernel."""
     before = params.t0 * params.serial
     return before + np.maximum(params.t0 - before, kernel)
 
