@@ -40,13 +40,20 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # dense direct kernel ("jit:avx512_core", conv_bwd_dw_wide_cl, about 20). Priced with the
 # dense backward's rates, mobilenet_v2's 3x3 ones at batch 8 came out 1.7x long, and
 # mnasnet1_0's 5x5 ones 0.11x short.
+# A matrix-vector product (an output of one row or one column: a classifier at batch 1, the
+# input gradient of one) is a class of its own, gemv: BLAS runs it as a level-2 kernel that
+# reads the matrix once, where a product of a few rows (a level-3 GEMM) packs it first. On
+# this project's CPU a 151 MB weight streamed at 22 GB/s times one row and 7-11 GB/s times
+# 4, 8 or 16 rows; one class for both fitted 0.34 of the bandwidth (11 GB/s) and priced
+# alexnet's batch-1 classifier 1.8x long, its step 1.39x. A chip never probed for it (every
+# shipped GPU fit: NeuSight swept no GEMV) prices it as a GEMM.
 # A generated kernel that copies across a transpose (fxroof.compiled: an NCHW input made
 # channels-last, a weight converted per call) is the "transpose" class, apart from the
 # other generated kernels: Inductor's C++ transposes 2-D tiles in registers, with scalar
 # loops on a side shorter than a tile, and on this project's CPU such kernels moved 11-50
 # GB/s against 28-84 for plain copies of the same bytes. A chip measured before the class
 # prices them as "fused", as fxroof did before.
-FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused",
+FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused", "gemv": "gemm",
             "pool": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
             "norm_bwd": "norm_train",
@@ -55,7 +62,7 @@ FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused",
 TRAINING_NORM_CLASSES = ("norm_train", "norm_bwd")
 BACKWARD_CONV_CLASSES = ("conv_bwd", "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl")
 CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
-MATRIX_CLASSES = ("gemm",) + CONV_CLASSES
+MATRIX_CLASSES = ("gemm", "gemv") + CONV_CLASSES
 MEASURED_CLASSES = CLASSES + tuple(FALLBACK)
 
 _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convolution",
@@ -106,6 +113,15 @@ def lane_padding(record: dict, lanes: float) -> float:
     return math.ceil(channels / lanes) * lanes / channels
 
 
+def matrix_vector(record: dict) -> bool:
+    """Whether a matrix node's output is a vector -- one row or one column, as (1, n),
+    (m, 1) or (n,) -- so it is a matrix-vector product (False where it records no shape)."""
+    shape = record.get("shape")
+    if not shape:
+        return False
+    return len(shape) == 1 or math.prod(shape[:-1]) == 1 or shape[-1] == 1
+
+
 def generated(record: dict) -> bool:
     """Whether a node is a kernel Inductor generates (of the compiled view), of any class."""
     return record.get("rule", "").startswith(GENERATED_RULE)
@@ -131,7 +147,7 @@ def op_class_of(record: dict) -> Optional[str]:
                     return "conv_bwd_dw_wide_cl" if channels_last else "conv_bwd_dw_wide"
                 return "conv_bwd_dw" if depthwise(record) else "conv_bwd"
             return "conv_cl" if record.get("layout") == "channels_last" else "conv"
-        return "gemm"
+        return "gemv" if matrix_vector(record) else "gemm"
     if any(name in op for name in _SOFTMAX_OPS):
         return "softmax"
     if any(name in op for name in _NORM_OPS):

@@ -55,14 +55,19 @@ PROBES = [
     *[("gemm", f"linear {n}x{n}x{n}", lambda n=n: nn.Linear(n, n, bias=False), (n, n))
       for n in (32, 64, 128, 256, 512, 1024, 2048)],
     *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
-      for m, k, n in ((1, 1024, 1024), (8, 4096, 1024), (1024, 64, 1024), (256, 256, 2048))],
+      for m, k, n in ((8, 4096, 1024), (1024, 64, 1024), (256, 256, 2048))],
     # GEMMs that stream their weights from memory (67-151 MB), as a classifier at a small
     # batch does: the only rows that fit the class's memory rate. With two of them, the
     # robust fit could treat both as outliers, and four measurements of one machine gave
     # memory fractions of 0.10-1.0 (the 0.10 one priced alexnet's inference at 2.0x)
     *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
-      for m, k, n in ((1, 9216, 4096), (8, 4096, 4096), (1, 4096, 4096), (4, 4096, 8192),
-                      (16, 9216, 4096), (1, 2048, 8192))],
+      for m, k, n in ((8, 4096, 4096), (4, 4096, 8192), (16, 9216, 4096), (2, 9216, 4096))],
+    # Matrix-vector products (op_classes.matrix_vector), a classifier's at batch 1: from
+    # cache-resident (4-16 MB) to streaming weights (67-411 MB: alexnet's and vgg16's first
+    # classifier layers)
+    *[("gemv", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
+      for m, k, n in ((1, 1024, 1024), (1, 4096, 1000), (1, 9216, 4096), (1, 4096, 4096),
+                      (1, 2048, 8192), (1, 25088, 4096))],
     *[("conv", f"conv3x3 c{c} {s}px", lambda c=c: nn.Conv2d(c, c, 3, padding=1, bias=False),
        (1, c, s, s)) for c, s in ((16, 16), (32, 32), (64, 28), (64, 56), (128, 28), (256, 14))],
     *[("conv", f"conv1x1 c{c} {s}px", lambda c=c: nn.Conv2d(c, 2 * c, 1, bias=False),

@@ -167,6 +167,13 @@ def test_op_classes_of_records():
     assert op_classes.op_class_of(r("convolution", "matrix")) == "conv"
     assert op_classes.op_class_of(r("addmm", "matrix")) == "gemm"
     assert op_classes.op_class_of(r("native_layer_norm", "vector")) == "norm"
+
+    # a product whose output is one row or one column is a matrix-vector product
+    def product(shape):
+        return op_classes.op_class_of({"op": "addmm", "op_class": "matrix", "shape": shape})
+
+    assert [product(s) for s in ([1, 4096], [4096, 1], [4096], [1, 1, 1000])] == ["gemv"] * 4
+    assert [product(s) for s in ([2, 4096], [8, 197, 768], [3, 1, 5])] == ["gemm"] * 3
     assert op_classes.op_class_of(r("_softmax", "vector")) == "softmax"
     assert op_classes.op_class_of(r("add", "vector")) == "elementwise"
     assert op_classes.op_class_of(r("view", "view")) is None
@@ -568,6 +575,7 @@ def test_a_chip_never_probed_for_them_uses_the_class_they_fall_back_to():
     assert shipped.params("t4", "gpu", "conv_bwd") == shipped.params("t4", "gpu", "conv")
     assert shipped.params("t4", "gpu", "norm_train") == shipped.params("t4", "gpu", "norm")
     assert shipped.params("t4", "gpu", "norm_bwd") == shipped.params("t4", "gpu", "norm")
+    assert shipped.params("t4", "gpu", "gemv") == shipped.params("t4", "gpu", "gemm")
 
 
 def _measured_chip(classes: dict):
@@ -595,6 +603,23 @@ def test_a_channels_last_convolution_is_priced_by_its_own_probes_or_else_the_con
     # Inductor's extern call of the same convolution costs what the library call costs
     extern = {**conv, "rule": "inductor extern[conv]"}
     assert roofline.node_time(extern, both).predicted_s == pytest.approx(10e-6 + 2e-3)
+
+
+def test_a_batch_1_classifier_streams_its_weights_at_the_gemv_rate_where_measured():
+    """A 4096 x 9216 classifier (151 MB of weights, 75.5 MFLOP) on a chip of 1e10 B/s: its
+    gemv class streams at 0.7 of it, its gemm class at 0.25 (probe_cpu's), so one row takes
+    t0 + 151e6 / 7e9 s, eight rows (a GEMM) t0 + 151e6 / 2.5e9 s; a chip with no gemv class
+    prices both as GEMMs."""
+    one_row = {"op": "addmm", "op_class": "matrix", "dtype": "float32", "flops": 75.5e6,
+               "bytes": 151e6, "phase": "forward", "shape": [1, 4096], "rule": "addmm"}
+    eight_rows = {**one_row, "flops": 604e6, "shape": [8, 4096]}
+    chip = _measured_chip({"gemm": 20e-6, "gemv": 10e-6})
+    chip.calibration["gemv"] = dataclasses.replace(chip.calibration["gemv"], memory=0.7)
+    assert roofline.node_time(one_row, chip).predicted_s == pytest.approx(10e-6 + 151e6 / 7e9)
+    assert roofline.node_time(eight_rows, chip).predicted_s == \
+        pytest.approx(20e-6 + 151e6 / 2.5e9)
+    assert roofline.node_time(one_row, _measured_chip({"gemm": 20e-6})).predicted_s == \
+        pytest.approx(20e-6 + 151e6 / 2.5e9)
 
 
 def test_pooling_and_data_movement_have_classes_of_their_own():

@@ -32,9 +32,9 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert "fxroof chips measure" in chip.sources[0] and "(measured)" in chip.name
     assert chip.sources[0].endswith("host allocator glibc")  # what its fault rate is of
     # the calibrated time model of this device, one parameter set per op class, is used
-    assert set(chip.calibration) == {"gemm", "conv", "conv_cl", "elementwise", "pool", "copy",
-                                     "norm", "softmax", "conv_bwd_dw", "conv_bwd_dw_wide",
-                                     "conv_bwd_dw_wide_cl"}
+    assert set(chip.calibration) == {"gemm", "gemv", "conv", "conv_cl", "elementwise", "pool",
+                                     "copy", "norm", "softmax", "conv_bwd_dw",
+                                     "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl"}
     assert all(p.band[0] <= 1 <= p.band[1] and p.t0 > 0 for p in chip.calibration.values())
     g = fxroof.analyze("tests.fixtures.user_models:small_net", input_shapes=[(2, 3, 16, 16)])
     assert g.roofline(chip)["forward"]["model"] == "calibrated"
@@ -276,7 +276,7 @@ def test_the_fused_sweep_counts_an_unvectorised_kernels_flops_once_per_lane(monk
 def test_a_calibration_models_nodes_are_timed_rows_of_their_class():
     """Every timed node of resnet18 becomes a row of its class, convolutions with their
     reduction length: 3 x 7 x 7 = 147 for the stem, 64 x 3 x 3 = 576 in layer1, and the
-    classifier a GEMM over 512 features."""
+    classifier at batch 1 a matrix-vector product over 512 features."""
     from fxroof import model_probes
 
     records = model_probes.timed_records(model_probes.Run("resnet18", 1), repeats=1)
@@ -284,7 +284,7 @@ def test_a_calibration_models_nodes_are_timed_rows_of_their_class():
     assert sum(len(r) for r in rows.values()) == len(records)
     conv_k = sorted({round(row[4]) for row in rows["conv"]})
     assert 147 in conv_k and 576 in conv_k and len(rows["conv"]) == 20
-    assert [round(row[4]) for row in rows["gemm"]] == [512]
+    assert [round(row[4]) for row in rows["gemv"]] == [512] and "gemm" not in rows
     assert "pool" in rows and all(row[3] > 0 for r in rows.values() for row in r)
 
 
