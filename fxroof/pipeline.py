@@ -2,10 +2,11 @@
 
 In eager PyTorch on a GPU, kernel launches are asynchronous: the host (Python, the
 dispatcher, the launch itself) issues op i+1 while the device still runs op i. An op timed
-alone pays its host cost with the device idle -- that is what the calibrated fixed cost
+alone pays its host cost around its own kernel -- that is what the calibrated fixed cost
 ``t0`` holds (NeuSight timed each kernel from an idle GPU, so its floor of 23-59 us is the
-host's; ``../shared/data/gpu-kernels/README.md``) -- but inside a model that cost overlaps
-the kernels before it. So a step takes neither the sum of its ops' isolated times nor the sum
+host's; ``../shared/data/gpu-kernels/README.md``; the share after the launch runs beside the
+kernel, calibration.with_fixed_cost) -- but inside a model that cost overlaps the kernels
+before it. So a step takes neither the sum of its ops' isolated times nor the sum
 of its kernels. With h_i the host cost of op i and k_i its kernel time, the device starts op
 i once the host has issued it and the device has finished op i-1:
 
