@@ -62,8 +62,7 @@ K_RISE = ("conv",)
 # fixed cost is the host's and overlaps other kernels (fxroof.pipeline), their kernels ran at
 # 1.15-1.39x the measured rate of large tensors. These classes fit the overlap
 # (calibration.with_fixed_cost) and hold the memory fraction at the streaming rate below.
-OVERLAP = ("elementwise", "norm", "softmax")
-STREAMING = OVERLAP
+VECTOR_CLASSES = ("elementwise", "norm", "softmax")
 # A kernel moving this many times the GPU's L2 cache streams from DRAM: neither the cache
 # (NeuSight did not flush it between repetitions) nor the fixed cost moves its rate.
 STREAMING_L2_MULTIPLE = 8
@@ -145,17 +144,17 @@ def streaming_fraction(rows: Rows, gpu: Gpu) -> float | None:
 
 def fit(rows: Rows, gpu: Gpu, op_class: str, fitted: dict) -> cal.Params:
     """One (GPU, class) sweep, taking its fixed cost and memory fraction from the classes
-    FLOOR_FROM and MEMORY_FROM name, already in ``fitted`` ({(gpu, class): Params}), or for a
-    STREAMING class from its own large kernels."""
+    FLOOR_FROM and MEMORY_FROM name, already in ``fitted`` ({(gpu, class): Params}), or for
+    one of the VECTOR_CLASSES from its own large kernels."""
     floor = fitted.get((gpu.name, FLOOR_FROM.get(op_class)))
     streaming = fitted.get((gpu.name, MEMORY_FROM.get(op_class)))
-    memory = streaming.memory if streaming else None
-    if op_class in STREAMING:
-        memory = streaming_fraction(rows, gpu)
+    vector = op_class in VECTOR_CLASSES
+    memory = streaming_fraction(rows, gpu) if vector else \
+        streaming.memory if streaming else None
     return cal.fit(rows.flops, rows.bytes, rows.seconds, gpu.peak(op_class), gpu.bandwidth,
                    rows.dims, gpu.units, COMPUTE_CAP.get(op_class, 1.0),
                    floor.t0 if floor else None, tiles=cal.tiling(op_class),
-                   memory=memory, k_rise=op_class in K_RISE, overlap=op_class in OVERLAP)
+                   memory=memory, k_rise=op_class in K_RISE, overlap=vector)
 
 
 def fit_all(gpus: dict, sweeps: dict, subset=None) -> dict:
