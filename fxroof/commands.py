@@ -29,8 +29,10 @@ from fxroof.target import Target
 from fxroof.units import si
 
 PREDICT_NOTE = (
-    "time model 'calibrated': per node t0 + max(FLOPs / (peak x compute x tile utilization), "
-    "bytes / (bandwidth x memory)), fitted on public GPU kernel measurements (NeuSight); on a "
+    "time model 'calibrated': per node a kernel of max(FLOPs / (peak x compute x tile "
+    "utilization), bytes / (bandwidth x memory)) behind a fixed cost t0 (on a GPU part of t0 "
+    "runs beside the kernel), fitted on public GPU kernel measurements (NeuSight) or on "
+    "`fxroof chips measure`'s; on a "
     "GPU a tensor-core convolution on NCHW tensors also pays cuDNN's NHWC transposes and a "
     "norm of training reads its inputs twice; t0 is the host's cost of issuing the op, which "
     "overlaps the kernels before it (the "
