@@ -63,9 +63,8 @@ K_RISE = ("conv",)
 # 1.15-1.39x the measured rate of large tensors. These classes fit the overlap
 # (calibration.with_fixed_cost) and hold the memory fraction at the streaming rate below.
 VECTOR_CLASSES = ("elementwise", "norm", "softmax")
-# A kernel moving this many times the GPU's L2 cache streams from DRAM: neither the cache
-# (NeuSight did not flush it between repetitions) nor the fixed cost moves its rate.
-STREAMING_L2_MULTIPLE = 8
+# The streaming rate is read off the kernels moving calibration.STREAMING_L2_MULTIPLE x the
+# L2 or more (NeuSight did not flush the cache between repetitions), at least this many.
 STREAMING_MIN_ROWS = 20
 # The boards of NeuSight's set held to a PCIe slot's 75 W (T4 70 W: gpus.csv; P4: "a
 # low-power board", Jia et al., "Dissecting the NVidia Turing T4 GPU via Microbenchmarking",
@@ -133,13 +132,10 @@ def load(data: str) -> tuple[dict, dict]:
 
 
 def streaming_fraction(rows: Rows, gpu: Gpu) -> float | None:
-    """The fraction of the bandwidth a GPU's kernels stream at: the median bytes/s of its
-    rows that move STREAMING_L2_MULTIPLE x its L2 cache or more, over the spec bandwidth;
-    None where the sweep has too few such rows to say."""
-    large = rows.bytes >= STREAMING_L2_MULTIPLE * gpu.l2_bytes
-    if large.sum() < STREAMING_MIN_ROWS:
-        return None
-    return min(float(np.median(rows.bytes[large] / rows.seconds[large])) / gpu.bandwidth, 1.0)
+    """The fraction of the spec bandwidth a GPU's kernels of one sweep stream at
+    (calibration.streaming_fraction), None where too few rows are large enough to say."""
+    return cal.streaming_fraction(rows.bytes, rows.seconds, gpu.bandwidth, gpu.l2_bytes,
+                                  STREAMING_MIN_ROWS)
 
 
 def fit(rows: Rows, gpu: Gpu, op_class: str, fitted: dict) -> cal.Params:

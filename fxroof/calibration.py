@@ -61,7 +61,8 @@ import yaml
 
 from fxroof.errors import FxroofError
 from fxroof.hidden_bytes import fresh_bytes, layout_bytes, pointwise_weights
-from fxroof.op_classes import CONV_CLASSES, FALLBACK, reduction_length
+from fxroof.op_classes import (CONV_CLASSES, FALLBACK, MATRIX_CLASSES, gemm_dims, op_class_of,
+                               reduction_length)
 
 CALIBRATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.yaml")
 # GPU boards held to the 75 W a PCIe slot supplies (T4 70 W, P4 75 W, L4 72 W) cap their
@@ -71,6 +72,10 @@ CALIBRATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cal
 # own measurements takes the family fitted on those boards, not the all-GPU median.
 LOW_POWER_W = 75.0
 LOW_POWER_FAMILY = "gpu_low_power"
+
+# A GPU kernel moving this many times the L2 cache streams from DRAM: neither the cache nor
+# the fixed cost moves its rate (streaming_fraction).
+STREAMING_L2_MULTIPLE = 8
 
 # The smallest fraction of a peak or of the bandwidth a fit may give a class (fit).
 MIN_FRACTION = 0.01
@@ -111,13 +116,20 @@ class Row(NamedTuple):
     layout: float = 0.0      # bytes its layout reorders move (layout_bytes)
     layout_fresh: float = 0.0  # of which written to freshly mapped buffers
     pointwise: float = 0.0   # 1 where those are a 1x1 convolution's weights (pointwise_weights)
+    dims: Optional[tuple] = None  # (batch, m, n, k) of a GEMM-like op (gemm_dims), for a
+                                  # GPU's tiles; None: not one, or not known
 
 
 def row_of(record: dict, seconds: float) -> Row:
     """A node record timed at ``seconds``, as the fits take it."""
     return Row(record["flops"], record["bytes"], fresh_bytes(record), seconds,
                reduction_length(record), *layout_bytes(record),
-               float(pointwise_weights(record)))
+               float(pointwise_weights(record)), matrix_dims(record))
+
+
+def matrix_dims(record: dict) -> Optional[tuple]:
+    """(batch, m, n, k) of a GEMM-like node (op_classes.gemm_dims), else None."""
+    return gemm_dims(record) if op_class_of(record) in MATRIX_CLASSES else None
 
 
 def layout_rate_of(params: Params, record: dict) -> float:
@@ -239,6 +251,20 @@ def reorder_seconds(layout_rate: float, fresh_rate: float, layout=0.0, layout_fr
     return np.asarray(layout, dtype=float) / rate + faults
 
 
+def streaming_fraction(nbytes, seconds, bandwidth: float, l2_bytes: float,
+                       min_rows: int) -> Optional[float]:
+    """The fraction of ``bandwidth`` a GPU's kernels stream at: the median bytes/s of those
+    moving STREAMING_L2_MULTIPLE x its L2 or more (capped at 1), None where fewer than
+    ``min_rows`` do. A vector class's fit holds its memory fraction there: fitted free beside
+    a fixed cost that overlaps the kernel, the two trade against each other (NeuSight's
+    elementwise sweeps reached 1.0 of the bandwidth that way, their large kernels 0.65-0.87)."""
+    nbytes, seconds = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
+    large = nbytes >= STREAMING_L2_MULTIPLE * l2_bytes
+    if large.sum() < min_rows:
+        return None
+    return min(float(np.median(nbytes[large] / seconds[large])) / bandwidth, 1.0)
+
+
 def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False,
         fresh=0.0, fresh_rate: float = 0.0, offset=0.0, tiles: Tiling = GEMM_TILING,
@@ -347,10 +373,12 @@ def _least_squares(residuals, start: list, bounds: tuple,
 def probe_entry(params: Params, ratio, source: str) -> dict:
     """A parameter set fitted on a device's probes as its chip entry's calibration class
     (YAML-ready, rounded), its band the p10 and p90 of measured / predicted (``ratio``) on
-    the probes. No tiles: a device's probes do not know its multiprocessors."""
+    the probes."""
     ratio = np.asarray(ratio, dtype=float)
     return {"t0": float(f"{params.t0:.4g}"), "compute": float(f"{params.compute:.4g}"),
-            "memory": float(f"{params.memory:.4g}"), "small_tile": 1.0,
+            "memory": float(f"{params.memory:.4g}"),
+            "small_tile": float(f"{params.small_tile:.4g}"),
+            **({"serial": round(params.serial, 4)} if params.serial < 1.0 else {}),
             "cache_bytes": float(f"{params.cache_bytes:.4g}"),
             "cache_memory": round(params.cache_memory, 4),
             "fresh_rate": float(f"{params.fresh_rate:.4g}"),

@@ -66,6 +66,7 @@ class Chip:
     op_overhead_s: Optional[float] = None  # measured chips: seconds of dispatch per eager op
     calibration: dict = field(default_factory=dict)  # op class -> calibration.Params (measured)
     compute_capability: Optional[tuple] = None  # CUDA (major, minor): what dispatch rules read
+    multiprocessors: Optional[int] = None  # a GPU's SMs (CUs): the waves its tiles run in
 
     def as_record(self) -> dict:
         return {"id": self.id, "name": self.name, "class": self.cls, "vendor": self.vendor,
@@ -80,7 +81,7 @@ SCHEMA_VERSION = 1  # of a chips file (fxroof chips measure writes it)
 # The fields a chip entry may have: any other is a slip (a misspelled tdp would silently leave
 # a 70 W board priced as a datacenter GPU), named by a warning.
 FIELDS = ("id", "name", "class", "vendor", "peaks", "bandwidth", "capacity", "tdp", "sparse",
-          "sources", "op_overhead", "calibration", "compute_capability")
+          "sources", "op_overhead", "calibration", "compute_capability", "multiprocessors")
 
 
 def _bad(path, chip, field_name, problem) -> FxroofError:
@@ -155,7 +156,8 @@ def parse_chip(entry: dict, path: str) -> Chip:
                 {k: _number(v, path, chip_id, f"sparse.{k}")
                  for k, v in _mapping(entry, "sparse", path, chip_id).items()},
                 list(entry.get("sources") or []), memory, _overhead(entry, path, chip_id),
-                _calibration(entry, path, chip_id), _capability(entry, path, chip_id))
+                _calibration(entry, path, chip_id), _capability(entry, path, chip_id),
+                _multiprocessors(entry, path, chip_id))
 
 
 def _capability(entry: dict, path: str, chip_id: str) -> Optional[tuple]:
@@ -169,6 +171,19 @@ def _capability(entry: dict, path: str, chip_id: str) -> Optional[tuple]:
         raise _bad(path, chip_id, "compute_capability", f"must be major.minor like \"8.9\", "
                                                         f"not {text!r:.20}")
     return int(match.group(1)), int(match.group(2))
+
+
+def _multiprocessors(entry: dict, path: str, chip_id: str) -> Optional[int]:
+    """``multiprocessors: {value: 132, source: ...}`` -> 132: a whole number of SMs."""
+    value = entry.get("multiprocessors")
+    if value is None:
+        return None
+    value = value.get("value") if isinstance(value, dict) else value
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+        raise _bad(path, chip_id, "multiprocessors", f"must be a whole number of "
+                                                     f"multiprocessors (SMs, CUs) from 1 to "
+                                                     f"100000, not {value!r:.40}")
+    return value
 
 
 def _calibration(entry: dict, path: str, chip_id: str) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes.util
 import os
 import time
-from typing import Callable, Optional, TypeVar
+from typing import Callable, NamedTuple, Optional, TypeVar
 
 import torch
 
@@ -35,6 +35,21 @@ def check_device(device) -> torch.device:
             "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch build). "
             "Time on the CPU with --device cpu, or run on a machine with a GPU.")
     return dev
+
+
+class GpuShape(NamedTuple):
+    """What a GPU's time-model fits need to know of it (fxroof.probes)."""
+
+    units: int        # multiprocessors (SMs, CUs): the waves a GEMM's tiles run in
+    l2_bytes: float   # L2 cache: a kernel moving several times it streams from DRAM
+
+
+def gpu_shape(device: torch.device) -> Optional[GpuShape]:
+    """The multiprocessors and L2 of a CUDA (or ROCm) device, None for any other."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    return GpuShape(int(props.multi_processor_count), float(props.L2_cache_size))
 
 
 def host_allocator(maps: Optional[str] = None) -> str:

@@ -144,6 +144,10 @@ def measure(device: str = "cpu", quick: bool = True,
         "op_overhead": {"value": float(f"{overhead:.3g}"),
                         "derivation": "measured: median seconds per torch.add on a "
                                       "one-element tensor, over runs of 1000"},
+        **({"multiprocessors": {
+            "value": torch.cuda.get_device_properties(dev).multi_processor_count,
+            "source": "torch.cuda.get_device_properties: multi_processor_count"}}
+           if gpu else {}),
         "sources": [f"fxroof chips measure --device {device}"
                     f"{' --full' if not quick else ''} on {datetime.date.today().isoformat()}, "
                     f"torch {torch.__version__}, {torch.get_num_threads()} threads, "

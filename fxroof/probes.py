@@ -14,11 +14,15 @@ sustained rate, not a busy machine's median). FLOPs and bytes come from
 ``fxroof.analyze`` of the same module, so the fitted fractions are fractions of exactly what
 fxroof predicts with. A convolution's layout reorders (an NCHW one's operands, a
 channels-last one's weights) are priced at the device's copy bandwidth (layout_rate) and
-held, not fitted.
+held, not fitted. A GPU is fitted as NeuSight's kernel sweeps are
+(benchmarks/calibrate_gpu_kernels.py): its GEMMs and convolutions over its tiles and
+multiprocessors, its memory-bound classes with a fixed cost that overlaps the kernel and a
+memory rate held at that of probes moving many times its L2 (streaming_probes).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable, Optional
 
 import numpy as np
@@ -29,7 +33,7 @@ from fxroof import calibration as cal, hidden_bytes, op_classes
 from fxroof.analysis import analyze
 from fxroof.chips import Chip, parse_chip
 from fxroof.compiled_probes import calibrate_generated
-from fxroof.device import Stopwatch, check_device, host_allocator, repeat
+from fxroof.device import GpuShape, Stopwatch, check_device, gpu_shape, host_allocator, repeat
 from fxroof.errors import FxroofError
 from fxroof.latency import child_main, error_record, in_fresh_process
 from fxroof.measure import measure
@@ -101,6 +105,34 @@ PROBES = [
 ]
 
 
+def streaming_probes(l2_bytes: float) -> list:
+    """A GPU's vector-class probes that stream from DRAM: each moves about 10 and 20 times
+    the L2 (``l2_bytes``), past calibration.STREAMING_L2_MULTIPLE, so their rate is the
+    memory's, not the cache's nor the fixed cost's (calibration.streaming_fraction). Sized
+    from the device's L2 (40-50 MB on an A100 or H100: 0.4-1 GB a probe), since the fixed
+    sizes of PROBES stay under it there."""
+    probes = []
+    for multiple in (10, 20):
+        moved = multiple * l2_bytes
+        relu = math.ceil(moved / 8)                      # 4 bytes read, 4 written
+        rows = math.ceil(moved / (8 * 1024))             # (rows, 1024) fp32 in and out
+        images = math.ceil(moved / (2 * 4 * 64 * 56 * 56))  # (b, 64, 56, 56) in and out
+        probes += [
+            ("elementwise", f"relu {relu}", lambda: nn.ReLU(), (relu,)),
+            ("elementwise", f"relu_ {relu}", lambda: nn.ReLU(inplace=True), (relu,)),
+            ("norm", f"layernorm {rows}x1024", lambda: nn.LayerNorm(1024), (rows, 1024)),
+            ("norm", f"batchnorm {images}x64x56px", lambda: nn.BatchNorm2d(64).eval(),
+             (images, 64, 56, 56)),
+            ("softmax", f"softmax {rows}x1024", lambda: nn.Softmax(dim=-1), (rows, 1024)),
+            # a 3x3/2 max pool reads its input and writes a quarter of it
+            ("pool", f"maxpool 3x3/2 {images}x64x112px", lambda: nn.MaxPool2d(3, 2, 1),
+             (math.ceil(images / 2.5), 64, 112, 112)),
+            # cat reads its input twice and writes both copies
+            ("copy", f"cat {images}x64x56px", lambda: _Cat(), (math.ceil(images / 2), 64, 56, 56)),
+        ]
+    return probes
+
+
 # The convolution probes again, channels-last (the layout Inductor gives a CPU convolution,
 # and `--memory-format channels_last`'s): oneDNN runs these without the reorders an NCHW
 # convolution pays on the way in and out (but for the weights'), so they have rates of
@@ -163,21 +195,25 @@ def _cost(module: nn.Module, shape: tuple, op_class: str, seconds: float) -> cal
     nodes = [r for r in _records(module, shape, _layout(op_class))
              if op_classes.op_class_of(r) == op_class]
     layout = [hidden_bytes.layout_bytes(r) for r in nodes]
+    costliest = max(nodes, key=lambda r: r["flops"])
     return cal.Row(sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
                    sum(hidden_bytes.fresh_bytes(r) for r in nodes), seconds,
-                   op_classes.reduction_length(max(nodes, key=lambda r: r["flops"])),
+                   op_classes.reduction_length(costliest),
                    sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout),
-                   float(any(hidden_bytes.pointwise_weights(r) for r in nodes)))
+                   float(any(hidden_bytes.pointwise_weights(r) for r in nodes)),
+                   cal.matrix_dims(costliest))
 
 
 def sweep(device: torch.device, quick: bool = True,
           progress: Optional[Callable[[str], None]] = None) -> dict:
-    """{op class: [calibration.Row, ...]} measured on ``device``."""
+    """{op class: [calibration.Row, ...]} measured on ``device`` (on a GPU, with its
+    streaming_probes)."""
     say = progress or (lambda message: None)
     repeats = 3 if quick else 15
     watch = Stopwatch(device)
     found: dict = {}
-    for op_class, label, make, shape in PROBES:
+    gpu = gpu_shape(device)
+    for op_class, label, make, shape in PROBES + (streaming_probes(gpu.l2_bytes) if gpu else []):
         say(f"probe {label}")
         module = make().to(device, memory_format=_layout(op_class))
         x = torch.randn(shape, device=device).to(memory_format=_layout(op_class))
@@ -285,40 +321,84 @@ def pointwise_layout_rate(device: torch.device, repeats: int = 5) -> float:
     return moved / seconds
 
 
+# On a GPU the classes fitted as NeuSight's kernel sweeps are (benchmarks/
+# calibrate_gpu_kernels.py): GEMMs and convolutions on the device's tiles and
+# multiprocessors; the memory-bound classes with a fixed cost that overlaps the kernel
+# (the host's work after the launch runs beside it) and memory held at the rate of their
+# probes far larger than the L2; a convolution's memory at the elementwise class's rate.
+GPU_TILED_CLASSES = ("gemm",) + op_classes.CONV_CLASSES
+GPU_MEMORY_FROM = {c: "elementwise" for c in op_classes.CONV_CLASSES}
+# streaming probes per class a GPU's fit needs to hold its memory rate (streaming_probes
+# gives two of each class, and elementwise four)
+GPU_STREAMING_MIN_ROWS = 2
+
+
 def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
-                layout: float = 0.0, pointwise_layout: float = 0.0) -> dict:
+                layout: float = 0.0, pointwise_layout: float = 0.0,
+                gpu: Optional[GpuShape] = None) -> dict:
     """A chip entry's calibration: per op class of ``rows`` ({class: [calibration.Row,
     ...]}), the fitted parameters with their band and ``source``. GEMMs and convolutions also
     fit how their rate rises with the reduction length k. ``fresh``, ``layout`` and
     ``pointwise_layout``: the device's measured first-touch, layout-reorder and 1x1
-    weight-transpose rates (bytes/s; 0: none), held."""
-    entries = {}
-    for op_class, found in rows.items():
-        flops, nbytes, fresh_bytes, seconds, k, moved, moved_fresh, pointwise = (
-            np.array(c, dtype=float) for c in zip(*(cal.Row(*row) for row in found)))
-        reordered = layout if op_class in hidden_bytes.REORDERED_CLASSES else 0.0
-        # the 1x1 weight transposes of channels-last convolutions (hidden_bytes.pointwise_weights)
-        own = pointwise_layout if reordered and op_class == "conv_cl" else 0.0
-        rates = np.where(pointwise > 0, own or reordered, reordered)
-        conv = op_class in op_classes.CONV_CLASSES
-        matrix = op_class in op_classes.MATRIX_CLASSES
-        peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
-                           "convolution" if conv else "")
-        ones = np.ones_like(k)
-        dims = (ones, ones, ones, k) if matrix else None
-        params = cal.fit(flops, nbytes, seconds, peak, chip.bandwidth, dims=dims,
-                         compute_cap=2.25 if conv else 1.0, cache=True, fresh=fresh_bytes,
-                         fresh_rate=fresh,
-                         offset=cal.reorder_seconds(rates, fresh, moved, moved_fresh))
-        params = dataclasses.replace(params, layout_rate=reordered, pointwise_layout_rate=own)
-        used = cal.utilization(*dims, None, 1.0, params.k_half) if matrix else 1.0
-        ratio = seconds / (cal.predict(flops, nbytes, peak, chip.bandwidth,
-                                       dataclasses.replace(params, layout_rate=0.0), used,
-                                       fresh_bytes) + cal.reorder_seconds(rates, fresh, moved,
-                                                                         moved_fresh))
-        entries[op_class] = cal.probe_entry(params, ratio, f"{source}: {len(seconds)} "
+    weight-transpose rates (bytes/s; 0: none), held. ``gpu``: the device is that GPU, fitted
+    as GPU_TILED_CLASSES and GPU_MEMORY_FROM say (else a CPU, with a cache)."""
+    entries, fitted = {}, {}
+    # a class whose memory rate is another's is fitted after it
+    for op_class in sorted(rows, key=lambda c: gpu is not None and c in GPU_MEMORY_FROM):
+        params, ratio = _fit_class(op_class, [cal.Row(*row) for row in rows[op_class]], chip,
+                                   fresh, layout, pointwise_layout, gpu, fitted)
+        fitted[op_class] = params
+        entries[op_class] = cal.probe_entry(params, ratio, f"{source}: {len(ratio)} "
                                                            "measurements of this class")
     return entries
+
+
+def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: float,
+               pointwise_layout: float, gpu: Optional[GpuShape], fitted: dict) -> tuple:
+    """(calibration.Params, measured / predicted per row) of one class (fit_classes)."""
+    def column(name):
+        return np.array([getattr(row, name) for row in found], dtype=float)
+
+    flops, nbytes, fresh_bytes, seconds, k = (column(name) for name in (
+        "flops", "bytes", "fresh", "seconds", "k"))
+    moved, moved_fresh, pointwise = (column(name) for name in (
+        "layout", "layout_fresh", "pointwise"))
+    reordered = layout if op_class in hidden_bytes.REORDERED_CLASSES else 0.0
+    # the 1x1 weight transposes of channels-last convolutions (hidden_bytes.pointwise_weights)
+    own = pointwise_layout if reordered and op_class == "conv_cl" else 0.0
+    rates = np.where(pointwise > 0, own or reordered, reordered)
+    conv = op_class in op_classes.CONV_CLASSES
+    matrix = op_class in op_classes.MATRIX_CLASSES
+    peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
+                       "convolution" if conv else "")
+    tiled = gpu is not None and op_class in GPU_TILED_CLASSES
+    units = gpu.units if tiled else None
+    dims = None
+    if tiled:  # each row's own (batch, m, n, k): the tiles it is cut in
+        dims = tuple(np.array(d, dtype=float) for d in zip(
+            *(row.dims or (1, 1, 1, row.k) for row in found)))
+    elif matrix:
+        ones = np.ones_like(k)
+        dims = (ones, ones, ones, k)
+    options = {"cache": gpu is None, "fresh": fresh_bytes, "fresh_rate": fresh,
+               "offset": cal.reorder_seconds(rates, fresh, moved, moved_fresh)}
+    if gpu is not None:
+        borrowed = fitted.get(GPU_MEMORY_FROM.get(op_class))
+        memory = borrowed.memory if borrowed else None if matrix else cal.streaming_fraction(
+            nbytes, seconds, chip.bandwidth, gpu.l2_bytes, GPU_STREAMING_MIN_ROWS)
+        options.update(tiles=cal.tiling(op_class), k_rise=conv, memory=memory,
+                       overlap=not matrix)
+    params = cal.fit(flops, nbytes, seconds, peak, chip.bandwidth, dims=dims, units=units,
+                     compute_cap=2.25 if conv else 1.0, **options)
+    params = dataclasses.replace(params, layout_rate=reordered, pointwise_layout_rate=own,
+                                 small_tile=params.small_tile if tiled else 1.0)
+    used = cal.utilization(*dims, units, params.small_tile, params.k_half,
+                           cal.tiling(op_class)) if matrix else 1.0
+    ratio = seconds / (cal.predict(flops, nbytes, peak, chip.bandwidth,
+                                   dataclasses.replace(params, layout_rate=0.0), used,
+                                   fresh_bytes) + cal.reorder_seconds(rates, fresh, moved,
+                                                                     moved_fresh))
+    return params, ratio
 
 
 def calibrate(device: str, chip: Chip, quick: bool = True,
@@ -330,8 +410,17 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
     roofline uses for fp32 ops of the class on this chip, and of its bandwidth.
     ``compiled``: also calibrate the kernels torch.compile generates (fxroof.compiled_probes;
     compiles each probe). ``models``: also fit on the nodes of these runs
-    (fxroof.model_probes.Run), timed node by node."""
+    (fxroof.model_probes.Run), timed node by node -- on a CPU only: a GPU's timing pass
+    times a node with events around its kernel, without the host's fixed cost that each
+    probe and the time model's t0 hold, so one t0 could not fit both (and what the runs
+    teach a CPU's fit -- cold weights, page faults, layout reorders -- a GPU does not pay
+    that way)."""
     dev = check_device(device)
+    gpu = gpu_shape(dev)
+    if gpu is not None and models:
+        (progress or (lambda message: None))(
+            "calibration models skipped: a GPU is fitted on its probes alone")
+        models = ()
     # ten repeats even when quick (about 0.5 s more): with three, one study's chip measured
     # 0.41 GB/s where every other measurement of that machine gave 3.2-3.4, and priced each
     # large output's page faults 8x too high (alexnet's training step at 5.8x its time)
@@ -342,7 +431,8 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
     source = f"fxroof chips measure on {device}: probes" + (
         " and the nodes of " + ", ".join(map(str, models)) if models else "")
     entries = fit_classes(rows, chip, faults, source, layout=layout_rate(dev, chip.bandwidth),
-                          pointwise_layout=pointwise_layout_rate(dev, 5 if quick else 15))
+                          pointwise_layout=pointwise_layout_rate(dev, 5 if quick else 15),
+                          gpu=gpu)
     if compiled:
         peak, _ = peak_for(chip, "vector", "float32", "")
         entries.update(calibrate_generated(dev, peak, chip.bandwidth, quick, progress, faults))

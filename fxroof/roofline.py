@@ -190,7 +190,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         # doing every multiply: no faster than their peak.
         params = dataclasses.replace(params, compute=1.0)
     dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
-    used = cal.utilization(*dims, calibration().units(chip.id), params.small_tile,
+    used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
     moved = record["bytes"] + _second_pass_bytes(record, chip, op_class)
@@ -207,6 +207,16 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     low, high = params.band
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device)
+
+
+def _tile_units(chip: Chip, op_class: str) -> Optional[int]:
+    """The multiprocessors a GPU runs ``op_class``'s tiles over (the chip's own count, else
+    the one its shipped fit was made with), None where it has no tiles: a CPU, a GPU of
+    unknown count, and a matrix-vector product, which a library runs as one pass over the
+    matrix (cuBLAS's gemv), not cut in a GEMM's output tiles."""
+    if op_class == "gemv":
+        return None
+    return chip.multiprocessors or calibration().units(chip.id)
 
 
 def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:

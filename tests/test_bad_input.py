@@ -58,6 +58,7 @@ FILES = {
                      " band: [1, 1], layout_rate: -2.0e+10}}\n",
     "serial.yaml": GOOD_CHIP + "    calibration: {elementwise: {t0: 1e-5, compute: 0.5,"
                    " memory: 0.5, band: [1, 1], serial: 0}}\n",
+    "multiprocessors.yaml": GOOD_CHIP + "    multiprocessors: {value: 1.5}\n",
     "calibration-class.yaml": GOOD_CHIP + "    calibration: {fft: {t0: 1e-5, compute: 0.5, "
                               "memory: 0.5, band: [0.9, 1.1]}}\n",
     "truncated.json": '{"schema_version": 1, "model": {"name": "x", "ba',
@@ -124,6 +125,9 @@ CLI = [
     # a fixed cost no part of which precedes the kernel is no fixed cost: (0, 1]
     ("chips list --chips-file serial.yaml", FAILED,
      ["calibration.elementwise", "serial is 0", "(0, 1]"]),
+    # a GPU's tiles run in waves over whole multiprocessors
+    ("predict squeezenet1_0 --chip mine --chips-file multiprocessors.yaml", FAILED,
+     ["'multiprocessors'", "whole number", "1.5"]),
     ("chips list --chips-file calibration-class.yaml", FAILED, ["calibration.fft",
                                                                 "not an op class"]),
     # annotation JSON given to roofline

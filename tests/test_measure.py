@@ -307,11 +307,12 @@ def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
     fitted = []
     monkeypatch.setattr(probes, "pointwise_layout_rate", lambda *a: 8e9)
     monkeypatch.setattr(probes, "fit_classes",
-                        lambda rows, chip, fresh, source, layout, pointwise_layout:
-                        fitted.append((rows, fresh, source, layout, pointwise_layout)))
+                        lambda rows, chip, fresh, source, layout, pointwise_layout, gpu:
+                        fitted.append((rows, fresh, source, layout, pointwise_layout, gpu)))
     chip = types.SimpleNamespace(bandwidth=3e10)
     probes.calibrate("cpu", chip, models=[model_probes.Run("resnet18", 1, True)])
-    (rows, fresh, source, layout, pointwise_layout), = fitted
+    (rows, fresh, source, layout, pointwise_layout, gpu), = fitted
+    assert gpu is None  # a CPU: no tiles, no streaming probes
     assert {c: len(r) for c, r in rows.items()} == {"conv": 5, "elementwise": 3, "pool": 1,
                                                     "conv_bwd_dw": 2}
     assert fresh == 2e9 and "resnet18 b1" in source
@@ -355,7 +356,7 @@ def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatc
     said = []
     runs = [model_probes.Run("m", 1), model_probes.Run("m", 1, backward=True)]
     rows = model_probes.model_rows("cpu", runs, progress=said.append)
-    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf, 0, 0, 0)]}  # no reorders
+    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf, 0, 0, 0, None)]}  # no reorders
     assert any("skipped m b1 with backward: Expected more than 1" in s for s in said)
 
 
