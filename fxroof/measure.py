@@ -29,7 +29,7 @@ import torch
 import yaml
 
 from fxroof.chips import MEASURED_IDS, user_chips_dir
-from fxroof.device import Stopwatch, check_device, host_allocator, repeat
+from fxroof.device import Stopwatch, check_device, gpu_shape, host_allocator, repeat
 from fxroof.errors import FxroofError
 from fxroof.files import atomic, check_writable, make_folder
 from fxroof.timers import Summary, summarize
@@ -145,7 +145,7 @@ def measure(device: str = "cpu", quick: bool = True,
                         "derivation": "measured: median seconds per torch.add on a "
                                       "one-element tensor, over runs of 1000"},
         **({"multiprocessors": {
-            "value": torch.cuda.get_device_properties(dev).multi_processor_count,
+            "value": gpu_shape(dev).units,
             "source": "torch.cuda.get_device_properties: multi_processor_count"}}
            if gpu else {}),
         "sources": [f"fxroof chips measure --device {device}"

@@ -117,6 +117,9 @@ def streaming_probes(l2_bytes: float) -> list:
         relu = math.ceil(moved / 8)                      # 4 bytes read, 4 written
         rows = math.ceil(moved / (8 * 1024))             # (rows, 1024) fp32 in and out
         images = math.ceil(moved / (2 * 4 * 64 * 56 * 56))  # (b, 64, 56, 56) in and out
+        # a 3x3/2 max pool reads its 112 x 112 input and writes a quarter of it; cat reads
+        # its input twice and writes both copies
+        pooled, joined = math.ceil(images / 2.5), math.ceil(images / 2)
         probes += [
             ("elementwise", f"relu {relu}", lambda: nn.ReLU(), (relu,)),
             ("elementwise", f"relu_ {relu}", lambda: nn.ReLU(inplace=True), (relu,)),
@@ -124,11 +127,9 @@ def streaming_probes(l2_bytes: float) -> list:
             ("norm", f"batchnorm {images}x64x56px", lambda: nn.BatchNorm2d(64).eval(),
              (images, 64, 56, 56)),
             ("softmax", f"softmax {rows}x1024", lambda: nn.Softmax(dim=-1), (rows, 1024)),
-            # a 3x3/2 max pool reads its input and writes a quarter of it
-            ("pool", f"maxpool 3x3/2 {images}x64x112px", lambda: nn.MaxPool2d(3, 2, 1),
-             (math.ceil(images / 2.5), 64, 112, 112)),
-            # cat reads its input twice and writes both copies
-            ("copy", f"cat {images}x64x56px", lambda: _Cat(), (math.ceil(images / 2), 64, 56, 56)),
+            ("pool", f"maxpool 3x3/2 {pooled}x64x112px", lambda: nn.MaxPool2d(3, 2, 1),
+             (pooled, 64, 112, 112)),
+            ("copy", f"cat {joined}x64x56px", lambda: _Cat(), (joined, 64, 56, 56)),
         ]
     return probes
 
@@ -213,7 +214,8 @@ def sweep(device: torch.device, quick: bool = True,
     watch = Stopwatch(device)
     found: dict = {}
     gpu = gpu_shape(device)
-    for op_class, label, make, shape in PROBES + (streaming_probes(gpu.l2_bytes) if gpu else []):
+    extra = streaming_probes(gpu.l2_bytes) if gpu else []
+    for op_class, label, make, shape in PROBES + extra:
         say(f"probe {label}")
         module = make().to(device, memory_format=_layout(op_class))
         x = torch.randn(shape, device=device).to(memory_format=_layout(op_class))

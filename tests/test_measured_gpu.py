@@ -84,13 +84,22 @@ def test_a_gpu_gemm_fit_finds_its_tiles_and_a_cpu_fit_has_none():
     assert cpu["small_tile"] == 1.0
 
 
-def test_a_gpu_convolution_takes_the_elementwise_streaming_rate():
+def test_a_gpu_convolution_takes_the_elementwise_streaming_rate_and_fits_its_rise_with_k():
+    """Convolutions on cuDNN's tiles whose rate rises as k / (k + 80), compute fraction 0.7,
+    t0 8 us: the fit finds k_half and holds memory at the elementwise class's rate."""
     rng = np.random.default_rng(4)
-    conv = [row._replace(seconds=row.seconds * 1.1) for row in _gemm_rows(rng)]
+    m, n, k = (np.round(10 ** rng.uniform(a, b, 150)) for a, b in ((2.5, 4.5), (1, 2.7),
+                                                                   (1.2, 3.5)))
+    flops, nbytes = 2 * m * n * k, 4 * (m * k / 9 + k * n + m * n)
+    used = cal.utilization(1, m, n, k, GPU.units, 0.8, 80.0, cal.CONV_TILING)
+    seconds = 8e-6 + flops / (PEAK * 0.7 * used)
+    conv = [cal.Row(f, b, 0.0, s, kk, dims=(1.0, mm, nn, kk))
+            for f, b, s, mm, nn, kk in zip(flops, nbytes, seconds, m, n, k)]
     entries = probes.fit_classes({"conv": conv, "elementwise": _elementwise_rows()}, _chip(),
                                  0.0, "synthetic", gpu=GPU)
     assert entries["conv"]["memory"] == entries["elementwise"]["memory"]
-    assert "k_half" in entries["conv"]
+    assert entries["conv"]["k_half"] == pytest.approx(80.0, rel=0.05)
+    assert entries["conv"]["compute"] == pytest.approx(0.7, rel=0.03)
 
 
 @pytest.mark.parametrize("l2_bytes", [4e6, 50e6])
