@@ -63,6 +63,9 @@ TRAINING_NORM_CLASSES = ("norm_train", "norm_bwd")
 BACKWARD_CONV_CLASSES = ("conv_bwd", "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl")
 CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
 MATRIX_CLASSES = ("gemm", "gemv") + CONV_CLASSES
+# The matrix classes a GPU library cuts in output tiles run in waves over the SMs
+# (calibration.utilization): not gemv, which cuBLAS runs as one pass over the matrix
+TILED_CLASSES = ("gemm",) + CONV_CLASSES
 MEASURED_CLASSES = CLASSES + tuple(FALLBACK)
 
 _CONV_OPS = ("convolution", "convolution_backward", "cudnn_convolution", "_convolution",

@@ -328,7 +328,6 @@ def pointwise_layout_rate(device: torch.device, repeats: int = 5) -> float:
 # multiprocessors; the memory-bound classes with a fixed cost that overlaps the kernel
 # (the host's work after the launch runs beside it) and memory held at the rate of their
 # probes far larger than the L2; a convolution's memory at the elementwise class's rate.
-GPU_TILED_CLASSES = ("gemm",) + op_classes.CONV_CLASSES
 GPU_MEMORY_FROM = {c: "elementwise" for c in op_classes.CONV_CLASSES}
 # streaming probes per class a GPU's fit needs to hold its memory rate (streaming_probes
 # gives two of each class, and elementwise four)
@@ -343,7 +342,7 @@ def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
     fit how their rate rises with the reduction length k. ``fresh``, ``layout`` and
     ``pointwise_layout``: the device's measured first-touch, layout-reorder and 1x1
     weight-transpose rates (bytes/s; 0: none), held. ``gpu``: the device is that GPU, fitted
-    as GPU_TILED_CLASSES and GPU_MEMORY_FROM say (else a CPU, with a cache)."""
+    as op_classes.TILED_CLASSES and GPU_MEMORY_FROM say (else a CPU, with a cache)."""
     entries, fitted = {}, {}
     # a class whose memory rate is another's is fitted after it
     for op_class in sorted(rows, key=lambda c: gpu is not None and c in GPU_MEMORY_FROM):
@@ -373,7 +372,7 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
     matrix = op_class in op_classes.MATRIX_CLASSES
     peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
                        "convolution" if conv else "")
-    tiled = gpu is not None and op_class in GPU_TILED_CLASSES
+    tiled = gpu is not None and op_class in op_classes.TILED_CLASSES
     units = gpu.units if tiled else None
     dims = None
     if tiled:  # each row's own (batch, m, n, k): the tiles it is cut in

@@ -212,9 +212,9 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
 def _tile_units(chip: Chip, op_class: str) -> Optional[int]:
     """The multiprocessors a GPU runs ``op_class``'s tiles over (the chip's own count, else
     the one its shipped fit was made with), None where it has no tiles: a CPU, a GPU of
-    unknown count, and a matrix-vector product, which a library runs as one pass over the
-    matrix (cuBLAS's gemv), not cut in a GEMM's output tiles."""
-    if op_class == "gemv":
+    unknown count, and a class outside op_classes.TILED_CLASSES (a matrix-vector product,
+    which cuBLAS runs as one pass over the matrix, not cut in a GEMM's output tiles)."""
+    if op_class not in op_classes.TILED_CLASSES:
         return None
     return chip.multiprocessors or calibration().units(chip.id)
 
