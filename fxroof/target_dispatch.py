@@ -44,9 +44,17 @@ class TargetDispatch(TorchFunctionMode):
         # step is recorded, so a training RNN's backward is cuDNN's one call too
         self._library = torch.library.Library("aten", "IMPL")
         self._library.impl("_cudnn_rnn_backward", _cudnn_rnn_backward_shapes, "Meta")
+        # F.multi_head_attention_forward (nn.MultiheadAttention) is itself a torch function:
+        # this mode sees it, and is off while its body runs, so the attention it calls
+        # through the module's global would miss the CUDA choice and record the CPU's flash
+        # kernel (which no GPU has: the timing pass failed on one). The global is swapped
+        # for the CUDA choice while the step is recorded.
+        self._sdpa = F.scaled_dot_product_attention
+        F.scaled_dot_product_attention = self._attention
         return super().__enter__()
 
     def __exit__(self, *exc):
+        F.scaled_dot_product_attention = self._sdpa
         self._library._destroy()
         return super().__exit__(*exc)
 

@@ -267,6 +267,38 @@ def test_cuda_target_records_the_chosen_attention_kernel_and_fused_dropout(chip,
     assert g.coverage()["default_rule_ops"] == {}
 
 
+class SelfAttention(nn.Module):
+    """nn.MultiheadAttention, whose attention F.multi_head_attention_forward calls from
+    inside a torch function (vit_b_16's encoder layers)."""
+
+    def __init__(self):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(64, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("chip,amp,kernel", [
+    ("a100_sxm_40gb", "bf16", "_scaled_dot_product_flash_attention"),
+    ("h100_sxm", "bf16", "_scaled_dot_product_cudnn_attention"),
+    ("h100_sxm", None, "_scaled_dot_product_efficient_attention"),
+])
+def test_multihead_attention_on_cuda_records_the_chosen_kernel(chip, amp, kernel):
+    """Before, the CPU's flash kernel was recorded for a CUDA target, which no GPU has: the
+    timing pass failed on an H200 at vit_b_16's first attention."""
+    sdpa = F.scaled_dot_product_attention
+    g = fxroof.analyze(SelfAttention(), torch.randn(2, 16, 64), chip=chip, amp=amp,
+                       loss="cross_entropy")
+    attention = [r["op"] for r in g.records() if "attention" in r["op"]]
+    assert attention == [kernel, kernel + "_backward"]
+    assert F.scaled_dot_product_attention is sdpa  # put back once the step is recorded
+    cpu = fxroof.analyze(SelfAttention(), torch.randn(2, 16, 64), loss="cross_entropy")
+    assert [r["op"] for r in cpu.records() if "attention" in r["op"]] == [
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention_for_cpu_backward"]
+
+
 def test_cpu_target_keeps_the_cpu_program():
     ops = _ops(fxroof.analyze(Block(), torch.randn(2, 16, 64), loss="cross_entropy"))
     assert ops["_scaled_dot_product_flash_attention_for_cpu"] == 1 and ops["bernoulli_"] == 1
