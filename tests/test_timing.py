@@ -225,3 +225,31 @@ def test_a_channels_last_analysis_is_timed_channels_last():
     assert laid[(8, 3, 3, 3)].is_contiguous(memory_format=torch.channels_last)
     assert laid[(2, 3, 8, 8)].is_contiguous(memory_format=torch.channels_last)
     assert laid[(8,)].is_contiguous()
+
+
+class _AutocastProbe(nn.Linear):
+    """A linear layer that notes the autocast dtype its real (not fake) forward runs under."""
+
+    def __init__(self):
+        super().__init__(4, 2)
+        self.seen = []
+
+    def forward(self, x):
+        from torch._subclasses.fake_tensor import is_fake
+
+        if not is_fake(x):
+            self.seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu")
+                             else None)
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("amp,dtype", [(None, None), ("bf16", torch.bfloat16)])
+def test_the_eager_step_runs_under_the_recorded_autocast(amp, dtype):
+    """The nodes of an --amp step are autocast's casts and lower-precision kernels; the eager
+    step they are compared with must run the same precision, not fp32 (an H200 timed
+    vit_b_16's bf16 nodes at 0.66x of an fp32 eager step)."""
+    probe = _AutocastProbe()
+    g = fxroof.analyze(probe, torch.randn(3, 4), amp=amp)
+    assert any(r["dtype"] == "bfloat16" for r in g.records()) == (amp is not None)
+    g.time(repeats=2, warmup=1, progress=False)
+    assert probe.seen and set(probe.seen) == {dtype}
