@@ -206,8 +206,8 @@ def _chips_arguments(p: argparse.ArgumentParser) -> None:
                 "them as a user chip.")
     q.add_argument("--device", type=device_arg, default="cpu", metavar="DEVICE", help=DEVICES)
     q.add_argument("--full", action="store_true",
-                   help="larger problems, more repeats, and the kernels torch.compile "
-                        "generates (compiles about 40 probes; minutes on a CPU) for "
+                   help="larger problems, more repeats, and on a CPU the kernels "
+                        "torch.compile generates (compiles about 40 probes; minutes) for "
                         "`--compiled` predictions (default: quick, under 30 s on CPU)")
     q.add_argument("--out", metavar="YAML", help="where to save (default: the user chip "
                                                   "folder, ~/.config/fxroof/chips)")

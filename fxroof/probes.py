@@ -418,10 +418,15 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
     that way)."""
     dev = check_device(device)
     gpu = gpu_shape(dev)
+    say = progress or (lambda message: None)
     if gpu is not None and models:
-        (progress or (lambda message: None))(
-            "calibration models skipped: a GPU is fitted on its probes alone")
+        say("calibration models skipped: a GPU is fitted on its probes alone")
         models = ()
+    if gpu is not None and compiled:
+        # the compiled view lowers for the CPU only (fxroof.analysis): Inductor's GPU kernels
+        # are Triton's, which no compiled-view cost prices; a GPU chip needs no "fused" rates
+        say("compiled probes skipped: the compiled view is a CPU target's")
+        compiled = False
     # ten repeats even when quick (about 0.5 s more): with three, one study's chip measured
     # 0.41 GB/s where every other measurement of that machine gave 3.2-3.4, and priced each
     # large output's page faults 8x too high (alexnet's training step at 5.8x its time)

@@ -175,9 +175,14 @@ def test_a_gpu_calibration_fits_its_probes_alone(monkeypatch):
                         lambda device, models, **k: runs_timed.extend(models) or {})
     monkeypatch.setattr(probes, "fresh_rate", lambda *a: 0.0)
     monkeypatch.setattr(probes, "pointwise_layout_rate", lambda *a: 0.0)
+    compiled = []
+    monkeypatch.setattr(probes, "calibrate_generated", lambda *a: compiled.append(a) or {})
     said = []
     entries = probes.calibrate("cpu", _chip(), models=[Run("resnet18", 1)],
-                               progress=said.append)
-    assert runs_timed == [] and any("skipped" in line for line in said)
+                               progress=said.append, compiled=True)
+    assert runs_timed == [] and any("calibration models skipped" in line for line in said)
+    # the compiled view is a CPU target's: on an H200, lowering its probes for the GPU
+    # failed (the view's lowering runs on CPU tensors), and no GPU prediction reads "fused"
+    assert compiled == [] and any("compiled probes skipped" in line for line in said)
     assert entries["elementwise"]["serial"] == pytest.approx(0.5, rel=0.05)
     assert "nodes of" not in entries["elementwise"]["source"]
