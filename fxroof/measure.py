@@ -49,12 +49,18 @@ def busy(summary: Summary) -> bool:
     return summary.median_s > SPREAD_WARNING * summary.min_s
 
 
-def gemm_flops(device: torch.device, dtype: torch.dtype, n: int, repeats: int) -> tuple:
-    """(best FLOP/s, Summary of seconds per GEMM)."""
+def gemm_flops(device: torch.device, dtype: torch.dtype, n: int, repeats: int,
+               tf32: bool = False) -> tuple:
+    """(best FLOP/s, Summary of seconds per GEMM); ``tf32``: an fp32 GEMM allowed TF32."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     out = torch.empty(n, n, device=device, dtype=dtype)
-    times = _timed(lambda: torch.mm(a, b, out=out), device, repeats)
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        times = _timed(lambda: torch.mm(a, b, out=out), device, repeats)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
     return 2 * n ** 3 / times.min_s, times
 
 
@@ -79,13 +85,24 @@ def copy_bandwidth(device: torch.device, nbytes: int, repeats: int) -> tuple:
     return 2 * src.numel() * 4 / times.min_s, times
 
 
-def _gemm_sizes(gpu: bool, quick: bool) -> dict:
-    if gpu:
-        return {dtype: 8192 for dtype in (torch.float32, torch.bfloat16, torch.float16,
-                                          torch.float64)}
+TF32_CAPABILITY = (8, 0)  # Ampere's tensor cores are the first to run TF32
+
+
+def _gemm_sizes(device: torch.device, quick: bool) -> dict:
+    """{peak key: (dtype, n)} of the square GEMMs that measure each roof."""
+    if device.type == "cuda":
+        sizes = {peak_key(dtype_name(dtype)): (dtype, 8192) for dtype in (
+            torch.float32, torch.bfloat16, torch.float16, torch.float64)}
+        # cuDNN runs fp32 convolutions in TF32 by default (torch.backends.cudnn.allow_tf32),
+        # so their roof is TF32's (fxroof.roofline.peak_for): without it a measured GPU
+        # priced them at the CUDA cores' fp32 rate, resnet50 b256 at 3.5x its time (H200)
+        if torch.cuda.get_device_capability(device) >= TF32_CAPABILITY:
+            sizes["tf32"] = (torch.float32, 8192)
+        return sizes
     # big enough to run at the steady rate on a CPU (1024^2 fp32 reaches about half of it)
-    return {torch.float32: 2048 if quick else 4096, torch.float64: 1024 if quick else 2048,
-            torch.bfloat16: 1024 if quick else 2048}
+    return {"fp32": (torch.float32, 2048 if quick else 4096),
+            "fp64": (torch.float64, 1024 if quick else 2048),
+            "bf16": (torch.bfloat16, 1024 if quick else 2048)}
 
 
 def _spread_note(what: str, times: Summary, say: Callable[[str], None]) -> str:
@@ -100,11 +117,10 @@ def _spread_note(what: str, times: Summary, say: Callable[[str], None]) -> str:
 def measure_peaks(dev: torch.device, quick: bool, say: Callable[[str], None]) -> dict:
     repeats = 5 if quick else 10
     peaks = {}
-    for dtype, n in _gemm_sizes(dev.type == "cuda", quick).items():
-        key = peak_key(dtype_name(dtype))
+    for key, (dtype, n) in _gemm_sizes(dev, quick).items():
         say(f"GEMM {key} {n}x{n}")
         try:
-            value, times = gemm_flops(dev, dtype, n, repeats)
+            value, times = gemm_flops(dev, dtype, n, repeats, tf32=key == "tf32")
         except RuntimeError as e:  # dtype unsupported by this device's GEMM
             say(f"  skipped: {str(e).splitlines()[0]}")
             continue
@@ -112,7 +128,9 @@ def measure_peaks(dev: torch.device, quick: bool, say: Callable[[str], None]) ->
             # measured with a GEMM: whatever engine torch.mm uses (on CPUs with AMX, bf16 runs
             # on the matrix unit), so it is the roof of matrix-class work
             "value": float(f"{value:.4g}"), "unit": "matrix",
-            "derivation": f"measured: torch.mm {n}x{n} {key}, 2n^3 FLOP, "
+            "derivation": f"measured: torch.mm {n}x{n} {key}"
+                          f"{' (fp32 with matmul.allow_tf32)' if key == 'tf32' else ''}, "
+                          "2n^3 FLOP, "
                           + _spread_note(f"GEMM {key}", times, say)}
     return peaks
 

@@ -202,6 +202,36 @@ def test_a_peak_is_the_fastest_run_and_a_busy_machine_is_named(monkeypatch):
     assert not any("busy" in line for line in said)
 
 
+@pytest.mark.parametrize("capability,has_tf32", [((9, 0), True), ((8, 0), True),
+                                                 ((7, 5), False)])
+def test_a_gpu_from_ampere_on_measures_its_tf32_roof(monkeypatch, capability, has_tf32):
+    """cuDNN runs fp32 convolutions in TF32 by default, and the roofline prices them at the
+    chip's tf32 peak: a measured GPU without one priced them at the CUDA cores' fp32 rate
+    (resnet50 b256 on an H200 at 3.5x its time). A T4 (sm75) has no TF32."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    sizes = measure_module._gemm_sizes(torch.device("cuda"), quick=True)
+    assert ("tf32" in sizes) == has_tf32
+    assert {"fp32", "bf16", "fp16", "fp64"} <= set(sizes)
+    assert sizes["fp32"][0] == torch.float32 and sizes.get("tf32", sizes["fp32"])[0] == \
+        torch.float32
+
+
+def test_the_tf32_gemm_runs_with_tf32_allowed_and_puts_the_setting_back(monkeypatch):
+    from fxroof.timers import summarize
+
+    seen = []
+
+    def timed(fn, device, repeats):
+        seen.append(torch.backends.cuda.matmul.allow_tf32)
+        return summarize([1.0])
+    monkeypatch.setattr(measure_module, "_timed", timed)
+    before = torch.backends.cuda.matmul.allow_tf32
+    cpu = measure_module.check_device("cpu")
+    measure_module.gemm_flops(cpu, torch.float32, 8, 1, tf32=True)
+    measure_module.gemm_flops(cpu, torch.float32, 8, 1)
+    assert seen == [True, False] and torch.backends.cuda.matmul.allow_tf32 == before
+
+
 def test_longer_probe_chains_compile_to_more_kernels():
     """The per-kernel and per-call costs of compiled code are told apart by chains whose
     kernel counts differ: Inductor must not fuse a longer chain into as few kernels."""

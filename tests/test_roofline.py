@@ -115,6 +115,21 @@ def test_lints_catch_planted_slips(tmp_path):
     assert "wrong way" in problems          # tf32 below fp32 on the same unit
 
 
+def test_a_measured_gpu_whose_fp64_gemms_beat_fp32_is_not_a_slip(tmp_path):
+    """`chips measure` on an H200: fp64 GEMMs on the tensor cores (60.7 TFLOP/s), fp32
+    ones with TF32 off on the CUDA cores (51 TFLOP/s), both recorded as torch.mm's roof."""
+    path = tmp_path / "this-gpu.yaml"
+    text = ("chips:\n  - id: this-gpu\n    name: H200 (measured)\n    class: gpu\n"
+            "    peaks:\n      fp32: {value: 51e12, unit: matrix}\n"
+            "      fp64: {value: 60.7e12, unit: matrix}\n    bandwidth: 4.21e12\n")
+    path.write_text(text + "    op_overhead: {value: 5.9e-6}\n")
+    (measured,) = read_file(str(path))
+    assert lint(measured) == []
+    path.write_text(text)  # the same figures typed from a datasheet are a slip
+    (typed,) = read_file(str(path))
+    assert "wrong way" in " | ".join(lint(typed))
+
+
 @pytest.mark.parametrize("text,fragment", [
     ("chips:\n  - id: x\n    name: X\n    class: tpu\n    peaks: {}\n    bandwidth: 1e12\n",
      "field 'class'"),
