@@ -87,8 +87,15 @@ GENERATED_RULE = "inductor generated"
 UNVECTORISED_VARIANT = "[unvectorised]"
 # ... and one that reads an input across a transpose GENERATED_RULE + TRANSPOSING_VARIANT
 TRANSPOSING_VARIANT = "[transposing]"
+# op_costs/data_movement.py's rule for empty, empty_like, new_empty...: an allocation
+ALLOCATION_RULE = "allocation"
 _NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
+
+
+def allocation(record: dict) -> bool:
+    """Whether a node only allocates its output (empty and its kin): no kernel runs."""
+    return record.get("rule") == ALLOCATION_RULE
 
 
 def depthwise(record: dict) -> bool:

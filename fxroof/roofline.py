@@ -174,6 +174,11 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
               roof_of_node: Optional[NodeRoof] = None) -> NodeTime:
     """The predicted time of one node on ``chip`` (seconds), with its band."""
     ideal = (roof_of_node or node_roof(record, chip)).predicted_s
+    if chip.cls == "gpu" and roof == "calibrated" and op_classes.allocation(record):
+        # no kernel: PyTorch's CUDA caching allocator hands out a block on the host, inside
+        # the call that asked for it (batch norm's reserve, one per layer of a CNN), where
+        # the copy class's fitted launch (~30 us on NeuSight's hosts) overpriced each
+        return NodeTime(ideal, 0.0, 0.0, 0.0, "calibrated")
     op_class = op_classes.op_class_of(record)
     params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
     if params is None:

@@ -290,7 +290,7 @@ def test_calibrated_prediction_sits_above_the_roof_with_a_band():
     # step is shorter than its nodes' isolated times, longer than the host's or the kernels'
     summed = sum(r["predicted_s"] for r in records)
     params = [cal.load().params("a100_sxm_80gb", "gpu", op_classes.op_class_of(r)) for r in records
-              if r["op_class"] != "view"]
+              if r["op_class"] != "view" and not op_classes.allocation(r)]  # no kernel
     host = sum(p.t0 for p in params)
     assert max(host, summed - host) < calibrated["overall"]["predicted_s"] < summed
     assert calibrated["overall"]["predicted_s"] == pytest.approx(
@@ -334,6 +334,30 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
     assert "host_wait_s" not in ideal  # the roof has no host cost to wait for
     on_cpu = roofline.predict([small, large], cpu)["forward"]
     assert on_cpu["predicted_s"] == pytest.approx(summed) and "host_wait_s" not in on_cpu
+
+
+def test_an_allocation_launches_nothing_on_a_gpu():
+    """A CNN's eval batch norm records an empty reserve tensor beside its kernel: on a GPU
+    the caching allocator hands out a block and no kernel runs, so the step is its kernel
+    nodes' alone (the copy class's launch cost was added once per layer); a CPU's fit keeps
+    pricing it as the copy class it was fitted with."""
+    t4 = load_chips()["t4"]
+    add = {"op": "add", "op_class": "vector", "rule": "add", "dtype": "float32",
+           "flops": 256, "bytes": 3072, "phase": "forward", "shape": [256]}
+    empty = {"op": "empty", "op_class": "memory", "rule": "allocation", "dtype": "float32",
+             "flops": 0, "bytes": 0, "phase": "forward", "shape": [0]}
+    node = roofline.node_time(empty, t4)
+    assert (node.predicted_s, node.low_s, node.high_s, node.host_s) == (0, 0, 0, 0)
+    alone = roofline.predict([add, add], t4)["forward"]["predicted_s"]
+    assert roofline.predict([add, empty, add], t4)["forward"]["predicted_s"] == \
+        pytest.approx(alone)
+    copy = cal.load().params("t4", "gpu", "copy")
+    cpu = parse_chip({"id": "cpu-like", "name": "x", "class": "cpu", "vendor": "x",
+                      "peaks": {"fp32": {"value": t4.peaks["fp32"], "unit": "vector"}},
+                      "bandwidth": t4.bandwidth, "sources": ["test"],
+                      "calibration": {"copy": {"t0": copy.t0, "compute": 1, "memory": 1,
+                                               "band": [1, 1], "source": "test"}}}, "test")
+    assert roofline.node_time(empty, cpu).predicted_s == pytest.approx(copy.t0)
 
 
 def test_chips_without_a_calibration_use_the_roof():
