@@ -134,12 +134,34 @@ def streaming_probes(l2_bytes: float) -> list:
     return probes
 
 
-# The convolution probes again, channels-last (the layout Inductor gives a CPU convolution,
-# and `--memory-format channels_last`'s): oneDNN runs these without the reorders an NCHW
-# convolution pays on the way in and out (but for the weights'), so they have rates of
-# their own.
-PROBES += [("conv_cl", label + " channels-last", make, shape)
-           for op_class, label, make, shape in PROBES if op_class == "conv"]
+def _channels_last(probes: list) -> list:
+    """The convolution probes again, channels-last (the layout Inductor gives a CPU
+    convolution, and `--memory-format channels_last`'s): oneDNN runs these without the
+    reorders an NCHW convolution pays on the way in and out (but for the weights'), and
+    cuDNN's tensor cores without its transposes, so they have rates of their own."""
+    return [("conv_cl", label + " channels-last", make, shape)
+            for op_class, label, make, shape in probes if op_class == "conv"]
+
+
+PROBES += _channels_last(PROBES)
+
+# A GPU's convolution probes, at batches that fill it: PROBES' batch-1 ones are launch-bound
+# there (20-40 us each on an H200), so they left the compute rate unknown, and a measured
+# H200 priced resnet50 at b256 at 2.4x its time. ResNet's 3x3 and 1x1 layers, its stem and a
+# MobileNet depthwise layer, 53-60 GFLOP each (over 100 us at an H100's TF32 peak) but the
+# depthwise one, which streams 0.6 GB.
+GPU_CONV_PROBES = [
+    *[("conv", f"conv3x3 c{c} {b}x{s}px",
+       lambda c=c: nn.Conv2d(c, c, 3, padding=1, bias=False), (b, c, s, s))
+      for b, c, s in ((256, 64, 56), (256, 128, 28), (256, 256, 14), (256, 512, 7))],
+    *[("conv", f"conv1x1 c{c} {b}x{s}px", lambda c=c: nn.Conv2d(c, 2 * c, 1, bias=False),
+       (b, c, s, s)) for b, c, s in ((256, 128, 56), (256, 256, 28))],
+    ("conv", "conv7x7/2 c3 256x224px", lambda: nn.Conv2d(3, 64, 7, 2, 3, bias=False),
+     (256, 3, 224, 224)),
+    ("conv", "depthwise c96 64x112px",
+     lambda: nn.Conv2d(96, 96, 3, padding=1, groups=96, bias=False), (64, 96, 112, 112)),
+]
+GPU_CONV_PROBES += _channels_last(GPU_CONV_PROBES)
 
 
 class _DepthwiseLayer(nn.Module):
@@ -208,13 +230,13 @@ def _cost(module: nn.Module, shape: tuple, op_class: str, seconds: float) -> cal
 def sweep(device: torch.device, quick: bool = True,
           progress: Optional[Callable[[str], None]] = None) -> dict:
     """{op class: [calibration.Row, ...]} measured on ``device`` (on a GPU, with its
-    streaming_probes)."""
+    streaming_probes and GPU_CONV_PROBES)."""
     say = progress or (lambda message: None)
     repeats = 3 if quick else 15
     watch = Stopwatch(device)
     found: dict = {}
     gpu = gpu_shape(device)
-    extra = streaming_probes(gpu.l2_bytes) if gpu else []
+    extra = streaming_probes(gpu.l2_bytes) + GPU_CONV_PROBES if gpu else []
     for op_class, label, make, shape in PROBES + extra:
         say(f"probe {label}")
         module = make().to(device, memory_format=_layout(op_class))

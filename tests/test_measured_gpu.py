@@ -113,6 +113,70 @@ def test_the_streaming_probes_move_past_8x_the_l2_by_fxroofs_own_costs(l2_bytes)
         assert row.bytes <= 30 * l2_bytes, label  # and not far past: a GPU's memory is finite
 
 
+def test_the_gpu_convolution_probes_fill_a_gpu_by_fxroofs_own_costs():
+    """PROBES' batch-1 convolutions are launch-bound on a GPU (20-40 us on an H200), which
+    left a measured GPU's convolution rate unknown; these last over 100 us each at an H100's
+    TF32 peak (the roof fp32 convolutions run at), or stream over 8x a 50 MB L2."""
+    h100 = fxroof.chips.get_chip("h100_sxm")
+    found = probes.GPU_CONV_PROBES
+    assert {c for c, *_ in found} == {"conv", "conv_cl"}
+    assert len([p for p in found if p[0] == "conv"]) == len([p for p in found
+                                                            if p[0] == "conv_cl"])
+    for op_class, label, make, shape in found:
+        row = probes._cost(make(), shape, op_class, 1.0)
+        dense = "depthwise" not in label
+        if dense:
+            assert row.flops / h100.peaks["tf32"] > 100e-6, label
+        else:
+            assert row.bytes > cal.STREAMING_L2_MULTIPLE * 50e6, label
+        assert row.bytes < 2e9, label  # fits beside the rest on a 16 GB card
+
+
+def test_only_the_gpu_convolution_probes_pin_the_convolution_rate():
+    """Convolutions timed from known parameters on an H100-like GPU (132 SMs): t0 20 us,
+    compute 0.6 of the peak, tiles at 0.8 of a full one's rate, rising as k / (k + 80).
+    PROBES' batch-1 shapes alone are fitted exactly by another set (all launch-bound or
+    small), so they cannot tell the rate; with GPU_CONV_PROBES the fit recovers it."""
+    gpu = GpuShape(units=132, l2_bytes=50e6)
+    peak, bandwidth = 400e12, 4e12
+    chip = parse_chip({"id": "gpu-x", "name": "a GPU", "class": "gpu", "vendor": "",
+                       "peaks": {"fp32": {"value": peak, "unit": "matrix"}},
+                       "bandwidth": {"value": bandwidth}}, "(test)")
+    streaming = [cal.Row(b / 8, b, 0.0, 10e-6 + max(10e-6, b / (0.85 * bandwidth)), math.inf)
+                 for b in np.concatenate([10 ** np.linspace(3, 7, 30), [5e8, 1e9, 2e9] * 2])]
+
+    def fitted(probe_list):
+        rows = []
+        for op_class, label, make, shape in probe_list:
+            if op_class == "conv":
+                row = probes._cost(make(), shape, op_class, 1.0)
+                used = float(cal.utilization(*row.dims, gpu.units, 0.8, 80.0,
+                                             cal.CONV_TILING))
+                rows.append(row._replace(seconds=20e-6 + max(
+                    row.flops / (peak * 0.6 * used), row.bytes / (0.85 * bandwidth))))
+        return probes.fit_classes({"conv": rows, "elementwise": streaming}, chip, 0.0,
+                                  "synthetic", gpu=gpu)["conv"]
+
+    alone = fitted(probes.PROBES)
+    assert abs(alone["compute"] / 0.6 - 1) > 0.1  # another set fits those rows as well
+    full = fitted(probes.PROBES + probes.GPU_CONV_PROBES)
+    assert full["compute"] == pytest.approx(0.6, rel=0.02)
+    assert full["k_half"] == pytest.approx(80.0, rel=0.05)
+    assert full["small_tile"] == pytest.approx(0.8, rel=0.02)
+
+
+def test_a_gpu_sweep_runs_the_gpu_probes_and_a_cpu_sweep_does_not(monkeypatch):
+    ran = []
+    tiny = [("conv", "gpu conv", lambda: torch.nn.Conv2d(2, 2, 1), (1, 2, 4, 4))]
+    monkeypatch.setattr(probes, "PROBES", [])
+    monkeypatch.setattr(probes, "GPU_CONV_PROBES", tiny)
+    monkeypatch.setattr(probes, "streaming_probes", lambda l2: [])
+    for gpu in (GPU, None):
+        monkeypatch.setattr(probes, "gpu_shape", lambda device, gpu=gpu: gpu)
+        ran.append(probes.sweep(torch.device("cpu"), progress=lambda m: None))
+    assert [len(rows.get("conv", [])) for rows in ran] == [1, 0]
+
+
 def test_a_measured_gpu_keeps_its_multiprocessors_and_its_gemms_are_tiled_over_them():
     """A 640 x 128 output is five 128-wide tiles: on 4 SMs two waves, 5/8 of the work issued
     useful (64-wide tiles made too slow to compete), so its compute time is 8/5 of the
