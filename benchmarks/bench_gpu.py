@@ -2,8 +2,8 @@
 
     python benchmarks/bench_gpu.py measure --out gpu.json [--models ...] [--batch 1 64 256]
                                    [--train-batch 64] [--precision fp32 bf16] [--force]
-    python benchmarks/bench_gpu.py compare gpu.json --chip h100_sxm [--chips-file F.yaml]
-                                   [--json r.json] [--force]
+    python benchmarks/bench_gpu.py compare gpu.json [gpu2.json ...] --chip h100_sxm
+                                   [--chips-file F.yaml] [--json r.json] [--force]
 
 ``measure`` (needs CUDA) times what a user's script times, in one process per run:
 * inference: ``model(x)`` in eval mode under ``torch.inference_mode()``;
@@ -165,7 +165,9 @@ def main(argv=None) -> int:
     m.add_argument("--warmup", type=nonnegative_int_arg, default=5)
     m.add_argument("--repeats", type=positive_int_arg, default=20)
     c = actions.add_parser("compare", help="predict the measured runs and report the error")
-    c.add_argument("measured", help="a JSON file from `measure`")
+    c.add_argument("measured", nargs="+",
+                   help="JSON files from `measure` (several of one GPU are pooled: each "
+                        "run's median over them)")
     c.add_argument("--chip", required=True, help="chip id to predict on")
     c.add_argument("--chips-file", action="append", help="extra chip definitions (YAML)")
     c.add_argument("--json", help="also write every point and the summary here")

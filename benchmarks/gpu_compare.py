@@ -56,22 +56,41 @@ def summary(points: list[dict]) -> dict:
                 "worst": f"{worst['model']} b{worst['batch']}", "spearman_rho": rho}
         entry["inside_band"] = round(sum(p["low_s"] <= p["median_s"] <= p["high_s"]
                                          for p in mine) / len(mine), 3)
+        repeated = [p["spread"] for p in mine if p.get("measurements", 1) > 1]
+        if repeated:  # how far the measurements themselves disagree: the floor of the error
+            entry["measured_spread_median"] = round(statistics.median(repeated), 3)
         result[" ".join(key)] = entry
     return result
+
+
+def pooled(files: list[dict]) -> list[dict]:
+    """One run per (model, phase, precision, batch) of several measurements of one GPU: the
+    median of their medians (s), with how many there were and their spread (slowest /
+    fastest) -- on a host-bound step two runs of one machine differed by up to 1.7x."""
+    times: dict = {}
+    for measured in files:
+        for run in measured["runs"]:
+            if "error" not in run:
+                key = (run["model"], run["phase"], run["precision"], run["batch"])
+                times.setdefault(key, []).append(run["median_s"])
+    return [{"model": model, "phase": phase, "precision": precision, "batch": batch,
+             "median_s": statistics.median(seconds), "measurements": len(seconds),
+             "spread": max(seconds) / min(seconds)}
+            for (model, phase, precision, batch), seconds in times.items()]
 
 
 def compare(args) -> int:
     if args.json:
         check_writable(args.json, overwrite=args.force)
-    measured = _measured(args.measured)
+    files = [_measured(path) for path in args.measured]
+    gpus = {measured["environment"].get("gpu") for measured in files}
+    if len(gpus) > 1:
+        raise FxroofError(f"The measured files come from {len(gpus)} GPUs "
+                          f"({', '.join(sorted(map(str, gpus)))}): pool runs of one GPU.")
     chip = get_chip(args.chip, load_chips(args.chips_file))
-    points = []
-    for run in measured["runs"]:
-        if "error" in run:
-            continue
-        points.append({**run, **predicted(run, chip)})
+    points = [{**run, **predicted(run, chip)} for run in pooled(files)]
     result = {"benchmark": "gpu_predict", "chip": chip.id,
-              "measured_on": measured["environment"], **summary(points)}
+              "measured_on": files[0]["environment"], "files": len(files), **summary(points)}
     print(json.dumps(result, indent=1))
     if args.json:
         write_json(args.json, {"summary": result, "points": points}, overwrite=args.force)

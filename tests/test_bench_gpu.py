@@ -57,6 +57,43 @@ def test_measure_on_the_cpu_then_compare(tmp_path, capsys):
         bench_gpu.main(["compare", str(tmp_path), "--chip", "t4"])
 
 
+def _measured_file(path, gpu, times):
+    runs = [{"model": m, "phase": "inference", "precision": "fp32", "batch": 1, "median_s": t}
+            for m, t in times.items()]
+    path.write_text(json.dumps({"benchmark": "gpu_step_times", "environment": {"gpu": gpu},
+                                "runs": runs}))
+    return str(path)
+
+
+def test_runs_of_one_gpu_pool_to_the_median_of_their_medians(tmp_path):
+    from benchmarks.gpu_compare import pooled
+
+    files = [{"runs": [{"model": "a", "phase": "inference", "precision": "fp32", "batch": 1,
+                        "median_s": t}, *extra]}
+             for t, extra in ((1.0, []), (3.0, [{"model": "b", "phase": "inference",
+                                                 "precision": "fp32", "batch": 1,
+                                                 "error": "out of memory"}]), (1.5, []))]
+    (a,) = pooled(files)  # b was never timed
+    assert (a["model"], a["median_s"], a["measurements"]) == ("a", 1.5, 3)
+    assert a["spread"] == pytest.approx(3.0)
+
+
+def test_compare_refuses_to_pool_two_gpus(tmp_path):
+    one = _measured_file(tmp_path / "1.json", "NVIDIA H200", {"squeezenet1_1": 1e-3})
+    other = _measured_file(tmp_path / "2.json", "NVIDIA A100", {"squeezenet1_1": 2e-3})
+    with pytest.raises(FxroofError, match="2 GPUs"):
+        bench_gpu.main(["compare", one, other, "--chip", "t4"])
+
+
+def test_compare_of_two_runs_reports_how_far_they_disagree(tmp_path, capsys):
+    one = _measured_file(tmp_path / "1.json", "T4", {"squeezenet1_1": 1e-3})
+    two = _measured_file(tmp_path / "2.json", "T4", {"squeezenet1_1": 1.5e-3})
+    assert bench_gpu.main(["compare", one, two, "--chip", "t4"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["files"] == 2
+    assert result["fp32 inference"]["measured_spread_median"] == pytest.approx(1.5)
+
+
 def test_the_script_ends_with_one_line_not_a_traceback(tmp_path):
     done = subprocess.run([sys.executable, SCRIPT, "compare", str(tmp_path), "--chip", "t4"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
