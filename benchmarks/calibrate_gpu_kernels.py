@@ -20,6 +20,7 @@ rate of fxroof.calibration's model. Validation:
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import dataclasses
 import datetime
@@ -221,6 +222,14 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
     return own, report
 
 
+# Chips with no sweep of their own that are a swept chip's die take its fitted sets: the
+# H200 is the H100 SXM's GH100 -- 132 SMs, 50 MB L2, 1980 MHz, the same peaks in chips.yaml
+# ("identical compute", its sources) -- with HBM3e, and a memory rate is a fraction of each
+# chip's own bandwidth. Checked on whole models measured on an H200 (benchmarks/README.md):
+# fp32 inference's median error 26% -> 23% against the family median it took before.
+SAME_DIE = {"h200_sxm": "h100_sxm"}
+
+
 def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
     """The calibration file's content: per fxroof chip its fitted sets, per family the
     medians, each with its band and source."""
@@ -236,6 +245,9 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
         entry = chips.setdefault(g.chip, {"units": g.units, "fitted_on": gpu, "classes": {}})
         entry["classes"][op_class] = _entry(params, band(r), f"{source}: {gpu}, "
                                             f"{len(r)} kernels, MAPE {mape(r):.1f}%")
+    for chip, die in SAME_DIE.items():
+        if die in chips:
+            chips[chip] = {**copy.deepcopy(chips[die]), "same_die_as": die}
     families: dict = {"gpu": {}, cal.LOW_POWER_FAMILY: {}}
     for op_class in FILES:
         # (family, GPUs its median is over, GPUs whose leave-one-out errors make its band:

@@ -189,7 +189,10 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
                 assert 0 < p.compute <= 2.25 and 0 < p.memory <= 1 and p.t0 > 0
                 assert p.band[0] <= 1 <= p.band[1] and "NeuSight" in p.source
     assert set(calibration.chips) == {"t4", "v100_sxm2", "a100_sxm_40gb", "a100_sxm_80gb",
-                                      "h100_sxm"}
+                                      "h100_sxm", "h200_sxm"}
+    # the H200 is the H100 SXM's die with other memory: its fits, tiled over the same SMs
+    assert calibration.chips["h200_sxm"] == calibration.chips["h100_sxm"]
+    assert calibration.units("h200_sxm") == calibration.units("h100_sxm") == 132
     # the convolution sweep has no memory-bound kernel: its memory fraction is the GPU's
     # streaming one (the elementwise fit), not a free parameter fitting something else
     for chip_id, classes in calibration.chips.items():
