@@ -253,3 +253,21 @@ def test_the_eager_step_runs_under_the_recorded_autocast(amp, dtype):
     assert any(r["dtype"] == "bfloat16" for r in g.records()) == (amp is not None)
     g.time(repeats=2, warmup=1, progress=False)
     assert probe.seen and set(probe.seen) == {dtype}
+
+
+@pytest.mark.parametrize("device,ratio,warned", [("cuda", 3.33, True), ("cuda", 1.1, False),
+                                                 ("cpu", 3.33, False)])
+def test_a_gpu_whose_nodes_outlast_the_eager_step_is_said_to_wait_for_the_host(device, ratio,
+                                                                              warned):
+    """On an H200 vit_b_16 b32 bf16's nodes summed to 3.3x the eager step: the interpreter
+    issues a node slower than such a kernel runs, so each node's event time holds the
+    device's wait. On a CPU the ratio means something else (it has no queue to starve)."""
+    from fxroof.render import timing_lines
+
+    timing = {"device": device, "repeats": 10, "warmup": 2, "overhead_s": 23e-6,
+              "interpreted_s": {"forward": 0.0336}, "eager_s": {"forward": 0.0336 / ratio},
+              "ratio": {"forward": ratio}}
+    text = timing_lines(timing)
+    assert ("waited for the host" in text) == warned
+    if warned:
+        assert "3.3x the eager step" in text and "23 us a" in text
