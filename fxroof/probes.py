@@ -227,15 +227,21 @@ def _cost(module: nn.Module, shape: tuple, op_class: str, seconds: float) -> cal
                    cal.matrix_dims(costliest))
 
 
+# Runs per probe on a GPU, quick or not: each takes microseconds to a millisecond there, and
+# the fastest of three left an H200's host jitter in the fit (two measurements minutes
+# apart fitted the vector classes' serial fractions at 0.02-1.0 and 0.23-0.92)
+GPU_REPEATS = 15
+
+
 def sweep(device: torch.device, quick: bool = True,
           progress: Optional[Callable[[str], None]] = None) -> dict:
     """{op class: [calibration.Row, ...]} measured on ``device`` (on a GPU, with its
     streaming_probes and GPU_CONV_PROBES)."""
     say = progress or (lambda message: None)
-    repeats = 3 if quick else 15
+    gpu = gpu_shape(device)
+    repeats = GPU_REPEATS if gpu else 3 if quick else 15
     watch = Stopwatch(device)
     found: dict = {}
-    gpu = gpu_shape(device)
     extra = streaming_probes(gpu.l2_bytes) + GPU_CONV_PROBES if gpu else []
     for op_class, label, make, shape in PROBES + extra:
         say(f"probe {label}")
@@ -267,8 +273,9 @@ def backward_sweep(device: torch.device, quick: bool = True,
         grad_out = torch.randn_like(conv(x).detach())  # in x's layout, as autograd's is
         args = (grad_out, x, conv.weight.detach(), None, conv.stride, conv.padding,
                 conv.dilation, False, [0, 0], channels, [True, True, False])
+        runs = GPU_REPEATS if gpu_shape(device) else 5 if quick else 10
         seconds = min(repeat(lambda: watch.time(
-            lambda: torch.ops.aten.convolution_backward(*args)), 2, 5 if quick else 10))
+            lambda: torch.ops.aten.convolution_backward(*args)), 2, runs))
         found.setdefault(op_class, []).append(cal.row_of(record, seconds))
     return found
 

@@ -177,6 +177,20 @@ def test_a_gpu_sweep_runs_the_gpu_probes_and_a_cpu_sweep_does_not(monkeypatch):
     assert [len(rows.get("conv", [])) for rows in ran] == [1, 0]
 
 
+def test_a_gpu_probe_keeps_the_fastest_of_many_runs_even_when_quick(monkeypatch):
+    counts = []
+    tiny = [("elementwise", "relu", lambda: torch.nn.ReLU(), (8,))]
+    monkeypatch.setattr(probes, "PROBES", tiny)
+    monkeypatch.setattr(probes, "GPU_CONV_PROBES", [])
+    monkeypatch.setattr(probes, "streaming_probes", lambda l2: [])
+    monkeypatch.setattr(probes, "repeat",
+                        lambda fn, warmup, repeats: counts.append(repeats) or [fn()])
+    for gpu in (GPU, None):
+        monkeypatch.setattr(probes, "gpu_shape", lambda device, gpu=gpu: gpu)
+        probes.sweep(torch.device("cpu"), quick=True)
+    assert counts == [probes.GPU_REPEATS, 3] and probes.GPU_REPEATS >= 10
+
+
 def test_a_measured_gpu_keeps_its_multiprocessors_and_its_gemms_are_tiled_over_them():
     """A 640 x 128 output is five 128-wide tiles: on 4 SMs two waves, 5/8 of the work issued
     useful (64-wide tiles made too slow to compete), so its compute time is 8/5 of the
