@@ -1,0 +1,98 @@
+"""Per op class, a GPU's timed nodes against the time model's kernel time on a chip.
+
+    python benchmarks/gpu_classes.py prof.json [prof2.json ...] --chip h200_sxm
+                                     [--chips-file F.yaml] [--json out.json] [--force]
+
+Each file is `fxroof profile ... --device cuda --json` output: every node with its
+CUDA-event time. Summed per (phase, op class): the measured seconds, the predicted kernel
+seconds on ``--chip`` (the device's part of fxroof.roofline.node_time, without the host's
+fixed cost, which a node's events do not hold) and their ratio -- which classes make a
+GPU-bound step slower or faster than predicted. A profile whose nodes sum to more than
+render.HOST_BOUND_RATIO times its eager step is refused: there the events hold the device's
+wait for the interpreter, not the kernels (use a larger batch). A CPU's profile is read
+as it is: its nodes' times are its kernels'.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks import script_main  # noqa: E402
+from fxroof import op_classes, roofline  # noqa: E402
+from fxroof.chips import get_chip, load_chips  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
+from fxroof.files import check_writable, write_json  # noqa: E402
+from fxroof.render import HOST_BOUND_RATIO  # noqa: E402
+
+
+def read_profile(path: str) -> dict:
+    """A `profile --json` file of a GPU-bound run, or a clear error."""
+    try:
+        with open(path) as f:
+            profile = json.load(f)
+        timing, nodes = profile["timing"], profile["nodes"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise FxroofError(f"Cannot read '{path}' as a timed profile ({e}): give the file "
+                          "`fxroof profile ... --json` wrote.") from None
+    ratios = [r for r in timing.get("ratio", {}).values() if r]
+    if str(timing["device"]).startswith("cuda") and ratios and max(ratios) > HOST_BOUND_RATIO:
+        raise FxroofError(f"'{path}': its nodes sum to {max(ratios):.1f}x the eager step, so "
+                          "their times hold the GPU's wait for the host, not its kernels. "
+                          "Profile a larger batch.")
+    return {"name": profile["model"]["name"], "batch": profile["model"]["batch"],
+            "device": timing["device"], "nodes": nodes}
+
+
+def by_class(nodes: list[dict], chip) -> dict:
+    """{(phase, op class): {"nodes", "measured_s", "kernel_s", "ratio"}} over the timed
+    nodes that run a kernel."""
+    sums: dict = defaultdict(lambda: {"nodes": 0, "measured_s": 0.0, "kernel_s": 0.0})
+    for record in nodes:
+        op_class = op_classes.op_class_of(record)
+        if op_class is None or record.get("time_s") is None:
+            continue
+        t = roofline.node_time(record, chip)
+        entry = sums[record["phase"], op_class]
+        entry["nodes"] += 1
+        entry["measured_s"] += record["time_s"]
+        entry["kernel_s"] += t.kernel_s if t.host_s else t.predicted_s
+    return {key: {**entry, "ratio": (entry["measured_s"] / entry["kernel_s"]
+                                     if entry["kernel_s"] else None)}
+            for key, entry in sums.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("profiles", nargs="+", help="`fxroof profile --json` files (a GPU's)")
+    parser.add_argument("--chip", required=True, help="chip id to predict on")
+    parser.add_argument("--chips-file", action="append", help="extra chip definitions (YAML)")
+    parser.add_argument("--json", help="also write the table here")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --json")
+    args = parser.parse_args(argv)
+    if args.json:
+        check_writable(args.json, overwrite=args.force)
+    chip = get_chip(args.chip, load_chips(args.chips_file))
+    result = []
+    for path in args.profiles:
+        profile = read_profile(path)
+        for (phase, op_class), entry in sorted(by_class(profile["nodes"], chip).items(),
+                                               key=lambda kv: -kv[1]["measured_s"]):
+            result.append({"model": profile["name"], "batch": profile["batch"],
+                           "phase": phase, "op_class": op_class, **entry})
+            ratio = f"{entry['ratio']:.2f}" if entry["ratio"] is not None else "-"
+            print(f"{profile['name']:>18} b{profile['batch']:<4} {phase:>9} {op_class:<20} "
+                  f"{entry['nodes']:4d} nodes  measured {entry['measured_s'] * 1e3:8.3f} ms  "
+                  f"kernels on {chip.id} {entry['kernel_s'] * 1e3:8.3f} ms  x{ratio}")
+    if args.json:
+        write_json(args.json, {"chip": chip.id, "classes": result}, overwrite=args.force)
+    return 0
+
+
+if __name__ == "__main__":
+    script_main(main, __file__)
