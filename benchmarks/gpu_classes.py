@@ -5,7 +5,7 @@
 
 Each file is `fxroof profile ... --device cuda --json` output: every node with its
 CUDA-event time. Summed per (phase, op class): the measured seconds, the predicted kernel
-seconds on ``--chip`` (the device's part of fxroof.roofline.node_time, without the host's
+seconds on ``--chip`` (fxroof.roofline.device_seconds: the node's time without the host's
 fixed cost, which a node's events do not hold) and their ratio -- which classes make a
 GPU-bound step slower or faster than predicted. A profile whose nodes sum to more than
 render.HOST_BOUND_RATIO times its eager step is refused: there the events hold the device's
@@ -57,11 +57,10 @@ def by_class(nodes: list[dict], chip) -> dict:
         op_class = op_classes.op_class_of(record)
         if op_class is None or record.get("time_s") is None:
             continue
-        t = roofline.node_time(record, chip)
         entry = sums[record["phase"], op_class]
         entry["nodes"] += 1
         entry["measured_s"] += record["time_s"]
-        entry["kernel_s"] += t.kernel_s if t.host_s else t.predicted_s
+        entry["kernel_s"] += roofline.device_seconds(roofline.node_time(record, chip))
     return {key: {**entry, "ratio": (entry["measured_s"] / entry["kernel_s"]
                                      if entry["kernel_s"] else None)}
             for key, entry in sums.items()}

@@ -260,6 +260,7 @@ def backward_sweep(device: torch.device, quick: bool = True,
     arguments the step passes it."""
     say = progress or (lambda message: None)
     watch, found = Stopwatch(device), {}
+    runs = GPU_REPEATS if gpu_shape(device) else 5 if quick else 10
     for op_class, (batch, channels, size, kernel, stride) in BACKWARD_PROBES:
         say(f"probe depthwise {kernel}x{kernel}/{stride} backward {batch}x{channels}x{size}px")
         layout = _layout(op_class)
@@ -273,7 +274,6 @@ def backward_sweep(device: torch.device, quick: bool = True,
         grad_out = torch.randn_like(conv(x).detach())  # in x's layout, as autograd's is
         args = (grad_out, x, conv.weight.detach(), None, conv.stride, conv.padding,
                 conv.dilation, False, [0, 0], channels, [True, True, False])
-        runs = GPU_REPEATS if gpu_shape(device) else 5 if quick else 10
         seconds = min(repeat(lambda: watch.time(
             lambda: torch.ops.aten.convolution_backward(*args)), 2, runs))
         found.setdefault(op_class, []).append(cal.row_of(record, seconds))

@@ -305,9 +305,16 @@ def _overlap_host(result: dict, issued: dict[str, list[NodeTime]]) -> None:
             seconds = pipelined_s(_host_and_kernel(t, getattr(t, key)) for t in times)
             result[phase][key] = seconds
             overall[key] += seconds
-        kernels = sum(_host_and_kernel(t, t.predicted_s)[1] for t in times)
+        kernels = sum(device_seconds(t) for t in times)
         result[phase]["host_wait_s"] = result[phase]["predicted_s"] - kernels
         overall["host_wait_s"] += result[phase]["host_wait_s"]
+
+
+def device_seconds(t: NodeTime) -> float:
+    """The device's part of a node's expected time (what events around its kernel time): the
+    kernel, at least the device's floor, where the time model gives it a host cost; all of
+    it where it has none (the roof, a CPU's model)."""
+    return _host_and_kernel(t, t.predicted_s)[1]
 
 
 def _host_and_kernel(t: NodeTime, seconds: float) -> tuple[float, float]:
