@@ -37,6 +37,11 @@ def read_profile(path: str) -> dict:
         with open(path) as f:
             profile = json.load(f)
         timing, nodes = profile["timing"], profile["nodes"]
+        missing = next((f"node {i} lacks '{field}'" for i, node in enumerate(nodes)
+                        for field in (*op_classes.RECORD_FIELDS, "phase", "time_s")
+                        if field not in node), None)
+        if missing:
+            raise ValueError(missing)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise FxroofError(f"Cannot read '{path}' as a timed profile ({e}): give the file "
                           "`fxroof profile ... --json` wrote.") from None

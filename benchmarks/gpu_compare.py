@@ -103,6 +103,10 @@ def _measured(path: str) -> dict:
         with open(path) as f:
             measured = json.load(f)
         if measured.get("benchmark") == "gpu_step_times" and isinstance(measured["runs"], list):
+            for i, run in enumerate(measured["runs"]):
+                lacking = [k for k in ("model", "phase", "precision", "batch") if k not in run]
+                if lacking or not ("median_s" in run or "error" in run):
+                    raise ValueError(f"run {i} lacks {', '.join(lacking) or 'median_s'}")
             return measured
     except (OSError, ValueError, AttributeError, KeyError) as e:
         raise FxroofError(f"Cannot read '{path}' ({e}): give the JSON file that "

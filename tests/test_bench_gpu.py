@@ -78,6 +78,15 @@ def test_runs_of_one_gpu_pool_to_the_median_of_their_medians(tmp_path):
     assert a["spread"] == pytest.approx(3.0)
 
 
+def test_compare_names_a_run_it_cannot_read(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"benchmark": "gpu_step_times", "environment": {},
+                                "runs": [{"model": "a", "phase": "inference",
+                                          "precision": "fp32", "batch": 1}]}))
+    with pytest.raises(FxroofError, match="run 0 lacks median_s"):
+        bench_gpu.main(["compare", str(path), "--chip", "t4"])
+
+
 def test_compare_refuses_to_pool_two_gpus(tmp_path):
     one = _measured_file(tmp_path / "1.json", "NVIDIA H200", {"squeezenet1_1": 1e-3})
     other = _measured_file(tmp_path / "2.json", "NVIDIA A100", {"squeezenet1_1": 2e-3})

@@ -52,6 +52,11 @@ def test_a_host_bound_gpu_profile_is_refused_and_a_bad_file_named(tmp_path):
     cpu.write_text(json.dumps({"model": {"name": "m", "batch": 1}, "nodes": [],
                                "timing": {"device": "cpu", "ratio": {"forward": 3.3}}}))
     assert gpu_classes.read_profile(str(cpu))["nodes"] == []
+    broken = tmp_path / "broken.json"  # an annotated graph's nodes, never timed
+    broken.write_text(json.dumps({"model": {"name": "m", "batch": 1}, "nodes": [{"op": "mm"}],
+                                  "timing": {"device": "cuda", "ratio": {}}}))
+    with pytest.raises(FxroofError, match="node 0 lacks"):
+        gpu_classes.read_profile(str(broken))
     (tmp_path / "text.json").write_text("not json")
     with pytest.raises(FxroofError, match="Cannot read"):
         gpu_classes.read_profile(str(tmp_path / "text.json"))

@@ -123,12 +123,19 @@ def test_the_gpu_convolution_probes_fill_a_gpu_by_fxroofs_own_costs():
     assert len([p for p in found if p[0] == "conv"]) == len([p for p in found
                                                             if p[0] == "conv_cl"])
     for op_class, label, make, shape in found:
-        row = probes._cost(make(), shape, op_class, 1.0)
-        dense = "depthwise" not in label
-        if dense:
-            assert row.flops / h100.peaks["tf32"] > 100e-6, label
-        else:
-            assert row.bytes > cal.STREAMING_L2_MULTIPLE * 50e6, label
+        conv = make()
+        batch, _, size, _ = shape
+        out = (size + 2 * conv.padding[0] - conv.kernel_size[0]) // conv.stride[0] + 1
+        # by hand: 2 FLOP per multiply-add, each output point reads C_in / groups x k x k
+        flops = 2 * batch * conv.out_channels * out * out * (
+            conv.in_channels // conv.groups) * conv.kernel_size[0] ** 2
+        row = probes._cost(conv, shape, op_class, 1.0)
+        assert row.flops == flops, label
+        if "depthwise" not in label:
+            assert flops / h100.peaks["tf32"] > 100e-6, label
+        else:  # input and output, fp32, by hand
+            moved = 4 * batch * (conv.in_channels * size ** 2 + conv.out_channels * out ** 2)
+            assert moved > cal.STREAMING_L2_MULTIPLE * 50e6, label
         assert row.bytes < 2e9, label  # fits beside the rest on a 16 GB card
 
 
