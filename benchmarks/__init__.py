@@ -22,6 +22,14 @@ def script_main(main: Callable[[], int], path: str) -> None:
         sys.exit(130)
 
 
+def chip_and_output_arguments(parser) -> None:
+    """The options of a script that predicts on a chip and may write its result as JSON."""
+    parser.add_argument("--chip", required=True, help="chip id to predict on")
+    parser.add_argument("--chips-file", action="append", help="extra chip definitions (YAML)")
+    parser.add_argument("--json", help="also write the result here")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --json")
+
+
 def rho_per_batch(points: list[dict], predicted: str, measured: str) -> dict:
     """{batch: Spearman rho between points[predicted] and points[measured]} over the points
     of each batch size, where a batch has at least 4 (with fewer, even a perfect order means

@@ -23,7 +23,7 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import script_main  # noqa: E402
+from benchmarks import chip_and_output_arguments, script_main  # noqa: E402
 from fxroof import op_classes, roofline  # noqa: E402
 from fxroof.chips import get_chip, load_chips  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
@@ -74,10 +74,7 @@ def by_class(nodes: list[dict], chip) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("profiles", nargs="+", help="`fxroof profile --json` files (a GPU's)")
-    parser.add_argument("--chip", required=True, help="chip id to predict on")
-    parser.add_argument("--chips-file", action="append", help="extra chip definitions (YAML)")
-    parser.add_argument("--json", help="also write the table here")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --json")
+    chip_and_output_arguments(parser)
     args = parser.parse_args(argv)
     if args.json:
         check_writable(args.json, overwrite=args.force)

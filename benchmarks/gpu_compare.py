@@ -20,14 +20,18 @@ from fxroof.roofline import predict
 ROOFS = ("ideal", "calibrated")
 
 
+def analysed(run: dict, chip) -> list[dict]:
+    """The node records of the run's step, analysed for the CUDA target on ``chip``."""
+    training = run["phase"] == "training"
+    return analyze(run["model"], batch=run["batch"], device="cuda", chip=chip,
+                   amp="bf16" if run["precision"] == "bf16" else None,
+                   loss="cross_entropy" if training else None,
+                   optimizer="sgd" if training else None).records()
+
+
 def predicted(run: dict, chip) -> dict:
     """The run's step, analysed for the CUDA target and predicted on ``chip`` (s)."""
-    training = run["phase"] == "training"
-    g = analyze(run["model"], batch=run["batch"], device="cuda", chip=chip,
-                amp="bf16" if run["precision"] == "bf16" else None,
-                loss="cross_entropy" if training else None,
-                optimizer="sgd" if training else None)
-    records = g.records()
+    records = analysed(run, chip)
     calibrated = predict(records, chip)["overall"]
     return {"ideal_s": predict(records, chip, "ideal")["overall"]["predicted_s"],
             "calibrated_s": calibrated["predicted_s"], "low_s": calibrated["low_s"],
@@ -82,7 +86,7 @@ def pooled(files: list[dict]) -> list[dict]:
 def compare(args) -> int:
     if args.json:
         check_writable(args.json, overwrite=args.force)
-    files = [_measured(path) for path in args.measured]
+    files = [read_measured(path) for path in args.measured]
     gpus = {measured["environment"].get("gpu") for measured in files}
     if len(gpus) > 1:
         raise FxroofError(f"The measured files come from {len(gpus)} GPUs "
@@ -97,7 +101,7 @@ def compare(args) -> int:
     return 0
 
 
-def _measured(path: str) -> dict:
+def read_measured(path: str) -> dict:
     """The runs of a `measure` file, or a clear error naming what is wrong with it."""
     try:
         with open(path) as f:

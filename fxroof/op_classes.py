@@ -98,6 +98,12 @@ def allocation(record: dict) -> bool:
     return record.get("rule") == ALLOCATION_RULE
 
 
+def running_statistics_norm(record: dict) -> bool:
+    """Whether a node is a batch norm that applies running statistics (an eval-mode forward):
+    no reduction, only x * scale + shift per channel."""
+    return op_class_of(record) == "norm" and "batch_norm" in record["op"]
+
+
 def depthwise(record: dict) -> bool:
     """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
     return DEPTHWISE_VARIANT in record.get("rule", "")

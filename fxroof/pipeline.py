@@ -27,6 +27,15 @@ from __future__ import annotations
 from typing import Iterable
 
 KERNEL_FLOOR_S = 3.0e-6  # s: one kernel on the device, back to back (source above)
+# An op's host cost in a training step over its cost timed alone (the fixed cost t0, fitted
+# on ops timed without autograd): the step's forward records each op's backward node and
+# saves its inputs, its backward runs through the autograd engine and its update through the
+# optimizer's Python. Fitted on an H200's measured eager training steps (17 torchvision
+# models, fp32 and bf16 autocast, batches 16 and 64: benchmarks/measured/h200-run*.json) by
+# benchmarks/fit_training_host.py: 1.35, 1.30-1.35 leaving each model out, which took those
+# steps' median error from 24% to 18% (benchmarks/README.md, "An H200"). Where the host is
+# faster or slower than that VM's 16-core host it is off by as much as the t0 themselves.
+AUTOGRAD_HOST_FACTOR = 1.35
 
 
 def pipelined_s(ops: Iterable[tuple[float, float]]) -> float:

@@ -32,7 +32,7 @@ from fxroof import calibration as cal, hidden_bytes, op_classes
 from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
-from fxroof.pipeline import KERNEL_FLOOR_S, pipelined_s
+from fxroof.pipeline import AUTOGRAD_HOST_FACTOR, KERNEL_FLOOR_S, pipelined_s
 from fxroof.units import peak_key
 
 ROOFS = ("calibrated", "ideal")
@@ -180,6 +180,12 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         # the copy class's fitted launch (~30 us on NeuSight's hosts) overpriced each
         return NodeTime(ideal, 0.0, 0.0, 0.0, "calibrated")
     op_class = op_classes.op_class_of(record)
+    if chip.cls == "gpu" and op_classes.running_statistics_norm(record):
+        # ATen's CUDA batch norm with running statistics (eval mode) copies the running mean,
+        # inverts the running variance (C elements each) and makes one elementwise pass,
+        # x * scale + shift (aten/src/ATen/native/cuda/Normalization.cu, batch_norm_cuda_out):
+        # an elementwise kernel, where the norm class's kernels reduce each row first
+        op_class = "elementwise"
     params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
@@ -188,12 +194,10 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         peak /= params.vector_lanes  # scalar code: one lane of the vector unit at a time
     if op_class == "conv_cl":  # a CPU's channels-last grouped convolution: lanes left idle
         peak /= op_classes.lane_padding(record, _vector_lanes(chip))
-    if op_class in op_classes.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
-        # a GPU's fitted convolution rate can pass the FP32 peak: the kernel data ran with
-        # TF32 off, and cuDNN's FP32 Winograd kernels do up to 2.25x fewer multiplies than the
-        # direct count. Its tensor-core (TF32, BF16, FP16) convolutions are implicit GEMMs
-        # doing every multiply: no faster than their peak.
-        params = dataclasses.replace(params, compute=1.0)
+    if op_class in op_classes.CONV_CLASSES and key != "fp32" and chip.cls == "gpu":
+        params = _tensor_core_conv(chip, params)
+    elif op_class in op_classes.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
+        params = dataclasses.replace(params, compute=1.0)  # a matrix engine's peak bounds it
     dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
     used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
@@ -212,6 +216,17 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     low, high = params.band
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device)
+
+
+def _tensor_core_conv(chip: Chip, conv: cal.Params) -> cal.Params:
+    """A convolution's parameters on a matrix engine (TF32, BF16, FP16). A GPU's fitted
+    convolution rate can pass the FP32 peak -- the kernel data ran with TF32 off, and cuDNN's
+    FP32 Winograd kernels do up to 2.25x fewer multiplies than the direct count -- but its
+    tensor-core convolutions are implicit GEMMs doing every multiply: no faster than the
+    chip's GEMMs on the same engine (their fitted share of the peak)."""
+    gemm = _params(chip, "gemm")
+    ceiling = min(1.0, gemm.compute) if gemm is not None else 1.0
+    return dataclasses.replace(conv, compute=min(conv.compute, ceiling))
 
 
 def _tile_units(chip: Chip, op_class: str) -> Optional[int]:
@@ -300,14 +315,23 @@ def _overlap_host(result: dict, issued: dict[str, list[NodeTime]]) -> None:
     overall = result["overall"]
     for key in ("predicted_s", "low_s", "high_s", "host_wait_s"):
         overall[key] = 0.0
+    host_scale = AUTOGRAD_HOST_FACTOR if "backward" in issued else 1.0
     for phase, times in issued.items():
         for key in ("predicted_s", "low_s", "high_s"):
-            seconds = pipelined_s(_host_and_kernel(t, getattr(t, key)) for t in times)
+            seconds = pipelined_phase_s(times, key, host_scale)
             result[phase][key] = seconds
             overall[key] += seconds
         kernels = sum(device_seconds(t) for t in times)
         result[phase]["host_wait_s"] = result[phase]["predicted_s"] - kernels
         overall["host_wait_s"] += result[phase]["host_wait_s"]
+
+
+def pipelined_phase_s(times: list[NodeTime], key: str = "predicted_s",
+                      host_scale: float = 1.0) -> float:
+    """Seconds of one phase's nodes issued in order and pipelined (fxroof.pipeline), each at
+    its expectation or band edge ``key``, its host cost times ``host_scale``."""
+    return pipelined_s((host * host_scale, kernel)
+                       for host, kernel in (_host_and_kernel(t, getattr(t, key)) for t in times))
 
 
 def device_seconds(t: NodeTime) -> float:

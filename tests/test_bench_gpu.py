@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from benchmarks import bench_gpu
+from benchmarks import bench_gpu, fit_training_host
 from benchmarks.gpu_compare import summary
 from fxroof.errors import FxroofError
+from fxroof.roofline import NodeTime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "benchmarks", "bench_gpu.py")
@@ -118,3 +119,34 @@ def test_measure_refuses_a_batch_or_count_it_cannot_time(tmp_path, capsys, optio
                         *option])
     assert stop.value.code == 2 and option[0] in capsys.readouterr().err
     assert not (tmp_path / "m.json").exists()
+
+
+def _step(host_s: float, kernel_s: float, nodes: int) -> dict:
+    """A training step's node times by phase: ``nodes`` alike in each phase."""
+    node = NodeTime(host_s + kernel_s, host_s + kernel_s, host_s + kernel_s, host_s + kernel_s,
+                    "calibrated", host_s, 0.0, kernel_s)
+    return {phase: [node] * nodes for phase in ("forward", "backward")}
+
+
+def test_the_training_host_factor_fit_recovers_a_known_factor():
+    """Steps 'measured' as their own prediction with the host costs x1.5 -- host-bound ones
+    (30 us per op against 5 us kernels) and one device-bound model, which says nothing of
+    the host -- fit 1.5, and 1.5 again leaving each host-bound model out."""
+    runs = [{"model": m, "phases": _step(30e-6, 5e-6, n)} for m, n in
+            (("a", 50), ("b", 120), ("c", 200))]
+    runs.append({"model": "gpu-bound", "phases": _step(30e-6, 1e-3, 80)})
+    for run in runs:
+        run["measured_s"] = fit_training_host.step_s(run["phases"], 1.5)
+    # by hand: 2 phases x (n x 1.5 x 30 us + 5 us) for a host-bound model
+    assert runs[0]["measured_s"] == pytest.approx(2 * (50 * 45e-6 + 5e-6))
+    result = fit_training_host.fit(runs)
+    assert result["factor"] == 1.5 and result["runs"] == 4
+    assert all(result["leave_one_model_out"][m] == 1.5 for m in "abc")
+    assert result["median_error"]["left-out fit"] == pytest.approx(0.0, abs=1e-9)
+    assert result["median_error"]["factor 1"] > 0.2  # host-bound steps 1/1.5 of measured
+
+
+def test_the_training_host_factor_fit_needs_training_runs(tmp_path):
+    path = _measured_file(tmp_path / "m.json", "T4", {"squeezenet1_1": 1e-3})
+    with pytest.raises(FxroofError, match="no training runs"):
+        fit_training_host.main([path, "--chip", "t4"])

@@ -14,7 +14,7 @@ import yaml
 
 import fxroof
 from fxroof import calibration as cal, hidden_bytes, op_classes
-from fxroof import roofline
+from fxroof import pipeline, roofline
 from fxroof.chips import parse_chip
 from fxroof.chips import load_chips
 
@@ -337,6 +337,30 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
     assert "host_wait_s" not in ideal  # the roof has no host cost to wait for
     on_cpu = roofline.predict([small, large], cpu)["forward"]
     assert on_cpu["predicted_s"] == pytest.approx(summed) and "host_wait_s" not in on_cpu
+
+
+def test_a_training_steps_ops_cost_the_host_more_than_ops_alone_by_hand():
+    """Two tiny adds on the T4 are host-bound: an inference pass takes 2 t0 + one kernel. In
+    a training step (a backward phase present) each op's host cost is AUTOGRAD_HOST_FACTOR
+    t0 -- autograd records the forward and its engine runs the backward -- in every phase;
+    the device's part is unchanged."""
+    t4 = load_chips()["t4"]
+    p = cal.load().params("t4", "gpu", "elementwise")
+    add = {"op": "add", "op_class": "vector", "dtype": "float32", "flops": 256,
+           "bytes": 3072, "phase": "forward", "shape": [256]}
+    kernel = max(256 / (t4.peaks["fp32"] * p.compute), 3072 / (t4.bandwidth * p.memory),
+                 3e-6)
+    assert kernel < p.t0  # the premise: host-bound
+    assert roofline.predict([add, add], t4)["forward"]["predicted_s"] == \
+        pytest.approx(2 * p.t0 + kernel)
+    factor = pipeline.AUTOGRAD_HOST_FACTOR
+    assert 1 < factor < 2
+    step = roofline.predict([add, add, {**add, "phase": "backward"},
+                             {**add, "phase": "backward"}], t4)
+    for phase in ("forward", "backward"):
+        assert step[phase]["predicted_s"] == pytest.approx(2 * factor * p.t0 + kernel)
+        assert step[phase]["host_wait_s"] == pytest.approx(2 * factor * p.t0 - kernel)
+    assert step["overall"]["predicted_s"] == pytest.approx(2 * (2 * factor * p.t0 + kernel))
 
 
 def test_an_allocation_launches_nothing_on_a_gpu():
@@ -1059,8 +1083,76 @@ def test_a_gpu_training_norm_reads_its_inputs_twice_by_hand():
     # an eval batch norm (running statistics) is one pass everywhere
     eval_bn = {**record, "rule": "batch_norm"}
     assert hidden_bytes.second_pass_bytes(eval_bn) == 0
-    assert roofline.node_time(eval_bn, device("gpu", {"norm": norm})).predicted_s == \
+    assert roofline.node_time(eval_bn, device("cpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 4e-4)
+
+
+def test_an_eval_batch_norm_is_one_elementwise_pass_on_a_gpu():
+    """ATen's CUDA batch norm with running statistics copies the running mean, inverts the
+    running variance and makes one elementwise pass, x * scale + shift (Normalization.cu,
+    batch_norm_cuda_out): on a GPU it takes the elementwise class's rates and fixed cost,
+    not the norm class's (whose kernels reduce first); a CPU keeps the norm class its
+    probes fitted; a training batch norm and a layer norm stay norms on a GPU too."""
+    records = {}
+    for mode, module, training in (("eval", torch.nn.BatchNorm2d(64), False),
+                                   ("train", torch.nn.BatchNorm2d(64), True),
+                                   ("layer", torch.nn.LayerNorm(56), False)):
+        (records[mode],) = [r for r in fxroof.analyze(module, torch.empty(8, 64, 56, 56),
+                                                      device="cuda", backward=training
+                                                      ).records("forward")
+                            if "norm" in r["op"]]
+    assert [op_classes.running_statistics_norm(records[m]) for m in ("eval", "train", "layer")
+            ] == [True, False, False]
+    norm = {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]}
+    elementwise = {"t0": 2e-5, "compute": 0.5, "memory": 0.8, "band": [1, 1]}
+
+    def device(cls):
+        return parse_chip({"id": f"{cls}-x", "name": "a device", "class": cls,
+                           "vendor": "NVIDIA", "peaks": {"fp32": {"value": 1e13,
+                                                                   "unit": "vector"}},
+                           "bandwidth": {"value": 1e12},
+                           "calibration": {"norm": norm, "elementwise": elementwise}},
+                          "(test)")
+
+    moved = records["eval"]["bytes"]
+    assert moved >= 2 * 8 * 64 * 56 * 56 * 4  # x read and y written, fp32
+    # 20 us + bytes / (0.8 x 1e12 B/s) on the GPU; 10 us + bytes / (0.5 x 1e12) on the CPU
+    assert roofline.node_time(records["eval"], device("gpu")).predicted_s == \
+        pytest.approx(2e-5 + moved / 0.8e12)
+    assert roofline.node_time(records["eval"], device("cpu")).predicted_s == \
+        pytest.approx(1e-5 + moved / 0.5e12)
+    layer = records["layer"]
+    assert roofline.node_time(layer, device("gpu")).predicted_s == \
+        pytest.approx(1e-5 + layer["bytes"] / 0.5e12)
+
+
+def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
+    """cuDNN's tensor-core convolutions are implicit GEMMs: where a GPU's convolution fit
+    passes its GEMMs' share of the peak (FP32 Winograd kernels do fewer multiplies than
+    counted), an FP16 convolution runs at the GEMMs' share (0.6 of 1e14 FLOP/s here); an FP32
+    one on the CUDA cores keeps the convolution fit (1.2 of 1e13), and a CPU's matrix
+    engine caps it at its peak only."""
+    conv = {"t0": 1e-5, "compute": 1.2, "memory": 1.0, "band": [1, 1]}
+    gemm = {"t0": 3e-5, "compute": 0.6, "memory": 1.0, "band": [1, 1]}
+
+    def device(cls):
+        return parse_chip({"id": f"{cls}-x", "name": "a device", "class": cls,
+                           "vendor": "NVIDIA", "peaks": {"fp32": {"value": 1e13,
+                                                                   "unit": "vector"},
+                                                          "fp16": {"value": 1e14,
+                                                                   "unit": "matrix"}},
+                           "bandwidth": {"value": 1e12},
+                           "calibration": {"conv": conv, "gemm": gemm}}, "(test)")
+
+    fp16 = _conv_record("float16", "channels_last")  # 2e10 FLOP, no NHWC transposes
+    assert roofline.node_time(fp16, device("gpu")).predicted_s == \
+        pytest.approx(1e-5 + 2e10 / (1e14 * 0.6))
+    fp32 = _conv_record("float32", "contiguous")
+    assert roofline.node_time(fp32, device("gpu")).predicted_s == \
+        pytest.approx(1e-5 + 2e10 / (1e13 * 1.2))
+    # on the CPU, 6e10 FLOP at the full 1e14 (compute-bound: 3e8 B take 0.3 ms at 1e12 B/s)
+    assert roofline.node_time({**fp16, "flops": 6e10}, device("cpu")).predicted_s == \
+        pytest.approx(1e-5 + 6e10 / 1e14)
 
 
 def test_a_depthwise_convolution_is_named_so_and_bounded_by_the_cuda_cores(monkeypatch):
