@@ -1235,3 +1235,27 @@ def test_the_shipped_gpu_vector_classes_stream_below_the_spec_bandwidth():
             if op_class in classes:
                 p = classes[op_class]
                 assert 0.2 < p.memory < 0.95 and 0 < p.serial < 1, (chip, op_class)
+
+
+def test_a_half_precision_tensor_core_nodes_band_reaches_higher_on_a_gpu():
+    """The GPU parameters were fitted on FP32 kernels; a BF16 or FP16 product takes their
+    share of the tensor-core peak, an assumption the band says: its upper edge is
+    HALF_PRECISION_BAND_WIDENING times the class's. FP32 products and BF16 vector work keep
+    the class's band."""
+    chip = load_chips()["h100_sxm"]
+    gemm = cal.load().params("h100_sxm", "gpu", "gemm")
+    mm = {"op": "mm", "op_class": "matrix", "rule": "mm", "dtype": "bfloat16",
+          "flops": 2 * 4096 ** 3, "bytes": 3 * 4096 ** 2 * 2, "phase": "forward",
+          "shape": [4096, 4096]}
+    widening = roofline.HALF_PRECISION_BAND_WIDENING
+    assert widening > 1
+    half = roofline.node_time(mm, chip)
+    assert half.low_s == pytest.approx(half.predicted_s * gemm.band[0])
+    assert half.high_s == pytest.approx(half.predicted_s * gemm.band[1] * widening)
+    single = roofline.node_time({**mm, "dtype": "float32", "bytes": 3 * 4096 ** 2 * 4}, chip)
+    assert single.high_s == pytest.approx(single.predicted_s * gemm.band[1])
+    add = {"op": "add", "op_class": "vector", "rule": "add", "dtype": "bfloat16",
+           "flops": 1e6, "bytes": 6e6, "phase": "forward", "shape": [10 ** 6]}
+    vector = cal.load().params("h100_sxm", "gpu", "elementwise")
+    t = roofline.node_time(add, chip)
+    assert t.high_s == pytest.approx(t.predicted_s * vector.band[1])
