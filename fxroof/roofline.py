@@ -234,10 +234,13 @@ def _tensor_core_conv(chip: Chip, conv: cal.Params) -> cal.Params:
     convolution rate can pass the FP32 peak -- the kernel data ran with TF32 off, and cuDNN's
     FP32 Winograd kernels do up to 2.25x fewer multiplies than the direct count -- but its
     tensor-core convolutions are implicit GEMMs doing every multiply: no faster than the
-    chip's GEMMs on the same engine (their fitted share of the peak)."""
+    chip's GEMMs on the same engine (their fitted share of the peak, and of it a narrow
+    tile's)."""
     gemm = _params(chip, "gemm")
-    ceiling = min(1.0, gemm.compute) if gemm is not None else 1.0
-    return dataclasses.replace(conv, compute=min(conv.compute, ceiling))
+    if gemm is None:
+        return dataclasses.replace(conv, compute=min(conv.compute, 1.0))
+    return dataclasses.replace(conv, compute=min(conv.compute, gemm.compute, 1.0),
+                               small_tile=min(conv.small_tile, gemm.small_tile))
 
 
 def _tile_units(chip: Chip, op_class: str) -> Optional[int]:

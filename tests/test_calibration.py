@@ -1133,16 +1133,16 @@ def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
     one on the CUDA cores keeps the convolution fit (1.2 of 1e13), and a CPU's matrix
     engine caps it at its peak only."""
     conv = {"t0": 1e-5, "compute": 1.2, "memory": 1.0, "band": [1, 1]}
-    gemm = {"t0": 3e-5, "compute": 0.6, "memory": 1.0, "band": [1, 1]}
+    gemm = {"t0": 3e-5, "compute": 0.6, "memory": 1.0, "small_tile": 0.5, "band": [1, 1]}
 
-    def device(cls):
-        return parse_chip({"id": f"{cls}-x", "name": "a device", "class": cls,
-                           "vendor": "NVIDIA", "peaks": {"fp32": {"value": 1e13,
-                                                                   "unit": "vector"},
-                                                          "fp16": {"value": 1e14,
-                                                                   "unit": "matrix"}},
-                           "bandwidth": {"value": 1e12},
-                           "calibration": {"conv": conv, "gemm": gemm}}, "(test)")
+    def device(cls, units=None):
+        spec = {"id": f"{cls}-x", "name": "a device", "class": cls, "vendor": "NVIDIA",
+                "peaks": {"fp32": {"value": 1e13, "unit": "vector"},
+                          "fp16": {"value": 1e14, "unit": "matrix"}},
+                "bandwidth": {"value": 1e12}, "calibration": {"conv": conv, "gemm": gemm}}
+        if units:
+            spec["multiprocessors"] = {"value": units, "source": "test"}
+        return parse_chip(spec, "(test)")
 
     fp16 = _conv_record("float16", "channels_last")  # 2e10 FLOP, no NHWC transposes
     assert roofline.node_time(fp16, device("gpu")).predicted_s == \
@@ -1150,6 +1150,12 @@ def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
     fp32 = _conv_record("float32", "contiguous")
     assert roofline.node_time(fp32, device("gpu")).predicted_s == \
         pytest.approx(1e-5 + 2e10 / (1e13 * 1.2))
+    # and at the GEMMs' narrow-tile rate: 512 output positions x 64 channels on 4 SMs fill
+    # one wave of 128 x 64 tiles at 0.5 of the rate, or half of a wave of 128 x 128 ones
+    # (calibration.utilization): 0.5 either way -- 1.0 at the convolution fit's own
+    narrow = {**fp16, "shape": [2, 64, 16, 16], "flops": 2 * 512 * 64 * 4608, "bytes": 1e5}
+    assert roofline.node_time(narrow, device("gpu", units=4)).predicted_s == \
+        pytest.approx(1e-5 + 2 * 512 * 64 * 4608 / (1e14 * 0.6 * 0.5))
     # on the CPU, 6e10 FLOP at the full 1e14 (compute-bound: 3e8 B take 0.3 ms at 1e12 B/s)
     assert roofline.node_time({**fp16, "flops": 6e10}, device("cpu")).predicted_s == \
         pytest.approx(1e-5 + 6e10 / 1e14)
