@@ -30,6 +30,17 @@ def chip_and_output_arguments(parser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json")
 
 
+def checked_chip(args):
+    """The chip ``--chip`` names (with ``--chips-file``'s), once ``--json`` is known to be
+    writable: a script refuses a path it may not write before its work, not after."""
+    from fxroof.chips import get_chip, load_chips
+    from fxroof.files import check_writable
+
+    if args.json:
+        check_writable(args.json, overwrite=args.force)
+    return get_chip(args.chip, load_chips(args.chips_file))
+
+
 def rho_per_batch(points: list[dict], predicted: str, measured: str) -> dict:
     """{batch: Spearman rho between points[predicted] and points[measured]} over the points
     of each batch size, where a batch has at least 4 (with fewer, even a perfect order means

@@ -28,12 +28,11 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import chip_and_output_arguments, script_main  # noqa: E402
+from benchmarks import checked_chip, chip_and_output_arguments, script_main  # noqa: E402
 from benchmarks.gpu_compare import analysed, pooled, read_measured  # noqa: E402
 from fxroof import roofline  # noqa: E402
-from fxroof.chips import get_chip, load_chips  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
-from fxroof.files import check_writable, write_json  # noqa: E402
+from fxroof.files import write_json  # noqa: E402
 
 GRID = tuple(round(x, 2) for x in np.arange(0.8, 2.0001, 0.05))
 
@@ -93,9 +92,7 @@ def main(argv=None) -> int:
     parser.add_argument("measured", nargs="+", help="JSON files from `bench_gpu.py measure`")
     chip_and_output_arguments(parser)
     args = parser.parse_args(argv)
-    if args.json:
-        check_writable(args.json, overwrite=args.force)
-    chip = get_chip(args.chip, load_chips(args.chips_file))
+    chip = checked_chip(args)
     files = [read_measured(path) for path in args.measured]
     result = {"benchmark": "training_host_factor", "chip": chip.id,
               "measured_on": files[0]["environment"].get("gpu"),

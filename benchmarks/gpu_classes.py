@@ -23,11 +23,10 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import chip_and_output_arguments, script_main  # noqa: E402
+from benchmarks import checked_chip, chip_and_output_arguments, script_main  # noqa: E402
 from fxroof import op_classes, roofline  # noqa: E402
-from fxroof.chips import get_chip, load_chips  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
-from fxroof.files import check_writable, write_json  # noqa: E402
+from fxroof.files import write_json  # noqa: E402
 from fxroof.render import HOST_BOUND_RATIO  # noqa: E402
 
 
@@ -59,7 +58,7 @@ def by_class(nodes: list[dict], chip) -> dict:
     nodes that run a kernel."""
     sums: dict = defaultdict(lambda: {"nodes": 0, "measured_s": 0.0, "kernel_s": 0.0})
     for record in nodes:
-        op_class = op_classes.op_class_of(record)
+        op_class = op_classes.op_class_on(record, chip.cls)
         if op_class is None or record.get("time_s") is None:
             continue
         entry = sums[record["phase"], op_class]
@@ -76,9 +75,7 @@ def main(argv=None) -> int:
     parser.add_argument("profiles", nargs="+", help="`fxroof profile --json` files (a GPU's)")
     chip_and_output_arguments(parser)
     args = parser.parse_args(argv)
-    if args.json:
-        check_writable(args.json, overwrite=args.force)
-    chip = get_chip(args.chip, load_chips(args.chips_file))
+    chip = checked_chip(args)
     result = []
     for path in args.profiles:
         profile = read_profile(path)

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import statistics
 
-from benchmarks import rho_per_batch
+from benchmarks import checked_chip, rho_per_batch
 from fxroof import analyze
-from fxroof.chips import get_chip, load_chips
 from fxroof.errors import FxroofError
-from fxroof.files import check_writable, write_json
+from fxroof.files import write_json
 from fxroof.roofline import predict
 
 ROOFS = ("ideal", "calibrated")
@@ -84,14 +83,12 @@ def pooled(files: list[dict]) -> list[dict]:
 
 
 def compare(args) -> int:
-    if args.json:
-        check_writable(args.json, overwrite=args.force)
+    chip = checked_chip(args)
     files = [read_measured(path) for path in args.measured]
     gpus = {measured["environment"].get("gpu") for measured in files}
     if len(gpus) > 1:
         raise FxroofError(f"The measured files come from {len(gpus)} GPUs "
                           f"({', '.join(sorted(map(str, gpus)))}): pool runs of one GPU.")
-    chip = get_chip(args.chip, load_chips(args.chips_file))
     points = [{**run, **predicted(run, chip)} for run in pooled(files)]
     result = {"benchmark": "gpu_predict", "chip": chip.id,
               "measured_on": files[0]["environment"], "files": len(files), **summary(points)}

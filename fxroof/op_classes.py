@@ -104,6 +104,18 @@ def running_statistics_norm(record: dict) -> bool:
     return op_class_of(record) == "norm" and "batch_norm" in record["op"]
 
 
+def op_class_on(record: dict, device_class: str) -> Optional[str]:
+    """The class that prices a node on a device of ``device_class`` ("cpu", "gpu", ...):
+    op_class_of's, but on a GPU an eval batch norm is the elementwise kernel it runs --
+    ATen's CUDA batch norm with running statistics copies the running mean, inverts the
+    running variance (C elements each) and makes one pass, x * scale + shift
+    (aten/src/ATen/native/cuda/Normalization.cu, batch_norm_cuda_out), where the norm
+    class's kernels reduce each row first. A CPU keeps the norm class its probes fit."""
+    if device_class == "gpu" and running_statistics_norm(record):
+        return "elementwise"
+    return op_class_of(record)
+
+
 def depthwise(record: dict) -> bool:
     """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
     return DEPTHWISE_VARIANT in record.get("rule", "")

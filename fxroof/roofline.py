@@ -188,13 +188,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         # the call that asked for it (batch norm's reserve, one per layer of a CNN), where
         # the copy class's fitted launch (~30 us on NeuSight's hosts) overpriced each
         return NodeTime(ideal, 0.0, 0.0, 0.0, "calibrated")
-    op_class = op_classes.op_class_of(record)
-    if chip.cls == "gpu" and op_classes.running_statistics_norm(record):
-        # ATen's CUDA batch norm with running statistics (eval mode) copies the running mean,
-        # inverts the running variance (C elements each) and makes one elementwise pass,
-        # x * scale + shift (aten/src/ATen/native/cuda/Normalization.cu, batch_norm_cuda_out):
-        # an elementwise kernel, where the norm class's kernels reduce each row first
-        op_class = "elementwise"
+    op_class = op_classes.op_class_on(record, chip.cls)
     params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
@@ -203,10 +197,8 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         peak /= params.vector_lanes  # scalar code: one lane of the vector unit at a time
     if op_class == "conv_cl":  # a CPU's channels-last grouped convolution: lanes left idle
         peak /= op_classes.lane_padding(record, _vector_lanes(chip))
-    if op_class in op_classes.CONV_CLASSES and key != "fp32" and chip.cls == "gpu":
-        params = _tensor_core_conv(chip, params)
-    elif op_class in op_classes.CONV_CLASSES and key != "fp32" and params.compute > 1.0:
-        params = dataclasses.replace(params, compute=1.0)  # a matrix engine's peak bounds it
+    if op_class in op_classes.CONV_CLASSES and key != "fp32":
+        params = _matrix_engine_conv(chip, params)
     dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
     used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
@@ -229,14 +221,14 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device)
 
 
-def _tensor_core_conv(chip: Chip, conv: cal.Params) -> cal.Params:
-    """A convolution's parameters on a matrix engine (TF32, BF16, FP16). A GPU's fitted
-    convolution rate can pass the FP32 peak -- the kernel data ran with TF32 off, and cuDNN's
-    FP32 Winograd kernels do up to 2.25x fewer multiplies than the direct count -- but its
-    tensor-core convolutions are implicit GEMMs doing every multiply: no faster than the
-    chip's GEMMs on the same engine (their fitted share of the peak, and of it a narrow
-    tile's)."""
-    gemm = _params(chip, "gemm")
+def _matrix_engine_conv(chip: Chip, conv: cal.Params) -> cal.Params:
+    """A convolution's parameters on a matrix engine (TF32, BF16, FP16; a CPU's AMX). A
+    GPU's fitted convolution rate can pass the FP32 peak -- the kernel data ran with TF32
+    off, and cuDNN's FP32 Winograd kernels do up to 2.25x fewer multiplies than the direct
+    count -- but on the matrix engine a convolution is an implicit GEMM doing every
+    multiply: no faster than its peak, and on a GPU no faster than the chip's GEMMs on the
+    same engine (their fitted share of the peak, and of it a narrow tile's)."""
+    gemm = _params(chip, "gemm") if chip.cls == "gpu" else None
     if gemm is None:
         return dataclasses.replace(conv, compute=min(conv.compute, 1.0))
     return dataclasses.replace(conv, compute=min(conv.compute, gemm.compute, 1.0),

@@ -1103,6 +1103,9 @@ def test_an_eval_batch_norm_is_one_elementwise_pass_on_a_gpu():
                             if "norm" in r["op"]]
     assert [op_classes.running_statistics_norm(records[m]) for m in ("eval", "train", "layer")
             ] == [True, False, False]
+    assert [op_classes.op_class_on(records[m], "gpu") for m in ("eval", "train", "layer")
+            ] == ["elementwise", "norm_train", "norm"]
+    assert op_classes.op_class_on(records["eval"], "cpu") == "norm"
     norm = {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]}
     elementwise = {"t0": 2e-5, "compute": 0.5, "memory": 0.8, "band": [1, 1]}
 
