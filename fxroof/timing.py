@@ -55,12 +55,25 @@ class TimingReport:
 
 
 class TimingInterpreter(fx.Interpreter):
-    """An fx.Interpreter that times each ATen node and nothing else about the loop."""
+    """An fx.Interpreter that times each ATen node and nothing else about the loop.
 
-    def __init__(self, module: fx.GraphModule, timer, timed=is_costed):
+    ``device``: where the graph runs. A node that names a device (a ``_to_copy`` of the
+    backward of an autocast cast, which autograd records as "back to the input's device")
+    names the one the graph was captured on -- the fake tensors' CPU, even for a CUDA
+    target -- so it is run on ``device`` instead, or an `--amp` training step's gradients
+    would be copied to the host (and the next CUDA kernel refuse them)."""
+
+    def __init__(self, module: fx.GraphModule, timer, timed=is_costed,
+                 device: Optional[torch.device] = None):
         super().__init__(module, garbage_collect_values=True)
         self.timer = timer
         self.timed = timed
+        self.device = device
+
+    def call_function(self, target, args, kwargs):
+        if self.device is not None and "device" in kwargs:
+            kwargs = {**kwargs, "device": self.device}
+        return super().call_function(target, args, kwargs)
 
     def run_node(self, n: fx.Node):
         if not self.timed(n):
@@ -171,11 +184,12 @@ def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int
 
     def step() -> dict:
         inputs = forward_inputs(graph.forward, state, dev)
-        outputs = TimingInterpreter(forward, timer).run(*inputs)
+        outputs = TimingInterpreter(forward, timer, device=dev).run(*inputs)
         if backward is not None:
             saved_values = outputs[len(outputs) - len(saved_names):]
             saved = dict(zip(saved_names, saved_values, strict=True))
-            TimingInterpreter(backward, timer).run(*backward_inputs(graph.backward, saved, dev))
+            TimingInterpreter(backward, timer, device=dev).run(
+                *backward_inputs(graph.backward, saved, dev))
         return timer.collect()  # one synchronisation per iteration on CUDA
 
     try:

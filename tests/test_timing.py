@@ -135,11 +135,34 @@ def test_cuda_without_a_gpu_is_a_clear_error(capsys):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_cuda_timing_end_to_end():
-    g = fxroof.analyze("resnet18", batch=8, backward=True)
+@pytest.mark.parametrize("amp", [None, "bf16"])
+def test_cuda_timing_end_to_end(amp):
+    g = fxroof.analyze("resnet18", batch=8, backward=True, loss="cross_entropy", amp=amp,
+                       device="cuda")
     report = g.time(device="cuda", repeats=5, warmup=2)
     assert all(r["time_s"] is not None for r in g.records())
     assert report.eager_s["forward"] > 0
+
+
+def test_nodes_that_name_a_device_run_on_the_timed_one():
+    """Autograd records the backward of an autocast cast as a copy back to the forward
+    input's device: the capture's, the CPU, even for a CUDA target (an H100 refused
+    resnet50's --amp bf16 training step: its loss gradient had been copied to the host).
+    The timing pass runs such a node on the device it times."""
+    from fxroof.timing import TimingInterpreter
+    g = fxroof.analyze(nn.Sequential(nn.Linear(4, 3)), torch.randn(2, 4), backward=True,
+                       loss="cross_entropy", amp="bf16", device="cuda")
+    named = [n.kwargs["device"] for n in g.backward.nodes if "device" in n.kwargs]
+    assert named and {d.type for d in named} == {"cpu"}
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.ops.aten._to_copy.default, (x,),
+                                     {"dtype": torch.float32, "device": torch.device("cpu")}))
+    module = torch.fx.GraphModule(nn.Module(), graph)
+    meta = torch.device("meta")  # a device other than the CPU, on any machine
+    out = TimingInterpreter(module, CpuTimer(), timed=lambda n: False, device=meta).run(
+        torch.empty(3, dtype=torch.bfloat16, device=meta))
+    assert out.device == meta and out.dtype == torch.float32
 
 
 def test_profile_cli(capsys, tmp_path):
