@@ -77,6 +77,7 @@ BATCH_STATS_VARIANT = "[batch stats]"
 # computes a wide kernel's weight gradient DEPTHWISE_VARIANT + WIDE_SUFFIX
 DEPTHWISE_VARIANT = "[depthwise"
 POINTWISE_VARIANT = "[pointwise]"  # a dense 1x1 convolution (op_costs.conv.POINTWISE)
+NARROW_VARIANT = "[narrow "  # "[narrow 3]": a dense one of 3 input channels (op_costs.conv)
 GROUPED_VARIANT = "[grouped "  # "[grouped 8]": 8 output channels a group (op_costs.conv)
 _GROUP_WIDTH = re.compile(re.escape(GROUPED_VARIANT) + r"(\d+)\]")
 WIDE_SUFFIX = " wide]"
@@ -119,6 +120,12 @@ def op_class_on(record: dict, device_class: str) -> Optional[str]:
 def depthwise(record: dict) -> bool:
     """Whether a node is a depthwise convolution or its backward (one input channel a group)."""
     return DEPTHWISE_VARIANT in record.get("rule", "")
+
+
+def narrow(record: dict) -> bool:
+    """Whether a node is a dense convolution (or its backward) of fewer input channels than
+    a tensor core reduces over at once (op_costs.conv.NARROW)."""
+    return NARROW_VARIANT in record.get("rule", "")
 
 
 def wide_weight_gradient(record: dict) -> bool:

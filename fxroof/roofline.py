@@ -90,11 +90,13 @@ class NodeRoof(NamedTuple):
 
 
 def engine_class(record: dict, chip: Chip) -> str:
-    """The op class whose peak bounds a node on this chip: its own, but a depthwise
-    convolution on a GPU is bounded by the CUDA cores ("vector"): the tensor cores multiply
-    tiles of at least 8 input channels, and a depthwise filter sees one (cuDNN's and ATen's
-    depthwise kernels are CUDA-core kernels)."""
-    if chip.cls == "gpu" and op_classes.depthwise(record):
+    """The op class whose peak bounds a node on this chip: its own, but a depthwise or a
+    narrow convolution on a GPU is bounded by the CUDA cores ("vector"): the tensor cores
+    multiply tiles of at least 8 input channels, and a depthwise filter sees one (cuDNN's
+    and ATen's depthwise kernels are CUDA-core kernels), a stem's 3 (on an H100, resnet50's
+    7x7 stem ran 23 TFLOP/s in bf16 and 20 in TF32, vit_b_16's patch embedding 26 in bf16:
+    a third of the FP32 CUDA-core peak, a fortieth of the BF16 tensor-core one)."""
+    if chip.cls == "gpu" and (op_classes.depthwise(record) or op_classes.narrow(record)):
         return "vector"
     return record["op_class"]
 
@@ -124,6 +126,15 @@ def ridge_point(chip: Chip, peak_key: str) -> float:
 # (benchmarks/README.md, "An H200") -- so such a node's band reaches 1.25x higher.
 HALF_PRECISION_KEYS = ("fp16", "bf16", "fp8")
 HALF_PRECISION_BAND_WIDENING = 1.25
+# A narrow convolution (fewer than 8 input channels: an image's 3) that PyTorch would run on
+# a GPU's tensor cores (TF32, BF16, FP16) runs on its CUDA cores instead (engine_class), and
+# there at a third of their peak: on an H100, resnet50's 7x7 stem took 0.30-0.40 of the
+# FP32 peak (bf16 at batch 256; TF32 forward and weight gradient at 64) and vit_b_16's
+# 16x16 patch embedding 0.39 (bf16, 256); an H200's at batch 32 0.16 forward, 0.35 backward
+# (benchmarks/README.md, "An H100"). The median share caps the conv class's fitted rate,
+# in place of the conv class's fitted rate and its tiling (the share is the whole kernel's).
+# With TF32 off an fp32 one keeps the FP32 fit, whose sweeps hold 3-channel convolutions.
+NARROW_CONV_COMPUTE = 0.35
 
 
 class NodeTime(NamedTuple):
@@ -199,7 +210,11 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         peak /= op_classes.lane_padding(record, _vector_lanes(chip))
     if op_class in op_classes.CONV_CLASSES and key != "fp32":
         params = _matrix_engine_conv(chip, params)
-    dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
+    narrow = _narrow_off_tensor_cores(record, chip)
+    if narrow:  # the measured share is of the whole kernel, tiles and reduction included
+        params = dataclasses.replace(params, compute=NARROW_CONV_COMPUTE)
+    dims = op_classes.gemm_dims(record) \
+        if op_class in op_classes.MATRIX_CLASSES and not narrow else None
     used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
@@ -233,6 +248,14 @@ def _matrix_engine_conv(chip: Chip, conv: cal.Params) -> cal.Params:
         return dataclasses.replace(conv, compute=min(conv.compute, 1.0))
     return dataclasses.replace(conv, compute=min(conv.compute, gemm.compute, 1.0),
                                small_tile=min(conv.small_tile, gemm.small_tile))
+
+
+def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:
+    """Whether a node is a narrow convolution a GPU would have run on its tensor cores, had
+    it had the channels (NARROW_CONV_COMPUTE)."""
+    if chip.cls != "gpu" or not op_classes.narrow(record):
+        return False
+    return peak_for(chip, "matrix", record["dtype"], record["op"])[1] != "fp32"
 
 
 def _tile_units(chip: Chip, op_class: str) -> Optional[int]:

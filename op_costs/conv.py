@@ -49,6 +49,14 @@ POINTWISE = "pointwise"
 # a group, RegNet's and ResNeXt's): a CPU's vector kernel computes a group's output channels
 # a vector at a time, so groups narrower than a vector leave its lanes idle (fxroof.roofline).
 GROUPED = "grouped"
+# A dense convolution of fewer input channels than a tensor core's reduction step
+# ("convolution[narrow 3]": an image's 3 channels, a CNN's stem or a ViT's patch embedding):
+# NVIDIA asks for input channels in multiples of 8 (FP16) or 4 (TF32) for a convolution to
+# run efficiently on tensor cores (Convolutional Layers User's Guide, "Channels In and
+# Out"); PyTorch pads nothing, and on an H100 such convolutions ran at 20-26 TFLOP/s in
+# bf16 and TF32 alike, a CUDA-core rate (fxroof.roofline prices them so).
+NARROW = "narrow"
+NARROWEST_TENSOR_CORE_CHANNELS = 8
 
 
 def conv_macs(x, weight, out, transposed: bool) -> int:
@@ -58,13 +66,23 @@ def conv_macs(x, weight, out, transposed: bool) -> int:
 
 def _depthwise(weight, groups, transposed: bool, weight_gradient: bool = False):
     if transposed or groups == 1 or weight.shape[1] != 1:
-        return None
+        return _narrow(weight, groups, transposed)
     return WIDE if weight_gradient and weight.shape[-1] > WIDEST_DIRECT_KERNEL else DEPTHWISE
 
 
+def _narrow(weight, groups, transposed: bool):
+    """"narrow C" for a dense convolution of C < 8 input channels, else None."""
+    if transposed or groups != 1 or weight.shape[1] >= NARROWEST_TENSOR_CORE_CHANNELS:
+        return None
+    return f"{NARROW} {weight.shape[1]}"
+
+
 def _kind(weight, groups, transposed: bool):
-    """The forward convolution's variant: depthwise, pointwise (dense 1x1), grouped (with
-    its output channels per group) or none."""
+    """The forward convolution's variant: depthwise, narrow (a dense one of few input
+    channels), pointwise (dense 1x1), grouped (with its output channels per group) or
+    none."""
+    if _narrow(weight, groups, transposed):
+        return _narrow(weight, groups, transposed)
     if not transposed and groups == 1 and all(k == 1 for k in weight.shape[2:]):
         return POINTWISE
     if not transposed and groups > 1 and weight.shape[1] > 1:

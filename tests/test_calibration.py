@@ -874,6 +874,9 @@ def test_a_channels_last_fit_holds_1x1_weight_transposes_at_their_own_rate():
     (torch.nn.Conv2d(8, 8, 1, groups=8), (2, 8, 5, 5), "convolution[depthwise]"),
     (torch.nn.ConvTranspose2d(8, 16, 1), (2, 8, 5, 5), "convolution"),
     (torch.nn.Conv2d(8, 16, (1, 3), padding=(0, 1)), (2, 8, 5, 5), "convolution"),
+    (torch.nn.Conv2d(3, 16, 7, stride=2), (2, 3, 15, 15), "convolution[narrow 3]"),
+    (torch.nn.Conv2d(7, 16, 1), (2, 7, 5, 5), "convolution[narrow 7]"),
+    (torch.nn.Conv2d(4, 16, 3, groups=2), (2, 4, 5, 5), "convolution[grouped 8]"),
 ])
 def test_a_dense_1x1_convolution_is_named_pointwise_and_counted_as_before(layer, shape, rule):
     record = next(r for r in fxroof.analyze(layer, torch.empty(shape)).records()
@@ -1190,6 +1193,41 @@ def test_a_depthwise_convolution_is_named_so_and_bounded_by_the_cuda_cores(monke
     (cpu_dw,) = [r for r in fxroof.analyze(torch.nn.Conv2d(64, 64, 3, groups=64), x).records()
                  if op_classes.op_class_of(r) == "conv"]
     assert roofline.engine_class(cpu_dw, load_chips()["epyc_9654"]) == "matrix"
+
+
+@pytest.mark.parametrize("amp", [None, "bf16"])
+def test_a_narrow_convolution_runs_on_the_cuda_cores_at_its_measured_share(monkeypatch, amp):
+    """A dense convolution of 3 input channels (a stem) is named narrow, forward and
+    backward; on a GPU whose tensor cores would have run it (TF32 on, or bf16) its roof is
+    the FP32 CUDA-core peak and its kernel takes FLOPs / (NARROW_CONV_COMPUTE x that peak)
+    -- worked here by hand -- plus nothing for NHWC transposes. With TF32 off an fp32 one is
+    the FP32 conv fit's, as before; an 8-channel convolution stays on the tensor cores."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    chip = load_chips()["h100_sxm"]
+    stem = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)
+    x = torch.empty(32, 3, 64, 64)
+
+    def convs(module):
+        g = fxroof.analyze(module, x if module is stem else torch.empty(32, 8, 64, 64),
+                           device="cuda", chip=chip, backward=True, amp=amp)
+        return [r for r in g.records() if op_classes.op_class_of(r) in op_classes.CONV_CLASSES]
+
+    narrow = convs(stem)
+    assert {r["rule"] for r in narrow} == {"convolution[narrow 3]",
+                                           "convolution_backward[narrow 3]"}
+    for r in narrow:
+        assert roofline.node_roof(r, chip).peak_key == "fp32"
+        assert roofline._transpose_s(r, chip, "fp32") == 0
+        kernel = roofline.device_seconds(roofline.node_time(r, chip))
+        by_hand = r["flops"] / (0.35 * 66.9e12)  # chips.yaml: H100 SXM FP32 66.9 TFLOP/s
+        assert kernel == pytest.approx(by_hand, rel=0.02)
+    wide = convs(torch.nn.Conv2d(8, 64, 7, stride=2, padding=3))
+    assert wide and all(roofline.node_roof(r, chip).peak_key in ("tf32", "bf16") for r in wide)
+    if amp is None:  # TF32 off: the FP32 fit prices it, not the share
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+        forward = next(r for r in narrow if r["op"] == "convolution")
+        assert roofline.device_seconds(roofline.node_time(forward, chip)) != \
+            pytest.approx(forward["flops"] / (0.35 * 66.9e12), rel=0.05)
 
 
 def test_a_gpu_gemm_fit_recovers_a_small_tile_rate_a_single_start_misses():
