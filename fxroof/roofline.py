@@ -28,7 +28,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from fxroof import calibration as cal, hidden_bytes, op_classes
+from fxroof import calibration as cal, hidden_bytes, launch_geometry, op_classes
 from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
@@ -226,6 +226,10 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         + _transpose_s(record, chip, key)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
                                       used))
+    bound = _launch_bound_s(record, chip)  # a kernel its grid holds back, not its bytes
+    if bound > kernel:
+        expected += bound - kernel
+        kernel = bound
     # the device's part: the kernel and what follows it (faults, reorders, transposes), less
     # the fixed cost, which inside a step the host spends while earlier kernels run
     device = kernel + expected - float(cal.with_fixed_cost(params, kernel))
@@ -256,6 +260,19 @@ def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:
     if chip.cls != "gpu" or not op_classes.narrow(record):
         return False
     return peak_for(chip, "matrix", record["dtype"], record["op"])[1] != "fp32"
+
+
+def _launch_bound_s(record: dict, chip: Chip) -> float:
+    """Seconds below which a node's kernel cannot run on this GPU whatever its bytes
+    (fxroof.launch_geometry): an eval batch norm over NCHW tensors on an NVIDIA GPU of known
+    SMs and compute capability; 0 for anything else."""
+    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or record.get("layout") == "channels_last" \
+            or not op_classes.running_statistics_norm(record):
+        return 0.0
+    seconds = launch_geometry.batch_norm_transform_s(
+        record.get("shape") or (), chip.multiprocessors or calibration().units(chip.id),
+        chip.compute_capability)
+    return seconds or 0.0
 
 
 def _tile_units(chip: Chip, op_class: str) -> Optional[int]:

@@ -29,7 +29,7 @@ LAYERS = [
     {"fxroof.errors", "fxroof.version", "fxroof.defaults", "fxroof.op_classes"},
     {"fxroof.units", "fxroof.keys", "fxroof.suggest", "fxroof.timers", "fxroof.files",
      "fxroof.kernel", "fxroof.target", "fxroof.hidden_bytes", "fxroof.heap", "fxroof.pipeline",
-     "op_costs"},
+     "fxroof.launch_geometry", "op_costs"},
     # the time model: its op classes and hidden bytes are the layers under it
     {"fxroof.validate", "fxroof.device", "fxroof.target_dispatch", "fxroof.calibration"},
     # capture and the passes that annotate node.meta

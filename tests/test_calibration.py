@@ -1132,6 +1132,69 @@ def test_an_eval_batch_norm_is_one_elementwise_pass_on_a_gpu():
         pytest.approx(1e-5 + layer["bytes"] / 0.5e12)
 
 
+@pytest.mark.parametrize("shape, sms, cc, seconds", [
+    # 64 planes of 112 x 112: tf = max(threads(3136), min(threads(12544), 64)) = 512, one
+    # image a block, grid 64 x 256; 4 blocks of 512 threads a Hopper SM, so 16384 / (132 x
+    # 4) = 31.03 waves of ceil(12544 / 512) = 25 round trips of 0.62 us
+    ((256, 64, 112, 112), 132, (9, 0), 16384 / 528 * 25 * 0.62e-6),
+    # 512 planes of 7 x 7: 64 threads (49 busy), grid 512 x 256 = 131072 blocks of one trip;
+    # an SM holds 32, so 31.03 waves x 0.62 us = 19 us, but it takes them one per 86 ns:
+    # 131072 / 132 x 86 ns
+    ((256, 512, 7, 7), 132, (9, 0), 131072 / 132 * 86e-9),
+    # 2048 planes: grid y capped at 256 x 1024 / 2048 = 128, so two images (trips) a block
+    ((256, 2048, 7, 7), 132, (9, 0), 2048 * 128 / 132 * 86e-9),
+    # an Ada SM holds 24 blocks of 64 threads (1536 threads): 8 planes of 14 x 14, 2 images
+    # -> 8 x 2 = 16 blocks, 4 trips each, 16 / (58 x 24) waves
+    ((2, 8, 14, 14), 58, (8, 9), max(16 / (58 * 24) * 4 * 0.62e-6, 16 / 58 * 86e-9)),
+    ((256, 64), 132, (9, 0), None),        # (N, C): the channels-last kernel, not this one
+    ((256, 64, 56, 56), None, (9, 0), None),  # SMs unknown
+    ((256, 64, 56, 56), 132, (3, 5), None),   # compute capability unknown
+])
+def test_the_batch_norm_transform_kernels_time_is_its_launch_geometrys(shape, sms, cc, seconds):
+    """launch_geometry.batch_norm_transform_s against the kernel's launch arithmetic
+    (Normalization.cuh) and the CUDA guide's resident limits, worked by hand."""
+    from fxroof.launch_geometry import batch_norm_transform_s
+    found = batch_norm_transform_s(shape, sms, cc)
+    assert found == (pytest.approx(seconds, rel=1e-9) if seconds is not None else None)
+
+
+def test_an_eval_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_launch_geometry():
+    """On an NVIDIA GPU of known SMs and compute capability, an NCHW eval batch norm's
+    kernel is the elementwise class's time or the transform kernel's latency-bound time,
+    whichever is longer; a channels-last one, another vendor's GPU and a training batch
+    norm keep the class's time."""
+    from fxroof.launch_geometry import batch_norm_transform_s
+
+    def record(memory_format, training=False, shape=(64, 512, 7, 7)):
+        x = torch.empty(shape).to(memory_format=memory_format)
+        (found,) = [r for r in fxroof.analyze(torch.nn.BatchNorm2d(shape[1]), x, device="cuda",
+                                              backward=training).records("forward")
+                    if "norm" in r["op"]]
+        return found
+
+    def gpu(vendor):
+        elementwise = {"t0": 2e-5, "compute": 0.5, "memory": 0.8, "band": [1, 1]}
+        return parse_chip({"id": "g", "name": "a GPU", "class": "gpu", "vendor": vendor,
+                           "compute_capability": {"value": "9.0", "source": "(test)"},
+                           "multiprocessors": {"value": 132, "source": "(test)"},
+                           "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                           "bandwidth": {"value": 3e12},
+                           "calibration": {"elementwise": elementwise, "norm_train": elementwise}},
+                          "(test)")
+
+    nchw = record(torch.contiguous_format)
+    bound = batch_norm_transform_s((64, 512, 7, 7), 132, (9, 0))
+    streamed = nchw["bytes"] / (0.8 * 3e12)
+    assert bound > 2 * streamed  # small planes: the grid, not the bytes, sets the time
+    assert roofline.device_seconds(roofline.node_time(nchw, gpu("NVIDIA"))) == \
+        pytest.approx(bound)
+    assert roofline.node_time(nchw, gpu("NVIDIA")).predicted_s == pytest.approx(2e-5 + bound)
+    for other, chip in ((record(torch.channels_last), gpu("NVIDIA")), (nchw, gpu("AMD")),
+                        (record(torch.contiguous_format, training=True), gpu("NVIDIA"))):
+        assert roofline.node_time(other, chip).predicted_s == \
+            pytest.approx(2e-5 + other["bytes"] / (0.8 * 3e12), rel=0.05), other["rule"]
+
+
 def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
     """cuDNN's tensor-core convolutions are implicit GEMMs: where a GPU's convolution fit
     passes its GEMMs' share of the peak (FP32 Winograd kernels do fewer multiplies than

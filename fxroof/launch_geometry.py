@@ -1,0 +1,65 @@
+"""Kernels whose time their launch geometry sets, not their bytes: ATen's CUDA batch norm.
+
+An eval-mode batch norm over an NCHW tensor runs ATen's per-plane transform kernel
+(``batch_norm_transform_input_kernel``, launched by ``batch_norm_elemt_cuda_template`` in
+aten/src/ATen/native/cuda/Normalization.cuh; ``batch_norm_elementwise`` picks it for a
+contiguous input, Normalization.cu). It is not a vectorised TensorIterator loop: each block
+takes one channel's plane of some images, and each thread loads, scales and stores one
+element at a time, ``tf`` threads across a plane of H x W elements::
+
+    tf = max(threads(HW / 4), min(threads(HW), 64)),  tb = max(64 / tf, 1)
+    grid = (C, min(256 * 1024 / C, ceil(N / tb)))      (threads(n): 32, 64 ... 512 >= n)
+
+So a thread makes ``rows x ceil(HW / tf)`` dependent memory round trips, one element each,
+and a GPU holds only so many threads: the kernel is latency-bound where its bytes would
+stream faster (always for 16-bit elements on an H100: half the bytes a round trip), and
+where the planes are small (7 x 7: 49 of 64 threads busy, one trip a block) it is bound by
+how fast the SMs take new blocks. Timed per node on an H100 (resnet50, batch 256, bf16; 12
+plane shapes from 64 x 112 x 112 to 2048 x 7 x 7; benchmarks/README.md, "An H100"):
+
+    time = max(waves x trips x ITERATION_LATENCY_S, blocks / SMs x BLOCK_ISSUE_S)
+    waves = blocks / (SMs x resident blocks an SM holds of tf x tb threads)
+
+with a round trip of 0.62 us (per wave and trip: 0.57-0.80, median 0.62) and 86 ns a block
+per SM (84-90 where blocks are short) -- against the elementwise class's bandwidth, which
+had priced these nodes 1.5-9x short. The resident limits are the CUDA C++ Programming
+Guide's per compute capability ("Technical Specifications per Compute Capability").
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+ITERATION_LATENCY_S = 0.62e-6   # one dependent load-scale-store round trip, a wave of blocks
+BLOCK_ISSUE_S = 86e-9           # an SM taking one more block (short blocks)
+# (resident threads, resident blocks) per SM by compute capability (major, minor)
+RESIDENT = {(6, 0): (2048, 32), (6, 1): (2048, 32), (7, 0): (2048, 32), (7, 5): (1024, 16),
+            (8, 0): (2048, 32), (8, 6): (1536, 16), (8, 7): (2048, 16), (8, 9): (1536, 24),
+            (9, 0): (2048, 32), (10, 0): (2048, 32), (12, 0): (1536, 32)}
+_MAX_GRID_Y = 65535
+_BLOCK_THREADS = 64
+
+
+def _threads(n: float) -> int:
+    """Normalization.cuh's getNumThreads: the smallest of 32, 64, 128, 256, 512 >= n."""
+    return next((t for t in (32, 64, 128, 256) if n <= t), 512)
+
+
+def batch_norm_transform_s(shape, multiprocessors: Optional[int],
+                           compute_capability: Optional[tuple]) -> Optional[float]:
+    """Seconds of the transform kernel over an NCHW (N, C, ...) tensor on an NVIDIA GPU of
+    ``multiprocessors`` SMs, None where the GPU's SMs or resident limits are unknown or the
+    shape is not one the kernel takes (fewer than 3 dimensions: the channels-last kernel)."""
+    limits = RESIDENT.get(tuple(compute_capability or ()))
+    if not multiprocessors or limits is None or len(shape) < 3 or 0 in shape:
+        return None
+    n, c, plane = shape[0], shape[1], math.prod(shape[2:])
+    tf = max(_threads(plane // 4), min(_threads(plane), _BLOCK_THREADS))
+    tb = max(_BLOCK_THREADS // tf, 1)
+    grid_y = min(max(1, min(256 * 1024 // c, math.ceil(n / tb))), _MAX_GRID_Y)
+    blocks = c * grid_y
+    trips = math.ceil(n / (tb * grid_y)) * math.ceil(plane / tf)
+    resident_threads, resident_blocks = limits
+    waves = blocks / (multiprocessors * min(resident_blocks, resident_threads // (tf * tb)))
+    return max(waves * trips * ITERATION_LATENCY_S,
+               blocks / multiprocessors * BLOCK_ISSUE_S)
