@@ -42,6 +42,8 @@ class GpuShape(NamedTuple):
 
     units: int        # multiprocessors (SMs, CUs): the waves a GEMM's tiles run in
     l2_bytes: float   # L2 cache: a kernel moving several times it streams from DRAM
+    vendor: str = "NVIDIA"        # "AMD" under ROCm, whose kernels are not CUDA's
+    capability: tuple = ()        # CUDA compute capability (major, minor); () under ROCm
 
 
 def gpu_shape(device: torch.device) -> Optional[GpuShape]:
@@ -49,7 +51,10 @@ def gpu_shape(device: torch.device) -> Optional[GpuShape]:
     if device.type != "cuda":
         return None
     props = torch.cuda.get_device_properties(device)
-    return GpuShape(int(props.multi_processor_count), float(props.L2_cache_size))
+    if torch.version.hip:
+        return GpuShape(int(props.multi_processor_count), float(props.L2_cache_size), "AMD")
+    return GpuShape(int(props.multi_processor_count), float(props.L2_cache_size), "NVIDIA",
+                    (int(props.major), int(props.minor)))
 
 
 def host_allocator(maps: Optional[str] = None) -> str:

@@ -148,13 +148,14 @@ def measure(device: str = "cpu", quick: bool = True,
     copy_note = _spread_note("copy", times, say)
     say("per-op overhead")
     overhead = op_overhead(dev, 5 if quick else 10)
+    shape = gpu_shape(dev)
     name = (torch.cuda.get_device_name(dev) if gpu else
             (platform.processor() or platform.machine()) + f" ({os.cpu_count()} threads)")
     return {
         "id": MEASURED_IDS[dev.type],
         "name": f"{name} (measured)",
         "class": "gpu" if gpu else "cpu",
-        "vendor": "",
+        "vendor": shape.vendor if shape else "",
         "peaks": peaks,
         "bandwidth": {"value": float(f"{bandwidth:.4g}"),
                       "derivation": f"measured: copy_ of {nbytes // 2 ** 20} MiB fp32 "
@@ -163,9 +164,14 @@ def measure(device: str = "cpu", quick: bool = True,
                         "derivation": "measured: median seconds per torch.add on a "
                                       "one-element tensor, over runs of 1000"},
         **({"multiprocessors": {
-            "value": gpu_shape(dev).units,
+            "value": shape.units,
             "source": "torch.cuda.get_device_properties: multi_processor_count"}}
-           if gpu else {}),
+           if shape else {}),
+        # what the launch-geometry bounds read (fxroof.launch_geometry)
+        **({"compute_capability": {
+            "value": ".".join(map(str, shape.capability)),
+            "source": "torch.cuda.get_device_properties: major, minor"}}
+           if shape and shape.capability else {}),
         "sources": [f"fxroof chips measure --device {device}"
                     f"{' --full' if not quick else ''} on {datetime.date.today().isoformat()}, "
                     f"torch {torch.__version__}, {torch.get_num_threads()} threads, "

@@ -271,3 +271,27 @@ def test_a_gpu_calibration_fits_its_probes_alone(monkeypatch):
     assert compiled == [] and any("compiled probes skipped" in line for line in said)
     assert entries["elementwise"]["serial"] == pytest.approx(0.5, rel=0.05)
     assert "nodes of" not in entries["elementwise"]["source"]
+
+
+@pytest.mark.parametrize("shape, vendor, capability", [
+    (GpuShape(132, 50e6, "NVIDIA", (9, 0)), "NVIDIA", (9, 0)),
+    (GpuShape(304, 256e6, "AMD"), "AMD", None),  # ROCm: no CUDA compute capability
+])
+def test_a_measured_gpu_records_its_vendor_and_compute_capability(monkeypatch, shape, vendor,
+                                                                  capability):
+    """What the launch-geometry bounds read of a chip (fxroof.launch_geometry): a measured
+    GPU's entry names its vendor and, under CUDA, its compute capability, beside its SMs,
+    and loads back with them (the device's measurements stubbed: no GPU needed)."""
+    from fxroof import measure
+    from fxroof.timers import summarize
+    monkeypatch.setattr(measure, "check_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(measure, "gpu_shape", lambda dev: shape)
+    monkeypatch.setattr(measure, "measure_peaks", lambda dev, quick, say: {
+        "fp32": {"value": PEAK, "unit": "matrix", "derivation": "stub"}})
+    monkeypatch.setattr(measure, "copy_bandwidth", lambda dev, nbytes, runs: (BANDWIDTH,
+                                                                        summarize([1.0, 1.0])))
+    monkeypatch.setattr(measure, "op_overhead", lambda dev, runs: 5e-6)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev: "a GPU")
+    chip = parse_chip(measure.measure("cuda"), "(test)")
+    assert (chip.vendor, chip.compute_capability, chip.multiprocessors) == \
+        (vendor, capability, shape.units)
