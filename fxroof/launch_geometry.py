@@ -1,4 +1,5 @@
-"""Kernels whose time their launch geometry sets, not their bytes: ATen's CUDA batch norm.
+"""Kernels whose time their launch geometry sets, not their bytes: ATen's CUDA batch norm
+and pooling over NCHW tensors.
 
 An eval-mode batch norm over an NCHW tensor runs ATen's per-plane transform kernel
 (``batch_norm_transform_input_kernel``, launched by ``batch_norm_elemt_cuda_template`` in
@@ -24,6 +25,14 @@ with a round trip of 0.62 us (per wave and trip: 0.57-0.80, median 0.62) and 86 
 per SM (84-90 where blocks are short) -- against the elementwise class's bandwidth, which
 had priced these nodes 1.5-9x short. The resident limits are the CUDA C++ Programming
 Guide's per compute capability ("Technical Specifications per Compute Capability").
+
+ATen's NCHW pooling kernels (``max_pool_forward_nchw``, ``avg_pool2d_out_cuda_frame`` and
+their backwards, aten/src/ATen/native/cuda/DilatedMaxPool2d.cu and AveragePool2d.cu) run a
+thread per output element that walks its window with scalar loads and bounds checks. On the
+H100 every such node took 1.6-2.1 ns an output element per SM (24 nodes of 5 models: max
+pools 3x3 and 2x2, 3x3 average pools, a max pool's backward per input gradient element; bf16
+and fp32 alike), the median POOL_OUTPUT_S, leave-one-model-out within 0.8-1.3x but one
+(1.64) -- where the elementwise class's bandwidth had priced them 1.5-9.6x short.
 """
 from __future__ import annotations
 
@@ -32,6 +41,7 @@ from typing import Optional
 
 ITERATION_LATENCY_S = 0.62e-6   # one dependent load-scale-store round trip, a wave of blocks
 BLOCK_ISSUE_S = 86e-9           # an SM taking one more block (short blocks)
+POOL_OUTPUT_S = 1.73e-9         # an SM's time per output element of an NCHW pooling kernel
 # (resident threads, resident blocks) per SM by compute capability (major, minor)
 RESIDENT = {(6, 0): (2048, 32), (6, 1): (2048, 32), (7, 0): (2048, 32), (7, 5): (1024, 16),
             (8, 0): (2048, 32), (8, 6): (1536, 16), (8, 7): (2048, 16), (8, 9): (1536, 24),
@@ -63,3 +73,11 @@ def batch_norm_transform_s(shape, multiprocessors: Optional[int],
     waves = blocks / (multiprocessors * min(resident_blocks, resident_threads // (tf * tb)))
     return max(waves * trips * ITERATION_LATENCY_S,
                blocks / multiprocessors * BLOCK_ISSUE_S)
+
+
+def pool_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
+    """Seconds of a thread-per-element NCHW pooling kernel writing a ``shape`` output on an
+    NVIDIA GPU of ``multiprocessors`` SMs; None where the SMs are unknown."""
+    if not multiprocessors or not shape:
+        return None
+    return math.prod(shape) * POOL_OUTPUT_S / multiprocessors

@@ -105,6 +105,12 @@ def running_statistics_norm(record: dict) -> bool:
     return op_class_of(record) == "norm" and "batch_norm" in record["op"]
 
 
+def thread_per_element_pool(record: dict) -> bool:
+    """Whether a node is a max or average pooling (or its backward) of a fixed window, whose
+    CUDA kernels run a thread per element (an adaptive pooling's do not)."""
+    return op_class_of(record) == "pool" and "adaptive" not in record["op"]
+
+
 def op_class_on(record: dict, device_class: str) -> Optional[str]:
     """The class that prices a node on a device of ``device_class`` ("cpu", "gpu", ...):
     op_class_of's, but on a GPU an eval batch norm is the elementwise kernel it runs --

@@ -264,14 +264,18 @@ def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:
 
 def _launch_bound_s(record: dict, chip: Chip) -> float:
     """Seconds below which a node's kernel cannot run on this GPU whatever its bytes
-    (fxroof.launch_geometry): an eval batch norm over NCHW tensors on an NVIDIA GPU of known
-    SMs and compute capability; 0 for anything else."""
-    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or record.get("layout") == "channels_last" \
-            or not op_classes.running_statistics_norm(record):
+    (fxroof.launch_geometry): an eval batch norm or a pooling over NCHW tensors on an NVIDIA
+    GPU of known SMs (and, for the batch norm, compute capability); 0 for anything else."""
+    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or record.get("layout") == "channels_last":
         return 0.0
-    seconds = launch_geometry.batch_norm_transform_s(
-        record.get("shape") or (), chip.multiprocessors or calibration().units(chip.id),
-        chip.compute_capability)
+    units = chip.multiprocessors or calibration().units(chip.id)
+    if op_classes.running_statistics_norm(record):
+        seconds = launch_geometry.batch_norm_transform_s(record.get("shape") or (), units,
+                                                         chip.compute_capability)
+    elif op_classes.thread_per_element_pool(record):
+        seconds = launch_geometry.pool_s(record.get("shape"), units)
+    else:
+        return 0.0
     return seconds or 0.0
 
 

@@ -1195,6 +1195,42 @@ def test_an_eval_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_launch_geometry(
             pytest.approx(2e-5 + other["bytes"] / (0.8 * 3e12), rel=0.05), other["rule"]
 
 
+def test_a_pooling_on_an_nvidia_gpu_lasts_at_least_its_outputs_over_the_sms():
+    """A fixed-window pooling over NCHW tensors (and its backward) runs a thread per
+    element: on an NVIDIA GPU of known SMs its kernel lasts at least elements x
+    POOL_OUTPUT_S / SMs (worked by hand: 1.73 ns an element per SM); an adaptive pooling,
+    a channels-last one and another vendor's GPU keep the class's bandwidth time."""
+    from fxroof import launch_geometry
+
+    def gpu(vendor, sms=132):
+        elementwise = {"t0": 2e-5, "compute": 0.5, "memory": 0.8, "band": [1, 1]}
+        return parse_chip({"id": "g", "name": "a GPU", "class": "gpu", "vendor": vendor,
+                           "multiprocessors": {"value": sms, "source": "(test)"},
+                           "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                           "bandwidth": {"value": 6e12},
+                           "calibration": {"elementwise": elementwise}}, "(test)")
+
+    def pools(module, memory_format=torch.contiguous_format):
+        x = torch.empty(64, 64, 56, 56).to(memory_format=memory_format).requires_grad_()
+        g = fxroof.analyze(module, x, device="cuda", backward=True)
+        return [r for r in g.records() if op_classes.op_class_of(r) == "pool"]
+
+    (forward, backward) = pools(torch.nn.MaxPool2d(3, 2, 1))
+    assert forward["shape"] == [64, 64, 28, 28] and backward["shape"] == [64, 64, 56, 56]
+    assert launch_geometry.POOL_OUTPUT_S == 1.73e-9
+    for record, elements in ((forward, 64 * 64 * 28 * 28), (backward, 64 * 64 * 56 * 56)):
+        by_hand = elements * 1.73e-9 / 132
+        assert by_hand > 2 * record["bytes"] / (0.8 * 6e12)  # the bound is what sets it
+        assert roofline.device_seconds(roofline.node_time(record, gpu("NVIDIA"))) == \
+            pytest.approx(by_hand)
+    assert launch_geometry.pool_s([64, 64, 28, 28], None) is None
+    for record, chip in [(r, gpu("NVIDIA")) for r in pools(torch.nn.AdaptiveAvgPool2d(7))
+                         + pools(torch.nn.MaxPool2d(3, 2, 1), torch.channels_last)] \
+            + [(forward, gpu("AMD"))]:
+        assert roofline.device_seconds(roofline.node_time(record, chip)) == \
+            pytest.approx(record["bytes"] / (0.8 * 6e12), rel=0.05), record["op"]
+
+
 def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
     """cuDNN's tensor-core convolutions are implicit GEMMs: where a GPU's convolution fit
     passes its GEMMs' share of the peak (FP32 Winograd kernels do fewer multiplies than
