@@ -1,5 +1,5 @@
 """Kernels whose time their launch geometry sets, not their bytes: ATen's CUDA batch norm
-and pooling over NCHW tensors.
+and pooling over NCHW tensors, and its layer norm of short rows.
 
 An eval-mode batch norm over an NCHW tensor runs ATen's per-plane transform kernel
 (``batch_norm_transform_input_kernel``, launched by ``batch_norm_elemt_cuda_template`` in
@@ -33,6 +33,15 @@ H100 every such node took 1.6-2.1 ns an output element per SM (24 nodes of 5 mod
 pools 3x3 and 2x2, 3x3 average pools, a max pool's backward per input gradient element; bf16
 and fp32 alike), the median POOL_OUTPUT_S, leave-one-model-out within 0.8-1.3x but one
 (1.64) -- where the elementwise class's bandwidth had priced them 1.5-9.6x short.
+
+ATen's layer norm (``vectorized_layer_norm_kernel``, aten/src/ATen/native/cuda/
+layer_norm_kernel.cu) runs a block per row: a row of a ConvNeXt's 96 channels costs the
+block's whole life -- loads, two block-wide reductions, stores -- for 96 elements. Over
+ConvNeXt-T's four stages on the H100 (bf16 autocast, 12544-802816 rows of 96-768) an SM
+took LAYER_NORM_ROW_S + N x LAYER_NORM_ELEMENT_S a row of N (least squares: 0.93-1.10 of
+measured), where the norm class had priced them 2.5-4.5x short; vit_b_16's 768-wide rows
+took 1.59x this (not fitted; NeuSight's LayerNorm sweeps, 264 columns and more, hold no
+short rows).
 """
 from __future__ import annotations
 
@@ -42,6 +51,8 @@ from typing import Optional
 ITERATION_LATENCY_S = 0.62e-6   # one dependent load-scale-store round trip, a wave of blocks
 BLOCK_ISSUE_S = 86e-9           # an SM taking one more block (short blocks)
 POOL_OUTPUT_S = 1.73e-9         # an SM's time per output element of an NCHW pooling kernel
+LAYER_NORM_ROW_S = 148e-9       # an SM's time per layer-norm row ...
+LAYER_NORM_ELEMENT_S = 0.40e-9  # ... and per element of it
 # (resident threads, resident blocks) per SM by compute capability (major, minor)
 RESIDENT = {(6, 0): (2048, 32), (6, 1): (2048, 32), (7, 0): (2048, 32), (7, 5): (1024, 16),
             (8, 0): (2048, 32), (8, 6): (1536, 16), (8, 7): (2048, 16), (8, 9): (1536, 24),
@@ -81,3 +92,12 @@ def pool_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
     if not multiprocessors or not shape:
         return None
     return math.prod(shape) * POOL_OUTPUT_S / multiprocessors
+
+
+def layer_norm_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
+    """Seconds of the block-per-row layer norm over the last dimension of a ``shape`` output
+    on an NVIDIA GPU of ``multiprocessors`` SMs; None where the SMs are unknown."""
+    if not multiprocessors or not shape:
+        return None
+    rows, width = math.prod(shape[:-1]), shape[-1]
+    return rows * (LAYER_NORM_ROW_S + width * LAYER_NORM_ELEMENT_S) / multiprocessors

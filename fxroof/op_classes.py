@@ -111,6 +111,11 @@ def thread_per_element_pool(record: dict) -> bool:
     return op_class_of(record) == "pool" and "adaptive" not in record["op"]
 
 
+def layer_norm_forward(record: dict) -> bool:
+    """Whether a node is a layer norm's forward (a block of the CUDA kernel per row)."""
+    return op_class_of(record) == "norm" and "layer_norm" in record["op"]
+
+
 def op_class_on(record: dict, device_class: str) -> Optional[str]:
     """The class that prices a node on a device of ``device_class`` ("cpu", "gpu", ...):
     op_class_of's, but on a GPU an eval batch norm is the elementwise kernel it runs --

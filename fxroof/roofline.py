@@ -264,8 +264,9 @@ def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:
 
 def _launch_bound_s(record: dict, chip: Chip) -> float:
     """Seconds below which a node's kernel cannot run on this GPU whatever its bytes
-    (fxroof.launch_geometry): an eval batch norm or a pooling over NCHW tensors on an NVIDIA
-    GPU of known SMs (and, for the batch norm, compute capability); 0 for anything else."""
+    (fxroof.launch_geometry): an eval batch norm or a pooling over NCHW tensors, or a layer
+    norm, on an NVIDIA GPU of known SMs (and, for the batch norm, compute capability); 0 for
+    anything else."""
     if chip.cls != "gpu" or chip.vendor != "NVIDIA" or record.get("layout") == "channels_last":
         return 0.0
     units = chip.multiprocessors or calibration().units(chip.id)
@@ -274,6 +275,8 @@ def _launch_bound_s(record: dict, chip: Chip) -> float:
                                                          chip.compute_capability)
     elif op_classes.thread_per_element_pool(record):
         seconds = launch_geometry.pool_s(record.get("shape"), units)
+    elif op_classes.layer_norm_forward(record):
+        seconds = launch_geometry.layer_norm_s(record.get("shape"), units)
     else:
         return 0.0
     return seconds or 0.0

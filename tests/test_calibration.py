@@ -1231,6 +1231,31 @@ def test_a_pooling_on_an_nvidia_gpu_lasts_at_least_its_outputs_over_the_sms():
             pytest.approx(record["bytes"] / (0.8 * 6e12), rel=0.05), record["op"]
 
 
+def test_a_layer_norm_on_an_nvidia_gpu_lasts_at_least_its_rows_over_the_sms():
+    """A layer norm's CUDA kernel runs a block per row: on an NVIDIA GPU of known SMs its
+    forward lasts at least rows x (148 ns + width x 0.40 ns) / SMs -- worked by hand for
+    ConvNeXt's first stage, 96 channels a row -- and a CPU's is the class's time."""
+    from fxroof import launch_geometry
+    x = torch.empty(8, 56, 56, 96)
+    (record,) = [r for r in fxroof.analyze(torch.nn.LayerNorm(96), x, device="cuda").records()
+                 if op_classes.op_class_of(r) == "norm"]
+    by_hand = 8 * 56 * 56 * (148e-9 + 96 * 0.40e-9) / 132
+    assert launch_geometry.layer_norm_s(record["shape"], 132) == pytest.approx(by_hand)
+    norm = {"t0": 2e-5, "compute": 0.5, "memory": 0.8, "band": [1, 1]}
+
+    def chip(cls):
+        return parse_chip({"id": "g", "name": "a chip", "class": cls, "vendor": "NVIDIA",
+                           "multiprocessors": {"value": 132, "source": "(test)"},
+                           "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                           "bandwidth": {"value": 3e12}, "calibration": {"norm": norm}},
+                          "(test)")
+    streamed = record["bytes"] / (0.8 * 3e12)
+    assert by_hand > 2 * streamed
+    assert roofline.device_seconds(roofline.node_time(record, chip("gpu"))) == \
+        pytest.approx(by_hand)
+    assert roofline.node_time(record, chip("cpu")).predicted_s == pytest.approx(2e-5 + streamed)
+
+
 def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
     """cuDNN's tensor-core convolutions are implicit GEMMs: where a GPU's convolution fit
     passes its GEMMs' share of the peak (FP32 Winograd kernels do fewer multiplies than
