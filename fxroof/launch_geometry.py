@@ -16,7 +16,8 @@ and a GPU holds only so many threads: the kernel is latency-bound where its byte
 stream faster (always for 16-bit elements on an H100: half the bytes a round trip), and
 where the planes are small (7 x 7: 49 of 64 threads busy, one trip a block) it is bound by
 how fast the SMs take new blocks. Timed per node on an H100 (resnet50, batch 256, bf16; 12
-plane shapes from 64 x 112 x 112 to 2048 x 7 x 7; benchmarks/README.md, "An H100"):
+plane shapes from 64 x 112 x 112 to 2048 x 7 x 7; benchmarks/README.md, "GPU: an H100
+measured"):
 
     time = max(waves x trips x ITERATION_LATENCY_S, blocks / SMs x BLOCK_ISSUE_S)
     waves = blocks / (SMs x resident blocks an SM holds of tf x tb threads)
@@ -39,7 +40,7 @@ layer_norm_kernel.cu) runs a block per row: a row of a ConvNeXt's 96 channels co
 block's whole life -- loads, two block-wide reductions, stores -- for 96 elements. Over
 ConvNeXt-T's four stages on the H100 (bf16 autocast, 12544-802816 rows of 96-768) an SM
 took LAYER_NORM_ROW_S + N x LAYER_NORM_ELEMENT_S a row of N (least squares: 0.93-1.10 of
-measured), where the norm class had priced them 2.5-4.5x short; vit_b_16's 768-wide rows
+measured), where the norm class had priced them 3.4-4.5x short; vit_b_16's 768-wide rows
 took 1.59x this (not fitted; NeuSight's LayerNorm sweeps, 264 columns and more, hold no
 short rows).
 """

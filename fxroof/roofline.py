@@ -131,8 +131,8 @@ HALF_PRECISION_BAND_WIDENING = 1.25
 # there at a third of their peak: on an H100, resnet50's 7x7 stem took 0.30-0.40 of the
 # FP32 peak (bf16 at batch 256; TF32 forward and weight gradient at 64) and vit_b_16's
 # 16x16 patch embedding 0.39 (bf16, 256); an H200's at batch 32 0.16 forward, 0.35 backward
-# (benchmarks/README.md, "An H100"). The median share caps the conv class's fitted rate,
-# in place of the conv class's fitted rate and its tiling (the share is the whole kernel's).
+# (benchmarks/README.md, "GPU: an H100 measured"). The median share prices such a node in
+# place of the conv class's fitted rate and its tiling (the share is the whole kernel's).
 # With TF32 off an fp32 one keeps the FP32 fit, whose sweeps hold 3-channel convolutions.
 NARROW_CONV_COMPUTE = 0.35
 
