@@ -27,6 +27,17 @@ per SM (84-90 where blocks are short) -- against the elementwise class's bandwid
 had priced these nodes 1.5-9x short. The resident limits are the CUDA C++ Programming
 Guide's per compute capability ("Technical Specifications per Compute Capability").
 
+A training batch norm first reduces each channel's statistics
+(``batch_norm_collect_statistics_kernel``: a block of 512 threads per channel, each thread a
+Welford loop over its share of N x H x W, one element a round trip) and its backward each
+channel's two sums (``batch_norm_backward_reduce_kernel``, the same grid, two tensors a
+round trip): with 64 channels, 64 blocks on 132 SMs. On the H100 (resnet50's fp32 training
+step at batch 64; 12 shapes each) the forward took the transform's time plus
+STATISTICS_ITERATION_S a round trip (0.45-0.73 us where a thread makes 128 or more) and the
+backward BACKWARD_REDUCTION_ITERATION_S (0.86-1.2 us a trip, the elementwise pass
+included); as floors under the classes' times the two classes' nodes summed to 1.04 and
+0.98 of measured, where they had summed to 1.53 and 1.31.
+
 ATen's NCHW pooling kernels (``max_pool_forward_nchw``, ``avg_pool2d_out_cuda_frame`` and
 their backwards, aten/src/ATen/native/cuda/DilatedMaxPool2d.cu and AveragePool2d.cu) run a
 thread per output element that walks its window with scalar loads and bounds checks. On the
@@ -51,6 +62,8 @@ from typing import Optional
 
 ITERATION_LATENCY_S = 0.62e-6   # one dependent load-scale-store round trip, a wave of blocks
 BLOCK_ISSUE_S = 86e-9           # an SM taking one more block (short blocks)
+STATISTICS_ITERATION_S = 0.5e-6           # a Welford round trip, statistics kernel
+BACKWARD_REDUCTION_ITERATION_S = 0.9e-6   # a round trip of the backward's two sums
 POOL_OUTPUT_S = 1.73e-9         # an SM's time per output element of an NCHW pooling kernel
 LAYER_NORM_ROW_S = 148e-9       # an SM's time per layer-norm row ...
 LAYER_NORM_ELEMENT_S = 0.40e-9  # ... and per element of it
@@ -85,6 +98,25 @@ def batch_norm_transform_s(shape, multiprocessors: Optional[int],
     waves = blocks / (multiprocessors * min(resident_blocks, resident_threads // (tf * tb)))
     return max(waves * trips * ITERATION_LATENCY_S,
                blocks / multiprocessors * BLOCK_ISSUE_S)
+
+
+def batch_norm_reduction_s(shape, multiprocessors: Optional[int],
+                           compute_capability: Optional[tuple],
+                           seconds_per_trip: float) -> Optional[float]:
+    """Seconds of a per-channel reduction over an NCHW (N, C, ...) tensor on an NVIDIA GPU
+    -- the training batch norm's statistics or its backward's sums -- at
+    ``seconds_per_trip`` a round trip: a block of 512 threads per channel
+    (Normalization.cuh: tf = threads(H x W) across a plane, 512 / tf images at a time);
+    None where the SMs or limits are unknown or the shape is not NCHW."""
+    limits = RESIDENT.get(tuple(compute_capability or ()))
+    if not multiprocessors or limits is None or len(shape) < 3 or 0 in shape:
+        return None
+    n, c, plane = shape[0], shape[1], math.prod(shape[2:])
+    tf = _threads(plane)
+    ty = max(1, 512 // tf)
+    trips = math.ceil(n / ty) * math.ceil(plane / tf)
+    resident = min(limits[1], limits[0] // (tf * ty))
+    return max(1.0, c / (multiprocessors * resident)) * trips * seconds_per_trip
 
 
 def pool_s(shape, multiprocessors: Optional[int]) -> Optional[float]:

@@ -105,6 +105,17 @@ def running_statistics_norm(record: dict) -> bool:
     return op_class_of(record) == "norm" and "batch_norm" in record["op"]
 
 
+def batch_statistics_norm(record: dict) -> bool:
+    """Whether a node is a training batch norm's forward (batch statistics, then the
+    transform)."""
+    return op_class_of(record) == "norm_train" and "batch_norm" in record["op"]
+
+
+def batch_norm_backward(record: dict) -> bool:
+    """Whether a node is a batch norm's backward (two sums per channel, then a pass)."""
+    return op_class_of(record) == "norm_bwd" and "batch_norm" in record["op"]
+
+
 def thread_per_element_pool(record: dict) -> bool:
     """Whether a node is a max or average pooling (or its backward) of a fixed window, whose
     CUDA kernels run a thread per element (an adaptive pooling's do not)."""

@@ -264,15 +264,23 @@ def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:
 
 def _launch_bound_s(record: dict, chip: Chip) -> float:
     """Seconds below which a node's kernel cannot run on this GPU whatever its bytes
-    (fxroof.launch_geometry): an eval batch norm or a pooling over NCHW tensors, or a layer
-    norm, on an NVIDIA GPU of known SMs (and, for the batch norm, compute capability); 0 for
-    anything else."""
+    (fxroof.launch_geometry): a batch norm (eval, training or backward) or a pooling over
+    NCHW tensors, or a layer norm, on an NVIDIA GPU of known SMs (and, for the batch norm,
+    compute capability); 0 for anything else."""
     if chip.cls != "gpu" or chip.vendor != "NVIDIA" or record.get("layout") == "channels_last":
         return 0.0
     units = chip.multiprocessors or calibration().units(chip.id)
+    shape, capability = record.get("shape") or (), chip.compute_capability
     if op_classes.running_statistics_norm(record):
-        seconds = launch_geometry.batch_norm_transform_s(record.get("shape") or (), units,
-                                                         chip.compute_capability)
+        seconds = launch_geometry.batch_norm_transform_s(shape, units, capability)
+    elif op_classes.batch_statistics_norm(record):  # statistics, then the transform
+        statistics = launch_geometry.batch_norm_reduction_s(
+            shape, units, capability, launch_geometry.STATISTICS_ITERATION_S)
+        transform = launch_geometry.batch_norm_transform_s(shape, units, capability)
+        seconds = statistics + transform if statistics and transform else None
+    elif op_classes.batch_norm_backward(record):
+        seconds = launch_geometry.batch_norm_reduction_s(
+            shape, units, capability, launch_geometry.BACKWARD_REDUCTION_ITERATION_S)
     elif op_classes.thread_per_element_pool(record):
         seconds = launch_geometry.pool_s(record.get("shape"), units)
     elif op_classes.layer_norm_forward(record):
