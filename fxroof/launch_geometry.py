@@ -1,6 +1,11 @@
 """Kernels whose time their launch geometry sets, not their bytes: ATen's CUDA batch norm
 and pooling over NCHW tensors, and its layer norm of short rows.
 
+Which batch norms: eager PyTorch hands a CUDA batch norm of fp32 or fp16 input to cuDNN
+(``_select_batch_norm_backend``, aten/src/ATen/native/Normalization.cpp) and one of bf16
+input -- every one under bf16 autocast -- to ATen's own kernels, the ones modelled here
+(fxroof.roofline applies them so).
+
 An eval-mode batch norm over an NCHW tensor runs ATen's per-plane transform kernel
 (``batch_norm_transform_input_kernel``, launched by ``batch_norm_elemt_cuda_template`` in
 aten/src/ATen/native/cuda/Normalization.cuh; ``batch_norm_elementwise`` picks it for a

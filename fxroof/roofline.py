@@ -262,6 +262,15 @@ def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:
     return peak_for(chip, "matrix", record["dtype"], record["op"])[1] != "fp32"
 
 
+# Eager PyTorch runs a CUDA batch norm of fp32 or fp16 input (with fp32 weights, as under
+# autocast) as cuDNN's (at::native::_select_batch_norm_backend, Normalization.cpp); a bf16
+# one, ATen's native kernels, which fxroof.launch_geometry models and the H100's bf16
+# profiles timed. cuDNN's kernels were not timed alone (the timing pass calls the graph's
+# native_batch_norm), so those nodes keep their class's time.
+CUDNN_BATCH_NORM_DTYPES = ("float32", "float16")
+BATCH_NORM_CLASSES = ("norm", "norm_train", "norm_bwd")
+
+
 def _launch_bound_s(record: dict, chip: Chip) -> float:
     """Seconds below which a node's kernel cannot run on this GPU whatever its bytes
     (fxroof.launch_geometry): a batch norm (eval, training or backward) or a pooling over
@@ -271,6 +280,9 @@ def _launch_bound_s(record: dict, chip: Chip) -> float:
         return 0.0
     units = chip.multiprocessors or calibration().units(chip.id)
     shape, capability = record.get("shape") or (), chip.compute_capability
+    if op_classes.op_class_of(record) in BATCH_NORM_CLASSES and "batch_norm" in record["op"] \
+            and record["dtype"] in CUDNN_BATCH_NORM_DTYPES:
+        return 0.0  # eager PyTorch runs cuDNN's batch norm there, not the kernels modelled
     if op_classes.running_statistics_norm(record):
         seconds = launch_geometry.batch_norm_transform_s(shape, units, capability)
     elif op_classes.batch_statistics_norm(record):  # statistics, then the transform

@@ -1159,16 +1159,16 @@ def test_the_batch_norm_transform_kernels_time_is_its_launch_geometrys(shape, sm
 
 
 def test_an_eval_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_launch_geometry():
-    """On an NVIDIA GPU of known SMs and compute capability, an NCHW eval batch norm's
-    kernel is the elementwise class's time or the transform kernel's latency-bound time,
-    whichever is longer; a channels-last one, another vendor's GPU and a training batch
-    norm keep the class's time."""
+    """On an NVIDIA GPU of known SMs and compute capability, an NCHW eval batch norm of bf16
+    input (ATen's native kernel) lasts the elementwise class's time or the transform
+    kernel's latency-bound time, whichever is longer; a channels-last one, another vendor's
+    GPU and an fp32 one (eager PyTorch runs cuDNN's there) keep the class's time."""
     from fxroof.launch_geometry import batch_norm_transform_s
 
-    def record(memory_format, training=False, shape=(64, 512, 7, 7)):
+    def record(memory_format, dtype="bfloat16", shape=(64, 512, 7, 7)):
         x = torch.empty(shape).to(memory_format=memory_format)
         (found,) = [r for r in fxroof.analyze(torch.nn.BatchNorm2d(shape[1]), x, device="cuda",
-                                              backward=training).records("forward")
+                                              dtype=dtype).records("forward")
                     if "norm" in r["op"]]
         return found
 
@@ -1189,7 +1189,9 @@ def test_an_eval_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_launch_geometry(
     assert roofline.device_seconds(roofline.node_time(nchw, gpu("NVIDIA"))) == \
         pytest.approx(bound)
     assert roofline.node_time(nchw, gpu("NVIDIA")).predicted_s == pytest.approx(2e-5 + bound)
-    for other, chip in ((record(torch.channels_last), gpu("NVIDIA")), (nchw, gpu("AMD"))):
+    # fp32 (and fp16): eager PyTorch runs cuDNN's batch norm, not the kernel modelled
+    for other, chip in ((record(torch.channels_last), gpu("NVIDIA")), (nchw, gpu("AMD")),
+                        (record(torch.contiguous_format, "float32"), gpu("NVIDIA"))):
         assert roofline.node_time(other, chip).predicted_s == \
             pytest.approx(2e-5 + other["bytes"] / (0.8 * 3e12), rel=0.05), other["rule"]
 
@@ -1201,13 +1203,15 @@ def test_a_training_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_reductions():
     across it, one image at a time, so ceil(64 / 1) x ceil(3136 / 512) = 448 round trips
     a thread; 256 blocks of 512 threads fit in one wave (4 a SM) -- the forward lasts 448 x
     0.5 us plus the transform (256 x 64 blocks of 512 threads, 4 a SM: 31.03 waves of 7
-    trips of 0.62 us), the backward 448 x 0.9 us. A channels-last one keeps its class's time."""
+    trips of 0.62 us), the backward 448 x 0.9 us -- for bf16 input, which eager PyTorch runs
+    with ATen's kernels; a channels-last one and an fp32 one (cuDNN's) keep their class's
+    time."""
     from fxroof.launch_geometry import batch_norm_reduction_s
     x = torch.empty(64, 256, 56, 56)
 
-    def norms(memory_format):
+    def norms(memory_format, dtype="bfloat16"):
         g = fxroof.analyze(torch.nn.BatchNorm2d(256), x.to(memory_format=memory_format),
-                           device="cuda", backward=True)
+                           device="cuda", backward=True, dtype=dtype)
         found = {op_classes.op_class_of(r): r for r in g.records()
                  if op_classes.op_class_of(r) in op_classes.TRAINING_NORM_CLASSES}
         return found["norm_train"], found["norm_bwd"]
@@ -1226,7 +1230,7 @@ def test_a_training_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_reductions():
         assert roofline.device_seconds(roofline.node_time(record, gpu)) == \
             pytest.approx(by_hand)
     assert batch_norm_reduction_s((64, 256), 132, (9, 0), 1e-6) is None
-    for record in norms(torch.channels_last):
+    for record in norms(torch.channels_last) + norms(torch.contiguous_format, "float32"):
         assert roofline.device_seconds(roofline.node_time(record, gpu)) == \
             pytest.approx(record["bytes"] / (0.8 * 3e12), rel=0.05)
 
