@@ -35,8 +35,9 @@ KERNEL_FLOOR_S = 3.0e-6  # s: one kernel on the device, back to back (source abo
 # benchmarks/fit_training_host.py: 1.25, 1.2-1.25 leaving each model out, which took those
 # steps' median error from 18.0% to 14.2% (benchmarks/README.md, "An H200"). It was 1.35
 # before a bf16 training batch norm's reductions were priced on a GPU
-# (fxroof.launch_geometry): the factor had stood in for their device time too. Where the host is faster or slower
-# than that VM's 16-core host it is off by as much as the t0 themselves.
+# (fxroof.launch_geometry): the factor had stood in for their device time too. Where the
+# host is faster or slower than that VM's 16-core host it is off by as much as the t0
+# themselves.
 AUTOGRAD_HOST_FACTOR = 1.25
 
 
