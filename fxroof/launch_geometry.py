@@ -85,11 +85,12 @@ def _threads(n: float) -> int:
     return next((t for t in (32, 64, 128, 256) if n <= t), 512)
 
 
-def batch_norm_transform_s(shape, multiprocessors: Optional[int],
-                           compute_capability: Optional[tuple]) -> Optional[float]:
-    """Seconds of the transform kernel over an NCHW (N, C, ...) tensor on an NVIDIA GPU of
-    ``multiprocessors`` SMs, None where the GPU's SMs or resident limits are unknown or the
-    shape is not one the kernel takes (fewer than 3 dimensions: the channels-last kernel)."""
+def transform_geometry(shape, multiprocessors: Optional[int],
+                       compute_capability: Optional[tuple]) -> Optional[tuple]:
+    """(waves x round trips, blocks per SM) of the transform kernel over an NCHW (N, C, ...)
+    tensor on an NVIDIA GPU of ``multiprocessors`` SMs; None where the GPU's SMs or resident
+    limits are unknown or the shape is not one the kernel takes (fewer than 3 dimensions:
+    the channels-last kernel)."""
     limits = RESIDENT.get(tuple(compute_capability or ()))
     if not multiprocessors or limits is None or len(shape) < 3 or 0 in shape:
         return None
@@ -101,18 +102,26 @@ def batch_norm_transform_s(shape, multiprocessors: Optional[int],
     trips = math.ceil(n / (tb * grid_y)) * math.ceil(plane / tf)
     resident_threads, resident_blocks = limits
     waves = blocks / (multiprocessors * min(resident_blocks, resident_threads // (tf * tb)))
-    return max(waves * trips * ITERATION_LATENCY_S,
-               blocks / multiprocessors * BLOCK_ISSUE_S)
+    return waves * trips, blocks / multiprocessors
 
 
-def batch_norm_reduction_s(shape, multiprocessors: Optional[int],
-                           compute_capability: Optional[tuple],
-                           seconds_per_trip: float) -> Optional[float]:
-    """Seconds of a per-channel reduction over an NCHW (N, C, ...) tensor on an NVIDIA GPU
-    -- the training batch norm's statistics or its backward's sums -- at
-    ``seconds_per_trip`` a round trip: a block of 512 threads per channel
-    (Normalization.cuh: tf = threads(H x W) across a plane, 512 / tf images at a time);
-    None where the SMs or limits are unknown or the shape is not NCHW."""
+def batch_norm_transform_s(shape, multiprocessors: Optional[int],
+                           compute_capability: Optional[tuple]) -> Optional[float]:
+    """Seconds of the transform kernel (transform_geometry), None where it is unknown."""
+    geometry = transform_geometry(shape, multiprocessors, compute_capability)
+    if geometry is None:
+        return None
+    trips, blocks_per_sm = geometry
+    return max(trips * ITERATION_LATENCY_S, blocks_per_sm * BLOCK_ISSUE_S)
+
+
+def reduction_trips(shape, multiprocessors: Optional[int],
+                    compute_capability: Optional[tuple]) -> Optional[float]:
+    """Waves x round trips of a per-channel reduction over an NCHW (N, C, ...) tensor on an
+    NVIDIA GPU -- the training batch norm's statistics or its backward's sums: a block of
+    512 threads per channel (Normalization.cuh: tf = threads(H x W) across a plane, 512 / tf
+    images at a time), at least one wave; None where the SMs or limits are unknown or the
+    shape is not NCHW."""
     limits = RESIDENT.get(tuple(compute_capability or ()))
     if not multiprocessors or limits is None or len(shape) < 3 or 0 in shape:
         return None
@@ -121,7 +130,16 @@ def batch_norm_reduction_s(shape, multiprocessors: Optional[int],
     ty = max(1, 512 // tf)
     trips = math.ceil(n / ty) * math.ceil(plane / tf)
     resident = min(limits[1], limits[0] // (tf * ty))
-    return max(1.0, c / (multiprocessors * resident)) * trips * seconds_per_trip
+    return max(1.0, c / (multiprocessors * resident)) * trips
+
+
+def batch_norm_reduction_s(shape, multiprocessors: Optional[int],
+                           compute_capability: Optional[tuple],
+                           seconds_per_trip: float) -> Optional[float]:
+    """Seconds of a per-channel reduction (reduction_trips) at ``seconds_per_trip`` a round
+    trip, None where it is unknown."""
+    trips = reduction_trips(shape, multiprocessors, compute_capability)
+    return trips * seconds_per_trip if trips is not None else None
 
 
 def pool_s(shape, multiprocessors: Optional[int]) -> Optional[float]:

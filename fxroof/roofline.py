@@ -128,13 +128,14 @@ HALF_PRECISION_KEYS = ("fp16", "bf16", "fp8")
 HALF_PRECISION_BAND_WIDENING = 1.25
 # A narrow convolution (fewer than 8 input channels: an image's 3) that PyTorch would run on
 # a GPU's tensor cores (TF32, BF16, FP16) runs on its CUDA cores instead (engine_class), and
-# there at a third of their peak: on an H100, resnet50's 7x7 stem took 0.30-0.40 of the
-# FP32 peak (bf16 at batch 256; TF32 forward and weight gradient at 64) and vit_b_16's
-# 16x16 patch embedding 0.39 (bf16, 256); an H200's at batch 32 0.16 forward, 0.35 backward
-# (benchmarks/README.md, "GPU: an H100 measured"). The median share prices such a node in
-# place of the conv class's fitted rate and its tiling (the share is the whole kernel's).
-# With TF32 off an fp32 one keeps the FP32 fit, whose sweeps hold 3-channel convolutions.
-NARROW_CONV_COMPUTE = 0.35
+# there at a third of their peak or less: the 15 such nodes of the H100's and H200's
+# profiles took 0.08-0.46 of the FP32 peak, median 0.30 (benchmarks/fit_launch_geometry.py;
+# resnet50's 7x7 stem 0.30-0.46, vit_b_16's patch embedding 0.17-0.39, vgg16's 3x3 stem
+# 0.11, ConvNeXt's 4x4 one 0.08: benchmarks/README.md, "GPU: an H100 measured"). The
+# median share prices such a node in place of the conv class's fitted rate and its tiling
+# (the share is the whole kernel's). With TF32 off an fp32 one keeps the FP32 fit, whose
+# sweeps hold 3-channel convolutions.
+NARROW_CONV_COMPUTE = 0.30
 
 
 class NodeTime(NamedTuple):

@@ -150,3 +150,39 @@ def test_the_training_host_factor_fit_needs_training_runs(tmp_path):
     path = _measured_file(tmp_path / "m.json", "T4", {"squeezenet1_1": 1e-3})
     with pytest.raises(FxroofError, match="no training runs"):
         fit_training_host.main([path, "--chip", "t4"])
+
+
+def test_the_launch_geometry_fit_recovers_planted_constants():
+    """fit_launch_geometry.py on nodes timed by known constants (not the shipped ones): an
+    eval batch norm's round trip 0.7 us (planes of 56 x 56, latency-bound) and a block
+    0.1 us (planes of 7 x 7, issue-bound), a pooling 2 ns an element per SM -- each
+    recovered from the records fxroof writes for those layers on a 132-SM Hopper chip."""
+    import math
+
+    import torch
+
+    import fxroof
+    from benchmarks import fit_launch_geometry as fit
+    from fxroof.chips import load_chips
+    from fxroof.launch_geometry import transform_geometry
+
+    chip = load_chips()["h100_sxm"]
+
+    def records(module, shape):
+        x = torch.empty(shape)
+        return [r for r in fxroof.analyze(module, x, device="cuda", dtype="bfloat16").records()
+                if fit.kind_of({**r, "time_s": 1.0})]
+
+    nodes = []
+    for shape in ((256, 64, 56, 56), (256, 256, 56, 56), (256, 512, 7, 7), (256, 2048, 7, 7)):
+        (r,) = records(torch.nn.BatchNorm2d(shape[1]), shape)
+        trips, blocks = transform_geometry(r["shape"], 132, (9, 0))
+        nodes.append(("bn", {**r, "time_s": max(trips * 0.7e-6, blocks * 0.1e-6)}))
+    found = fit.gather([{"name": "bn", "nodes": [r for _, r in nodes]}], chip)
+    fitted = fit.fit_transform(found["bn_eval"], chip)
+    assert fitted["ITERATION_LATENCY_S"] == pytest.approx(0.7e-6)
+    assert fitted["BLOCK_ISSUE_S"] == pytest.approx(0.1e-6)
+    (pool,) = records(torch.nn.MaxPool2d(3, 2, 1), (64, 64, 56, 56))
+    pool = {**pool, "time_s": math.prod(pool["shape"]) * 2e-9 / 132}
+    found = fit.gather([{"name": "pool", "nodes": [pool]}], chip)
+    assert fit.fit_pool(found["pool"], chip)["POOL_OUTPUT_S"] == pytest.approx(2e-9)

@@ -1,0 +1,205 @@
+"""Fit fxroof.launch_geometry's constants (and roofline.NARROW_CONV_COMPUTE) on a GPU's
+per-node profiles, and say how well the shipped ones predict each node.
+
+    python benchmarks/fit_launch_geometry.py benchmarks/measured/h100-profile-*.json
+                                             --chip h100_sxm [--json out.json] [--force]
+
+Each file is `fxroof profile ... --device cuda --json` output of a GPU-bound step: its
+nodes' CUDA-event times are the kernels' (gpu_classes.read_profile refuses one whose nodes
+outlast the eager step). The timing pass runs the graph's own ATen ops, so its batch norms
+are ATen's kernels whatever their dtype -- the kernels the constants describe. Per kernel
+kind, on ``--chip``'s SMs and compute capability:
+
+* eval batch norm (``batch_norm_transform_s``): ITERATION_LATENCY_S, the median seconds a
+  wave of round trips over the nodes the shipped constants call latency-bound, and
+  BLOCK_ISSUE_S, the median seconds a block per SM over the others;
+* training batch norm: STATISTICS_ITERATION_S and BACKWARD_REDUCTION_ITERATION_S, the
+  median of (node - its transform) per wave of round trips over nodes of 128 trips or more
+  (fewer are fixed costs, not trips);
+* pooling: POOL_OUTPUT_S, the median seconds an element per SM;
+* layer norm: LAYER_NORM_ROW_S and LAYER_NORM_ELEMENT_S, least squares of the seconds a
+  row per SM on the row's width, over LAYER_NORM_FIT_MODELS' nodes of two waves of rows or
+  more (one point per shape);
+* a narrow convolution: its share of the FP32 peak per node (the shipped constant is the
+  median over the H100's and the H200's nodes; run once per chip).
+
+Then every node's measured / predicted under the shipped constants, and each constant fitted
+again leaving each model out.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks import checked_chip, chip_and_output_arguments, script_main  # noqa: E402
+from benchmarks.gpu_classes import read_profile  # noqa: E402
+from fxroof import launch_geometry as lg, op_classes, roofline  # noqa: E402
+from fxroof.files import write_json  # noqa: E402
+
+MIN_REDUCTION_TRIPS = 128
+# A layer norm of fewer rows than two waves of blocks (16 of 128 threads an SM) is one
+# block's latency, not a row rate: ConvNeXt's last, 256 rows, took 7 us
+MIN_LAYER_NORM_ROWS_PER_SM = 32
+# vit_b_16's layer norms read a bf16 input that autocast casts to fp32 first, and took 1.6x
+# the rows of ConvNeXt's; kept as a check, not fitted
+LAYER_NORM_FIT_MODELS = ("convnext_tiny",)
+# Profiles kept from before convolutions were named narrow (op_costs.conv.NARROW): their
+# 3-channel convolutions, by module
+NARROW_MODULES = {("resnet50", "conv1"), ("vit_b_16", "conv_proj")}
+
+
+def kind_of(record: dict) -> str | None:
+    """Which constant a timed node informs, None for none."""
+    if record.get("layout") == "channels_last" or record.get("time_s") is None:
+        return None
+    if op_classes.running_statistics_norm(record):
+        return "bn_eval"
+    if op_classes.batch_statistics_norm(record):
+        return "bn_train"
+    if op_classes.batch_norm_backward(record):
+        return "bn_backward"
+    if op_classes.thread_per_element_pool(record):
+        return "pool"
+    if op_classes.layer_norm_forward(record):
+        return "layer_norm"
+    return None
+
+
+def narrow_conv(record: dict, model: str) -> bool:
+    return op_classes.op_class_of(record) in op_classes.CONV_CLASSES and (
+        op_classes.narrow(record) or (model, record.get("module")) in NARROW_MODULES)
+
+
+def gather(profiles: list[dict], chip) -> dict:
+    """{kind: [(model, record), ...]} of the nodes each constant reads."""
+    found = defaultdict(list)
+    for profile in profiles:
+        for record in profile["nodes"]:
+            kind = kind_of(record)
+            if kind:
+                found[kind].append((profile["name"], record))
+            elif narrow_conv(record, profile["name"]) and record.get("time_s"):
+                found["narrow"].append((profile["name"], record))
+    return found
+
+
+def _units(chip):
+    return chip.multiprocessors or roofline.calibration().units(chip.id)
+
+
+def fit_transform(nodes, chip) -> dict:
+    """ITERATION_LATENCY_S and BLOCK_ISSUE_S from eval batch norms."""
+    latency, issue = [], []
+    for _, r in nodes:
+        trips, blocks = lg.transform_geometry(r["shape"], _units(chip), chip.compute_capability)
+        bound = trips * lg.ITERATION_LATENCY_S >= blocks * lg.BLOCK_ISSUE_S
+        (latency if bound else issue).append(r["time_s"] / (trips if bound else blocks))
+    return {"ITERATION_LATENCY_S": statistics.median(latency) if latency else None,
+            "BLOCK_ISSUE_S": statistics.median(issue) if issue else None}
+
+
+def fit_reduction(nodes, chip, name: str) -> dict:
+    """A reduction's seconds a round trip: the median of (node - transform) per trip."""
+    per_trip = []
+    for _, r in nodes:
+        trips = lg.reduction_trips(r["shape"], _units(chip), chip.compute_capability)
+        transform = lg.batch_norm_transform_s(r["shape"], _units(chip), chip.compute_capability)
+        if trips and transform and trips >= MIN_REDUCTION_TRIPS:
+            per_trip.append((r["time_s"] - transform) / trips)
+    return {name: statistics.median(per_trip) if per_trip else None}
+
+
+def fit_pool(nodes, chip) -> dict:
+    values = [r["time_s"] * _units(chip) / math.prod(r["shape"]) for _, r in nodes]
+    return {"POOL_OUTPUT_S": statistics.median(values) if values else None}
+
+
+def fit_layer_norm(nodes, chip) -> dict:
+    """Least squares of seconds a row per SM = a + b x width, one point per shape."""
+    by_shape = defaultdict(list)
+    for model, r in nodes:
+        rows = math.prod(r["shape"][:-1])
+        if model in LAYER_NORM_FIT_MODELS and rows >= MIN_LAYER_NORM_ROWS_PER_SM * _units(chip):
+            by_shape[tuple(r["shape"])].append(r["time_s"])
+    if len(by_shape) < 2:
+        return {"LAYER_NORM_ROW_S": None, "LAYER_NORM_ELEMENT_S": None}
+    widths, per_row = zip(*((shape[-1], statistics.median(times) * _units(chip)
+                             / math.prod(shape[:-1])) for shape, times in by_shape.items()))
+    slope, intercept = np.polyfit(np.array(widths, float), np.array(per_row), 1)
+    return {"LAYER_NORM_ROW_S": float(intercept), "LAYER_NORM_ELEMENT_S": float(slope)}
+
+
+def narrow_shares(nodes, chip) -> list[float]:
+    """Each narrow convolution's FLOP/s over the chip's FP32 peak."""
+    return [r["flops"] / r["time_s"] / chip.peaks["fp32"] for _, r in nodes]
+
+
+FITS = {"bn_eval": fit_transform,
+        "bn_train": lambda n, c: fit_reduction(n, c, "STATISTICS_ITERATION_S"),
+        "bn_backward": lambda n, c: fit_reduction(n, c, "BACKWARD_REDUCTION_ITERATION_S"),
+        "pool": fit_pool, "layer_norm": fit_layer_norm}
+
+
+def shipped_ratio(kind: str, record: dict, chip) -> float | None:
+    """measured / the shipped bound for one node (the bound alone: what it was fitted as)."""
+    units, capability, shape = _units(chip), chip.compute_capability, record["shape"]
+    transform = lg.batch_norm_transform_s(shape, units, capability)
+    bound = {"bn_eval": lambda: transform,
+             "bn_train": lambda: transform + lg.batch_norm_reduction_s(
+                 shape, units, capability, lg.STATISTICS_ITERATION_S),
+             "bn_backward": lambda: transform + lg.batch_norm_reduction_s(
+                 shape, units, capability, lg.BACKWARD_REDUCTION_ITERATION_S),
+             "pool": lambda: lg.pool_s(shape, units),
+             "layer_norm": lambda: lg.layer_norm_s(shape, units)}[kind]()
+    return record["time_s"] / bound if bound else None
+
+
+def summary(found: dict, chip) -> dict:
+    result = {}
+    for kind, nodes in sorted(found.items()):
+        if kind == "narrow":
+            shares = narrow_shares(nodes, chip)
+            result[kind] = {"nodes": len(nodes), "shares": [round(s, 3) for s in shares],
+                            "median_share": round(statistics.median(shares), 3),
+                            "shipped": roofline.NARROW_CONV_COMPUTE}
+            continue
+        ratios = [x for x in (shipped_ratio(kind, r, chip) for _, r in nodes) if x]
+        models = sorted({m for m, _ in nodes})
+        left_out = {m: FITS[kind]([n for n in nodes if n[0] != m], chip) for m in models} \
+            if len(models) > 1 else {}
+        result[kind] = {
+            "nodes": len(nodes), "fitted": FITS[kind](nodes, chip),
+            "shipped_measured_over_bound": {
+                "median": round(statistics.median(ratios), 3) if ratios else None,
+                "p10": round(float(np.percentile(ratios, 10)), 3) if ratios else None,
+                "p90": round(float(np.percentile(ratios, 90)), 3) if ratios else None},
+            "leave_one_model_out": left_out}
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("profiles", nargs="+", help="`fxroof profile --json` files of a GPU")
+    chip_and_output_arguments(parser)
+    args = parser.parse_args(argv)
+    chip = checked_chip(args)
+    found = gather([read_profile(path) for path in args.profiles], chip)
+    result = {"chip": chip.id, "kinds": summary(found, chip)}
+    for kind, entry in result["kinds"].items():
+        print(f"{kind}: {entry}")
+    if args.json:
+        write_json(args.json, result, overwrite=args.force)
+    return 0
+
+
+if __name__ == "__main__":
+    script_main(main, __file__)
