@@ -15,7 +15,8 @@ kind, on ``--chip``'s SMs and compute capability:
   BLOCK_ISSUE_S, the median seconds a block per SM over the others;
 * training batch norm: STATISTICS_ITERATION_S and BACKWARD_REDUCTION_ITERATION_S, the
   median of (node - its transform) per wave of round trips over nodes of 128 trips or more
-  (fewer are fixed costs, not trips);
+  (fewer are fixed costs, not trips); the backward's bound is its sums alone
+  (launch_geometry.bound_s), so there measured / bound exceeds 1 by the elementwise pass;
 * pooling: POOL_OUTPUT_S, the median seconds an element per SM;
 * layer norm: LAYER_NORM_ROW_S and LAYER_NORM_ELEMENT_S, least squares of the seconds a
   row per SM on the row's width, over LAYER_NORM_FIT_MODELS' nodes of two waves of rows or
@@ -43,6 +44,7 @@ sys.path.insert(0, ROOT)
 from benchmarks import checked_chip, chip_and_output_arguments, script_main  # noqa: E402
 from benchmarks.gpu_classes import read_profile  # noqa: E402
 from fxroof import launch_geometry as lg, op_classes, roofline  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
 
 MIN_REDUCTION_TRIPS = 128
@@ -58,20 +60,9 @@ NARROW_MODULES = {("resnet50", "conv1"), ("vit_b_16", "conv_proj")}
 
 
 def kind_of(record: dict) -> str | None:
-    """Which constant a timed node informs, None for none."""
-    if record.get("layout") == "channels_last" or record.get("time_s") is None:
-        return None
-    if op_classes.running_statistics_norm(record):
-        return "bn_eval"
-    if op_classes.batch_statistics_norm(record):
-        return "bn_train"
-    if op_classes.batch_norm_backward(record):
-        return "bn_backward"
-    if op_classes.thread_per_element_pool(record):
-        return "pool"
-    if op_classes.layer_norm_forward(record):
-        return "layer_norm"
-    return None
+    """Which constant a timed node informs (op_classes.launch_kind, whatever its dtype: the
+    timing pass ran ATen's kernels), None for none."""
+    return op_classes.launch_kind(record) if record.get("time_s") is not None else None
 
 
 def narrow_conv(record: dict, model: str) -> bool:
@@ -150,16 +141,8 @@ FITS = {"bn_eval": fit_transform,
 
 
 def shipped_ratio(kind: str, record: dict, chip) -> float | None:
-    """measured / the shipped bound for one node (the bound alone: what it was fitted as)."""
-    units, capability, shape = _units(chip), chip.compute_capability, record["shape"]
-    transform = lg.batch_norm_transform_s(shape, units, capability)
-    bound = {"bn_eval": lambda: transform,
-             "bn_train": lambda: transform + lg.batch_norm_reduction_s(
-                 shape, units, capability, lg.STATISTICS_ITERATION_S),
-             "bn_backward": lambda: transform + lg.batch_norm_reduction_s(
-                 shape, units, capability, lg.BACKWARD_REDUCTION_ITERATION_S),
-             "pool": lambda: lg.pool_s(shape, units),
-             "layer_norm": lambda: lg.layer_norm_s(shape, units)}[kind]()
+    """measured / the shipped bound (launch_geometry.bound_s) for one node."""
+    bound = lg.bound_s(kind, record["shape"], _units(chip), chip.compute_capability)
     return record["time_s"] / bound if bound else None
 
 
@@ -174,6 +157,9 @@ def summary(found: dict, chip) -> dict:
             continue
         ratios = [x for x in (shipped_ratio(kind, r, chip) for _, r in nodes) if x]
         models = sorted({m for m, _ in nodes})
+        by_model = {m: round(statistics.median(x for x in (shipped_ratio(kind, r, chip)
+                                                           for mm, r in nodes if mm == m)
+                                               if x), 3) for m in models}
         left_out = {m: FITS[kind]([n for n in nodes if n[0] != m], chip) for m in models} \
             if len(models) > 1 else {}
         result[kind] = {
@@ -181,7 +167,8 @@ def summary(found: dict, chip) -> dict:
             "shipped_measured_over_bound": {
                 "median": round(statistics.median(ratios), 3) if ratios else None,
                 "p10": round(float(np.percentile(ratios, 10)), 3) if ratios else None,
-                "p90": round(float(np.percentile(ratios, 90)), 3) if ratios else None},
+                "p90": round(float(np.percentile(ratios, 90)), 3) if ratios else None,
+                "median_by_model": by_model},
             "leave_one_model_out": left_out}
     return result
 
@@ -192,6 +179,12 @@ def main(argv=None) -> int:
     chip_and_output_arguments(parser)
     args = parser.parse_args(argv)
     chip = checked_chip(args)
+    if chip.cls != "gpu" or not _units(chip) or \
+            tuple(chip.compute_capability or ()) not in lg.RESIDENT:
+        raise FxroofError(f"Chip '{chip.id}' is not an NVIDIA GPU whose SMs and compute "
+                          "capability fxroof knows, which the launch-geometry bounds need: "
+                          "name one (h100_sxm, h200_sxm, a100_sxm_80gb, ...) or a measured "
+                          "chip from `fxroof chips measure --device cuda`.")
     found = gather([read_profile(path) for path in args.profiles], chip)
     result = {"chip": chip.id, "kinds": summary(found, chip)}
     for kind, entry in result["kinds"].items():

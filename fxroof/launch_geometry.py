@@ -157,3 +157,28 @@ def layer_norm_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
         return None
     rows, width = math.prod(shape[:-1]), shape[-1]
     return rows * (LAYER_NORM_ROW_S + width * LAYER_NORM_ELEMENT_S) / multiprocessors
+
+
+def bound_s(kind: str, shape, multiprocessors: Optional[int],
+            compute_capability: Optional[tuple]) -> Optional[float]:
+    """Seconds below which an ATen CUDA kernel of ``kind`` (op_classes.LAUNCH_KINDS) over a
+    ``shape`` output cannot run; None where the GPU's facts are unknown. A training batch
+    norm is its statistics and then its transform; a backward's bound is its two sums
+    alone, its elementwise pass being another launch than the forward's transform (at 7 x 7
+    planes the transform's bound exceeds the whole measured backward)."""
+    shape = tuple(shape or ())
+    transform = batch_norm_transform_s(shape, multiprocessors, compute_capability)
+    if kind == "bn_eval":
+        return transform
+    if kind == "bn_train":
+        sums = batch_norm_reduction_s(shape, multiprocessors, compute_capability,
+                                      STATISTICS_ITERATION_S)
+        return sums + transform if sums is not None and transform is not None else None
+    if kind == "bn_backward":
+        return batch_norm_reduction_s(shape, multiprocessors, compute_capability,
+                                      BACKWARD_REDUCTION_ITERATION_S)
+    if kind == "pool":
+        return pool_s(shape, multiprocessors)
+    if kind == "layer_norm":
+        return layer_norm_s(shape, multiprocessors)
+    raise ValueError(f"no launch bound for {kind!r}")

@@ -105,26 +105,36 @@ def running_statistics_norm(record: dict) -> bool:
     return op_class_of(record) == "norm" and "batch_norm" in record["op"]
 
 
-def batch_statistics_norm(record: dict) -> bool:
-    """Whether a node is a training batch norm's forward (batch statistics, then the
-    transform)."""
-    return op_class_of(record) == "norm_train" and "batch_norm" in record["op"]
+# The kinds of kernel fxroof.launch_geometry bounds, by what a node record is
+LAUNCH_KINDS = ("bn_eval", "bn_train", "bn_backward", "pool", "layer_norm")
+# Eager PyTorch runs a CUDA batch norm of fp32 or fp16 input (fp32 weights, as under
+# autocast) as cuDNN's (at::native::_select_batch_norm_backend, Normalization.cpp), one of
+# bf16 input with ATen's own kernels -- the ones fxroof.launch_geometry models
+CUDNN_BATCH_NORM_DTYPES = ("float32", "float16")
 
 
-def batch_norm_backward(record: dict) -> bool:
-    """Whether a node is a batch norm's backward (two sums per channel, then a pass)."""
-    return op_class_of(record) == "norm_bwd" and "batch_norm" in record["op"]
+def launch_kind(record: dict) -> Optional[str]:
+    """Which of LAUNCH_KINDS an NCHW node's ATen CUDA kernel is, None for any other node
+    (a channels-last one runs other kernels): a batch norm in eval (running statistics)
+    or training (batch statistics) or its backward, a fixed-window pooling or its backward
+    (a thread per element; an adaptive pooling is not one), a layer norm's forward."""
+    if record.get("layout") == "channels_last":
+        return None
+    op_class, op = op_class_of(record), record["op"]
+    if "batch_norm" in op:
+        return {"norm": "bn_eval", "norm_train": "bn_train",
+                "norm_bwd": "bn_backward"}.get(op_class)
+    if op_class == "pool" and "adaptive" not in op:
+        return "pool"
+    if op_class == "norm" and "layer_norm" in op:
+        return "layer_norm"
+    return None
 
 
-def thread_per_element_pool(record: dict) -> bool:
-    """Whether a node is a max or average pooling (or its backward) of a fixed window, whose
-    CUDA kernels run a thread per element (an adaptive pooling's do not)."""
-    return op_class_of(record) == "pool" and "adaptive" not in record["op"]
-
-
-def layer_norm_forward(record: dict) -> bool:
-    """Whether a node is a layer norm's forward (a block of the CUDA kernel per row)."""
-    return op_class_of(record) == "norm" and "layer_norm" in record["op"]
+def cudnn_batch_norm(record: dict) -> bool:
+    """Whether eager PyTorch runs a node's CUDA batch norm as cuDNN's (CUDNN_BATCH_NORM_DTYPES),
+    whose kernels are not the ones launch_kind names."""
+    return "batch_norm" in record["op"] and record["dtype"] in CUDNN_BATCH_NORM_DTYPES
 
 
 def op_class_on(record: dict, device_class: str) -> Optional[str]:

@@ -263,43 +263,20 @@ def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:
     return peak_for(chip, "matrix", record["dtype"], record["op"])[1] != "fp32"
 
 
-# Eager PyTorch runs a CUDA batch norm of fp32 or fp16 input (with fp32 weights, as under
-# autocast) as cuDNN's (at::native::_select_batch_norm_backend, Normalization.cpp); a bf16
-# one, ATen's native kernels, which fxroof.launch_geometry models and the H100's bf16
-# profiles timed. cuDNN's kernels were not timed alone (the timing pass calls the graph's
-# native_batch_norm), so those nodes keep their class's time.
-CUDNN_BATCH_NORM_DTYPES = ("float32", "float16")
-BATCH_NORM_CLASSES = ("norm", "norm_train", "norm_bwd")
-
-
 def _launch_bound_s(record: dict, chip: Chip) -> float:
     """Seconds below which a node's kernel cannot run on this GPU whatever its bytes
-    (fxroof.launch_geometry): a batch norm (eval, training or backward) or a pooling over
-    NCHW tensors, or a layer norm, on an NVIDIA GPU of known SMs (and, for the batch norm,
-    compute capability); 0 for anything else."""
-    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or record.get("layout") == "channels_last":
+    (fxroof.launch_geometry): an ATen CUDA kernel of op_classes.launch_kind's on an NVIDIA
+    GPU whose SMs (and, for a batch norm, compute capability) are known; 0 for anything
+    else, and for a batch norm that eager PyTorch hands to cuDNN, whose kernels the bounds
+    do not describe (the timing pass runs the graph's native_batch_norm, so no profile
+    timed them: those nodes keep their class's time)."""
+    kind = op_classes.launch_kind(record)
+    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or kind is None \
+            or op_classes.cudnn_batch_norm(record):
         return 0.0
-    units = chip.multiprocessors or calibration().units(chip.id)
-    shape, capability = record.get("shape") or (), chip.compute_capability
-    if op_classes.op_class_of(record) in BATCH_NORM_CLASSES and "batch_norm" in record["op"] \
-            and record["dtype"] in CUDNN_BATCH_NORM_DTYPES:
-        return 0.0  # eager PyTorch runs cuDNN's batch norm there, not the kernels modelled
-    if op_classes.running_statistics_norm(record):
-        seconds = launch_geometry.batch_norm_transform_s(shape, units, capability)
-    elif op_classes.batch_statistics_norm(record):  # statistics, then the transform
-        statistics = launch_geometry.batch_norm_reduction_s(
-            shape, units, capability, launch_geometry.STATISTICS_ITERATION_S)
-        transform = launch_geometry.batch_norm_transform_s(shape, units, capability)
-        seconds = statistics + transform if statistics and transform else None
-    elif op_classes.batch_norm_backward(record):
-        seconds = launch_geometry.batch_norm_reduction_s(
-            shape, units, capability, launch_geometry.BACKWARD_REDUCTION_ITERATION_S)
-    elif op_classes.thread_per_element_pool(record):
-        seconds = launch_geometry.pool_s(record.get("shape"), units)
-    elif op_classes.layer_norm_forward(record):
-        seconds = launch_geometry.layer_norm_s(record.get("shape"), units)
-    else:
-        return 0.0
+    seconds = launch_geometry.bound_s(kind, record.get("shape"),
+                                      chip.multiprocessors or calibration().units(chip.id),
+                                      chip.compute_capability)
     return seconds or 0.0
 
 

@@ -186,3 +186,11 @@ def test_the_launch_geometry_fit_recovers_planted_constants():
     pool = {**pool, "time_s": math.prod(pool["shape"]) * 2e-9 / 132}
     found = fit.gather([{"name": "pool", "nodes": [pool]}], chip)
     assert fit.fit_pool(found["pool"], chip)["POOL_OUTPUT_S"] == pytest.approx(2e-9)
+
+
+@pytest.mark.parametrize("chip", ["l4", "epyc_9654"])
+def test_the_launch_geometry_fit_refuses_a_chip_without_sms_or_capability(chip):
+    """The L4 lists no SM count, a CPU neither: a clear error before any profile is read."""
+    from benchmarks import fit_launch_geometry
+    with pytest.raises(FxroofError, match="not an NVIDIA GPU whose SMs"):
+        fit_launch_geometry.main(["no-such-profile.json", "--chip", chip])
