@@ -28,9 +28,12 @@ measured"):
     waves = blocks / (SMs x resident blocks an SM holds of tf x tb threads)
 
 with a round trip of 0.62 us (per wave and trip: 0.57-0.80, median 0.62) and 86 ns a block
-per SM (84-90 where blocks are short) -- against the elementwise class's bandwidth, which
-had priced these nodes 1.5-9x short. The resident limits are the CUDA C++ Programming
+per SM (84-90 where blocks are short): resnet50's nodes a median 1.02 of the bound,
+inception_v3's 1.19, the H200's 1.10-1.11 -- where the elementwise class's bandwidth had
+priced them 1.5-9x short. The resident limits are the CUDA C++ Programming
 Guide's per compute capability ("Technical Specifications per Compute Capability").
+Every constant here is re-derived from the kept profiles, node by node and leaving each
+model out, by benchmarks/fit_launch_geometry.py.
 
 A training batch norm first reduces each channel's statistics
 (``batch_norm_collect_statistics_kernel``: a block of 512 threads per channel, each thread a
@@ -39,24 +42,25 @@ channel's two sums (``batch_norm_backward_reduce_kernel``, the same grid, two te
 round trip): with 64 channels, 64 blocks on 132 SMs. On the H100 (resnet50's fp32 training
 step at batch 64; 12 shapes each) the forward took the transform's time plus
 STATISTICS_ITERATION_S a round trip (0.45-0.73 us where a thread makes 128 or more) and the
-backward BACKWARD_REDUCTION_ITERATION_S (0.86-1.2 us a trip, the elementwise pass
-included); as floors under the classes' times the two classes' nodes summed to 1.04 and
-0.98 of measured, where they had summed to 1.53 and 1.31.
+backward BACKWARD_REDUCTION_ITERATION_S (0.86-1.2 us a trip once the transform's time is
+taken off); the classes' times had priced those nodes 1.53x and 1.31x short in sum. The
+backward's bound is its sums alone (bound_s).
 
 ATen's NCHW pooling kernels (``max_pool_forward_nchw``, ``avg_pool2d_out_cuda_frame`` and
 their backwards, aten/src/ATen/native/cuda/DilatedMaxPool2d.cu and AveragePool2d.cu) run a
 thread per output element that walks its window with scalar loads and bounds checks. On the
 H100 every such node took 1.6-2.1 ns an output element per SM (24 nodes of 5 models: max
 pools 3x3 and 2x2, 3x3 average pools, a max pool's backward per input gradient element; bf16
-and fp32 alike), the median POOL_OUTPUT_S, leave-one-model-out within 0.8-1.3x but one
-(1.64) -- where the elementwise class's bandwidth had priced them 1.5-9.6x short.
+and fp32 alike), the median POOL_OUTPUT_S: 0.90-1.22 of the bound per model, the H200's
+0.99-1.22 -- where the elementwise class's bandwidth had priced them 1.5-9.6x short.
 
 ATen's layer norm (``vectorized_layer_norm_kernel``, aten/src/ATen/native/cuda/
 layer_norm_kernel.cu) runs a block per row: a row of a ConvNeXt's 96 channels costs the
 block's whole life -- loads, two block-wide reductions, stores -- for 96 elements. Over
 ConvNeXt-T's four stages on the H100 (bf16 autocast, 12544-802816 rows of 96-768) an SM
-took LAYER_NORM_ROW_S + N x LAYER_NORM_ELEMENT_S a row of N (least squares: 0.93-1.10 of
-measured), where the norm class had priced them 3.4-4.5x short; vit_b_16's 768-wide rows
+took LAYER_NORM_ROW_S + N x LAYER_NORM_ELEMENT_S a row of N (least squares; its nodes a
+median 1.01 of the bound, the H200's 1.07), where the norm class had priced them 3.4-4.5x
+short; vit_b_16's 768-wide rows
 took 1.59x this (not fitted; NeuSight's LayerNorm sweeps, 264 columns and more, hold no
 short rows).
 """

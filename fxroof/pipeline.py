@@ -33,7 +33,7 @@ KERNEL_FLOOR_S = 3.0e-6  # s: one kernel on the device, back to back (source abo
 # optimizer's Python. Fitted on an H200's measured eager training steps (17 torchvision
 # models, fp32 and bf16 autocast, batches 16 and 64: benchmarks/measured/h200-run*.json) by
 # benchmarks/fit_training_host.py: 1.25, 1.2-1.25 leaving each model out, which took those
-# steps' median error from 18.0% to 14.2% (benchmarks/README.md, "An H200"). It was 1.35
+# steps' median error from 18.0% to 14.1% (benchmarks/README.md, "An H200"). It was 1.35
 # before a bf16 training batch norm's reductions were priced on a GPU
 # (fxroof.launch_geometry): the factor had stood in for their device time too. Where the
 # host is faster or slower than that VM's 16-core host it is off by as much as the t0
