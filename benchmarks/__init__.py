@@ -26,8 +26,28 @@ def chip_and_output_arguments(parser) -> None:
     """The options of a script that predicts on a chip and may write its result as JSON."""
     parser.add_argument("--chip", required=True, help="chip id to predict on")
     parser.add_argument("--chips-file", action="append", help="extra chip definitions (YAML)")
+    output_arguments(parser)
+
+
+def output_arguments(parser) -> None:
+    """The options of a script that may write its result as JSON."""
     parser.add_argument("--json", help="also write the result here")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json")
+
+
+def parsed_output_arguments(doc: str, argv=None):
+    """A script's parsed ``--json``/``--force`` (its description the docstring's first
+    paragraph), once ``--json`` is known to be writable: refused before the work, not after."""
+    import argparse
+
+    from fxroof.files import check_writable
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    output_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.json:
+        check_writable(args.json, overwrite=args.force)
+    return args
 
 
 def checked_chip(args):

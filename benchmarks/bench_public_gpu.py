@@ -42,6 +42,9 @@ PyTorch/Classification/ConvNets):
   FP32, FP16, BF16), from which the three largest are taken: a 72 W board sustaining its
   products, where mamf-finder's fastest shape is a best case. FP32 there is true FP32 (torch
   leaves TF32 matmuls off by default).
+Both ran with cuDNN's engine search on (DeepLearningExamples' ConvNets/main.py sets
+``cudnn.benchmark = True``), so the points are analysed with it on
+(fxroof.roofline.cudnn_searched).
 Training points are fxroof's step with cross-entropy (for BERT, over the start and end
 logits) and SGD with momentum (BERT: AdamW), the measured step time batch / throughput.
 The timings are of those loops (cuDNN autotuning on), not of fxroof's step, so read the
@@ -53,7 +56,6 @@ replaced, and the ideal roof.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -66,11 +68,11 @@ from scipy.stats import spearmanr
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import script_main  # noqa: E402
+from benchmarks import parsed_output_arguments, script_main  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
-from fxroof.files import check_writable, write_json  # noqa: E402
-from fxroof.roofline import node_time, predict  # noqa: E402
+from fxroof.files import write_json  # noqa: E402
+from fxroof.roofline import cudnn_search, node_time, predict  # noqa: E402
 
 SOURCE = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
           " inference latency avg and 1-GPU training throughput (pytorch-21.03 NGC container);"
@@ -218,10 +220,11 @@ def _point(reference: str, chip_id: str, amp, memory_format, batch: int, measure
            train: bool, model: str = "resnet50") -> dict:
     chip = get_chip(chip_id)
     step = {"loss": "cross_entropy", "optimizer": "sgd"} if train else {}
-    records = analyze(model, batch=batch, device="cuda", chip=chip, amp=amp,
-                      memory_format=memory_format, **step).records()
-    return _summarised(reference, model, chip, amp, memory_format, batch, measured_s,
-                       "train" if train else "inference", records)
+    with cudnn_search():
+        records = analyze(model, batch=batch, device="cuda", chip=chip, amp=amp,
+                          memory_format=memory_format, **step).records()
+        return _summarised(reference, model, chip, amp, memory_format, batch, measured_s,
+                           "train" if train else "inference", records)
 
 
 def points() -> list[dict]:
@@ -265,12 +268,7 @@ def summary(found: list[dict], models: tuple = STEP_MODELS) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="also write every point and the summary here")
-    parser.add_argument("--force", action="store_true", help="overwrite --json if it exists")
-    args = parser.parse_args(argv)
-    if args.json:
-        check_writable(args.json, overwrite=args.force)
+    args = parsed_output_arguments(__doc__, argv)
     found = points()
     for p in found:
         print(f"{p['model'][:8]:8s} {p['task']:9s} {p['chip']:13s} {p['precision']:5s} "
@@ -297,7 +295,8 @@ def main(argv=None) -> int:
                for dtype, sizes in L4_SQUARE_MM.items() for n, tflops in sizes.items()]
     for p, dtype in zip(squares, [d for d, sizes in L4_SQUARE_MM.items() for _ in sizes]):
         print(f"L4 square mm {str(dtype)[6:]:9s} n={p['shape'][0]:<6d} measured "
-              f"{p['measured_s'] * 1e3:7.2f} ms  predicted x{p['pipelined_s'] / p['measured_s']:.2f}"
+              f"{p['measured_s'] * 1e3:7.2f} ms"
+              f"  predicted x{p['pipelined_s'] / p['measured_s']:.2f}"
               f"  roof x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
     result["l4_square_mm"] = summary(squares, models=("pipelined", "ideal"))
     print(json.dumps(result, indent=1))

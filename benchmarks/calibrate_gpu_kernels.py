@@ -71,6 +71,35 @@ STREAMING_MIN_ROWS = 20
 # low-power board", Jia et al., "Dissecting the NVidia Turing T4 GPU via Microbenchmarking",
 # 2019, on both): the GPUs fxroof.calibration.LOW_POWER_FAMILY is fitted on.
 LOW_POWER = ("T4", "P4")
+# GeForce boards (fxroof.calibration.GEFORCE_FAMILY): none is in NeuSight's set, so their
+# family is the all-GPU one with the two rates public microbenchmarks of GeForce boards
+# measured apart from it. Each a measured rate over the datasheet's.
+# * GEMMs on the tensor cores, over the dense rate with FP32 accumulation (PyTorch's): the
+#   FP32-accumulate rate is the board's whole FP16 rate on Ada, half its FP16-accumulate one
+#   on GA102 GeForce (chips.yaml). Datacenter boards by the same benchmarks: A100 0.74,
+#   A6000 0.61, V100 0.76 (mli) -- below the datasheet, as the all-GPU family's 0.79 is.
+GEFORCE_MATRIX_SHARE = {
+    "RTX 3090 Ti, torch.matmul FP16 (mli/transformers-benchmarks README: 81 of 80 TFLOP/s)":
+        81 / 80,
+    "RTX 3090 Ti, torch.matmul TF32 (same table: 42 of 40 TFLOP/s)": 42 / 40,
+    "RTX 4090, torch.matmul FP16 n=2048 (mli/transformers-benchmarks issue #4: 167.1 of "
+    "165.2 TFLOP/s)": 167.112 / 165.2,
+    "RTX 4090, torch.matmul FP16 n=8192 (same issue: 158.6 of 165.2 TFLOP/s)": 158.596 / 165.2,
+    "RTX 4090, torch.mm BF16, fastest shape (mag-/gpu_benchmark README, mamf-finder: 178.5 of "
+    "165.2 TFLOP/s)": 178.5 / 165.2,
+}
+# * Streaming from memory, over the datasheet bandwidth (1008 GB/s).
+GEFORCE_STREAMING = {
+    "RTX 4090, clpeak global memory bandwidth float4 (krrishnarraj/clpeak issue #106: 909.8 "
+    "GB/s)": 909.81 / 1008,
+    "RTX 4090, clpeak float16 (same issue: 921.3 GB/s)": 921.32 / 1008,
+    "RTX 4090, CUDA.jl copyto! of 64 MB, read + written (JuliaGPU/CUDA.jl issue #1860: 895 "
+    "GB/s)": 895 / 1008,
+}
+# The classes whose memory fraction is the streaming rate (the conv fit takes the
+# elementwise one, MEMORY_FROM; copies and pooling fall back to elementwise): not norm and
+# softmax, whose fitted fraction holds their kernels' per-row latency too.
+GEFORCE_STREAMING_CLASSES = ("elementwise", "conv")
 
 
 class Rows:
@@ -264,6 +293,7 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
             families[name][op_class] = _entry(
                 family(fitted), band(pooled), f"{source}: median over {len(fitted)} {what}; "
                 f"band from leave-one-GPU-out, MAPE {mape(pooled):.1f}%")
+    families[cal.GEFORCE_FAMILY] = geforce_family(families["gpu"])
     return {"schema_version": 1,
             "model": "kernel = max(F / (peak x compute x tile utilization x k / (k + "
                      "k_half)), B / (bandwidth x memory)); time = t0 x serial + max(t0 x "
@@ -271,6 +301,25 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
                      "fxroof/calibration.py",
             "licence": "derived from NeuSight data, MIT licence: fxroof/LICENSE-NeuSight.txt",
             "chips": chips, "families": families}
+
+
+def geforce_family(gpu_family: dict) -> dict:
+    """The GeForce family's entries: the all-GPU family's, with the median of
+    GEFORCE_MATRIX_SHARE as the GEMMs' matrix-engine share and of GEFORCE_STREAMING as the
+    streaming classes' memory fraction, and where each came from."""
+    matrix = round(statistics.median(GEFORCE_MATRIX_SHARE.values()), 4)
+    streaming = round(statistics.median(GEFORCE_STREAMING.values()), 4)
+    family_ = copy.deepcopy(gpu_family)
+    family_["gemm"]["matrix_compute"] = matrix
+    family_["gemm"]["source"] += (
+        f"; on the tensor cores {matrix} of the dense FP32-accumulate peak: median of "
+        f"GeForce measurements -- {'; '.join(GEFORCE_MATRIX_SHARE)}")
+    for op_class in GEFORCE_STREAMING_CLASSES:
+        family_[op_class]["memory"] = streaming
+        family_[op_class]["source"] += (
+            f"; memory at {streaming} of the bandwidth: median of GeForce measurements -- "
+            f"{'; '.join(GEFORCE_STREAMING)}")
+    return family_
 
 
 def _entry(params: cal.Params, band_: tuple, source: str) -> dict:

@@ -14,7 +14,7 @@ from benchmarks import checked_chip, rho_per_batch
 from fxroof import analyze
 from fxroof.errors import FxroofError
 from fxroof.files import write_json
-from fxroof.roofline import predict
+from fxroof.roofline import cudnn_search, predict
 
 ROOFS = ("ideal", "calibrated")
 
@@ -89,7 +89,10 @@ def compare(args) -> int:
     if len(gpus) > 1:
         raise FxroofError(f"The measured files come from {len(gpus)} GPUs "
                           f"({', '.join(sorted(map(str, gpus)))}): pool runs of one GPU.")
-    points = [{**run, **predicted(run, chip)} for run in pooled(files)]
+    # cuDNN's engine search as it was where they were measured (bench_gpu.py: PyTorch's
+    # default, off): the transposes of an NCHW tensor-core convolution depend on it
+    with cudnn_search(bool(files[0]["environment"].get("cudnn_benchmark", False))):
+        points = [{**run, **predicted(run, chip)} for run in pooled(files)]
     result = {"benchmark": "gpu_predict", "chip": chip.id,
               "measured_on": files[0]["environment"], "files": len(files), **summary(points)}
     print(json.dumps(result, indent=1))

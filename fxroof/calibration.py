@@ -45,8 +45,9 @@ Parameters per (chip, op class) are fitted on measurements (``fit``) and shipped
 ``band`` holds the p10 and p90 of measured / predicted where the set was validated (its own
 kernels for a fitted chip, the GPUs left out for a family), so every prediction carries a
 range. GPUs without their own measurements take the family parameters (the median over the
-measured NVIDIA GPUs, or over the 75 W boards for a GPU of that power) with the wider band
-of a chip never seen; a device measured with
+measured NVIDIA GPUs, or over the 75 W boards for a GPU of that power; a GeForce board's
+with the rates public microbenchmarks of GeForce boards measured) with the wider band of a
+chip never seen; a device measured with
 ``fxroof chips measure`` carries its own set in its chip entry (fxroof.probes).
 """
 from __future__ import annotations
@@ -72,6 +73,14 @@ CALIBRATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cal
 # own measurements takes the family fitted on those boards, not the all-GPU median.
 LOW_POWER_W = 75.0
 LOW_POWER_FAMILY = "gpu_low_power"
+# GeForce boards run above the boost clock their datasheet's peaks are computed at while
+# power and heat allow, and none of NeuSight's GPUs is one: their GEMMs on the tensor cores
+# sustain the datasheet's dense rate or more (an RTX 4090 1.01 of its FP16 rate, an RTX 3090
+# Ti 1.01; datacenter boards 0.6-0.86), and their GDDR6X memory streams at 0.90 of its
+# bandwidth. A GeForce GPU without its own measurements takes the family built from those
+# (benchmarks/calibrate_gpu_kernels.py, GEFORCE_*), the all-GPU median for the rest.
+GEFORCE_FAMILY = "gpu_geforce"
+GEFORCE_MARK = "GeForce"  # in the chip's name: NVIDIA's consumer line
 
 # A GPU kernel moving this many times the L2 cache streams from DRAM: neither the cache nor
 # the fixed cost moves its rate (streaming_fraction).
@@ -103,6 +112,9 @@ class Params:
     vector_lanes: float = 0.0     # fp32 lanes of a CPU's generated vector code (0: unknown)
     serial: float = 1.0           # share of t0 spent before the kernel starts; the rest
                                   # overlaps it (a GPU's host work after the launch)
+    matrix_compute: float = 0.0   # GEMM: sustained fraction of the matrix engine's peak
+                                  # (TF32, BF16, FP16), where measured apart from the FP32
+                                  # fit of ``compute``; 0: ``compute`` serves both
 
 
 class Row(NamedTuple):
@@ -404,24 +416,29 @@ class Calibration:
         return (self.unit_counts or {}).get(chip_id)
 
     def params(self, chip_id: str, chip_class: str, op_class: str,
-               tdp: Optional[float] = None) -> Optional[Params]:
-        """``tdp`` (W, the board power) picks the low-power family for a GPU of 75 W or
-        less that has no parameters of its own."""
+               tdp: Optional[float] = None, name: str = "") -> Optional[Params]:
+        """``tdp`` (W, the board power) and ``name`` pick the family of a GPU that has no
+        parameters of its own (family_names)."""
         own = self.chips.get(chip_id, {}).get(op_class)
-        found = own or next((self.families[f][op_class] for f in family_names(chip_class, tdp)
+        found = own or next((self.families[f][op_class]
+                             for f in family_names(chip_class, tdp, name)
                              if op_class in self.families.get(f, {})), None)
         if found is None and op_class in FALLBACK:
-            return self.params(chip_id, chip_class, FALLBACK[op_class], tdp)
+            return self.params(chip_id, chip_class, FALLBACK[op_class], tdp, name)
         return found
 
     def covers(self, chip_id: str, chip_class: str) -> bool:
         return chip_id in self.chips or chip_class in self.families
 
 
-def family_names(chip_class: str, tdp: Optional[float]) -> tuple:
-    """The families a chip without its own parameters takes them from, first match first."""
+def family_names(chip_class: str, tdp: Optional[float], name: str = "") -> tuple:
+    """The families a chip without its own parameters takes them from, first match first:
+    a GPU of 75 W or less the low-power one (its clocks are the power cap's, GeForce or
+    not), a GeForce board the GeForce one, then the class's."""
     if chip_class == "gpu" and tdp is not None and tdp <= LOW_POWER_W:
         return LOW_POWER_FAMILY, chip_class
+    if chip_class == "gpu" and GEFORCE_MARK in name:
+        return GEFORCE_FAMILY, chip_class
     return (chip_class,)
 
 
@@ -435,7 +452,8 @@ _FIELDS = {"t0": (None, (0.0, math.inf, True)), "compute": (None, (0.0, 10.0, Fa
            "layout_rate": (0.0, (0.0, math.inf, True)),
            "pointwise_layout_rate": (0.0, (0.0, math.inf, True)),
            "vector_lanes": (0.0, (0.0, 1024.0, True)),
-           "serial": (1.0, (0.0, 1.0, False))}
+           "serial": (1.0, (0.0, 1.0, False)),
+           "matrix_compute": (0.0, (0.0, 10.0, True))}
 
 
 def _field(entry: dict, name: str, where: str) -> float:

@@ -94,6 +94,16 @@ def _step_arguments(p: argparse.ArgumentParser) -> None:
                         "kernel and fault in again) or caching (tcmalloc through LD_PRELOAD, "
                         "or glibc with MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ set "
                         "high: nothing faults once warm)")
+    _cudnn_argument(p)
+
+
+def _cudnn_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cudnn-benchmark", action="store_true",
+                   help="cuDNN searches its engines per convolution shape, as "
+                        "torch.backends.cudnn.benchmark = True does (timm's, NVIDIA's and "
+                        "torchvision's scripts set it): on a GPU an NCHW tensor-core "
+                        "convolution then transposes its operands only, not its result; "
+                        "profile --device cuda times with it on")
 
 
 def _target_argument(p: argparse.ArgumentParser) -> None:
@@ -225,6 +235,7 @@ def _roofline_arguments(p: argparse.ArgumentParser) -> None:
     _target_argument(p)
     p.add_argument("--amp", choices=["fp16", "bf16"],
                    help="analyse named models under the target's autocast in this precision")
+    _cudnn_argument(p)
     p.add_argument("--by", choices=["model", "layer_type", "node"], default="model",
                    help="points per model, per layer type or per node of one model")
     p.add_argument("--out", default="roofline.png", help="figure path (.png, .svg, ...)")

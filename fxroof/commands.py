@@ -33,8 +33,11 @@ PREDICT_NOTE = (
     "utilization), bytes / (bandwidth x memory)) behind a fixed cost t0 (on a GPU part of t0 "
     "runs beside the kernel), fitted on public GPU kernel measurements (NeuSight) or on "
     "`fxroof chips measure`'s; on a "
-    "GPU a tensor-core convolution on NCHW tensors also pays cuDNN's NHWC transposes and a "
-    "norm of training reads its inputs twice; t0 is the host's cost of issuing the op, which "
+    "GPU a tensor-core convolution on NCHW tensors also pays cuDNN's NHWC transposes (of its "
+    "operands only with --cudnn-benchmark, PyTorch's torch.backends.cudnn.benchmark) and a "
+    "norm of training reads its inputs twice; a GeForce board without measurements of its "
+    "own takes the GPU family's parameters with the tensor-core and memory rates measured "
+    "on GeForce boards; t0 is the host's cost of issuing the op, which "
     "overlaps the kernels before it (the "
     "step is pipelined, not summed; 'waits for host': the share of it the GPU sits idle, "
     "which fewer launches would save and a faster GPU would not); 'page faults': the share "
@@ -114,6 +117,8 @@ def _print_header(g, detail: str, targets: int = 1) -> None:
         f"{targets} targets (each GPU: CUDA's program for its compute capability)"
     if m.allocator != "glibc":  # the default, said only where it was changed
         where += f" ({m.allocator} host allocator: no page faults)"
+    if roofline.cudnn_searched() and m.device != "cpu":  # also said only where changed
+        where += " (cuDNN engine search on)"
     print(f"{m.name}: inputs {', '.join(str(tuple(i['shape'])) for i in m.inputs)}, "
           f"{m.dtype}, {where}, {m.mode} mode{step}, {detail}")
     print()
@@ -410,4 +415,9 @@ COMMANDS = {"annotate": run_annotate, "profile": run_profile, "predict": run_pre
 
 def run(args: argparse.Namespace) -> int:
     name = args.command + (f" {args.action}" if getattr(args, "action", None) else "")
+    if getattr(args, "cudnn_benchmark", False):
+        # the whole command's: the predictions read it (roofline.cudnn_searched), and a
+        # CUDA timing pass runs its convolutions with it
+        with roofline.cudnn_search():
+            return COMMANDS[name](args)
     return COMMANDS[name](args)

@@ -100,18 +100,26 @@ def layout_bytes(record: dict) -> tuple[int, int]:
 # activations and weights to NHWC before the kernel and the result back after it, each a
 # pass over memory of its own (NVIDIA's Convolutional Layers User's Guide: choose NHWC "to
 # avoid transposing input and output data"). Its FP32 kernels without tensor cores -- all
-# that NeuSight's sweep ran -- read NCHW as it is.
+# that NeuSight's sweep ran -- read NCHW as it is. Where cuDNN searches its engines
+# (torch.backends.cudnn.benchmark) it also finds tensor-core kernels that write their result
+# in NCHW themselves -- sm80_xmma_fprop_implicit_gemm_..._nhwckrsc_nchw: NHWC input, KRSC
+# filter, NCHW output -- and public traces of searched runs show them picked (ResNet-18 in
+# TF32 on an RTX 4090 and on Blackwell, cuDNN 9) beside the nchwToNhwc transposes of their
+# operands: only the operands are transposed then.
 TRANSPOSED_CLASSES = ("conv",) + BACKWARD_CONV_CLASSES
 
 
-def transpose_bytes(record: dict) -> int:
+def transpose_bytes(record: dict, searched: bool = False) -> int:
     """Bytes the NHWC transposes of a GPU tensor-core convolution (or its backward) move
     when its tensors are NCHW: every operand read and written once more before the kernel
-    and every result after it -- twice the node's bytes; 0 for a channels-last node and for
-    every other class. Whether the node runs on tensor cores is the roof's to say
-    (fxroof.roofline)."""
+    and every result after it -- twice the node's bytes -- or, where cuDNN's engine search
+    is on (``searched``), the operands alone: twice the bytes it reads. 0 for a
+    channels-last node and for every other class. Whether the node runs on tensor cores is
+    the roof's to say (fxroof.roofline)."""
     if op_class_of(record) not in TRANSPOSED_CLASSES or record.get("layout") == "channels_last":
         return 0
+    if searched:
+        return 2 * record.get("bytes_read", record["bytes"])
     return 2 * record["bytes"]
 
 

@@ -22,6 +22,7 @@ the roof time, and ``fraction_of_roof`` = ideal_s / measured time.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from typing import NamedTuple, Optional
@@ -42,6 +43,26 @@ def tf32_enabled(op: str) -> bool:
     if op.startswith("convolution"):
         return torch.backends.cudnn.allow_tf32
     return torch.backends.cuda.matmul.allow_tf32
+
+
+@contextlib.contextmanager
+def cudnn_search(on: bool = True):
+    """``torch.backends.cudnn.benchmark`` at ``on`` for the duration: predictions made
+    inside read it (cudnn_searched), and so does cuDNN on a GPU."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = on
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def cudnn_searched() -> bool:
+    """Whether cuDNN searches its engines for each convolution shape (PyTorch's
+    ``torch.backends.cudnn.benchmark``: off by default; on in timm's, NVIDIA's and torchvision's
+    training and benchmark scripts, and set by ``--cudnn-benchmark``): it then finds kernels
+    that write NCHW results themselves (hidden_bytes.transpose_bytes)."""
+    return bool(torch.backends.cudnn.benchmark)
 
 
 def roof_key(chip: Chip, dtype: str) -> Optional[str]:
@@ -168,7 +189,7 @@ def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
         if fallen_back in chip.calibration:
             return chip.calibration[fallen_back]
         fallen_back = op_classes.FALLBACK.get(fallen_back)
-    return calibration().params(chip.id, chip.cls, op_class, chip.tdp)
+    return calibration().params(chip.id, chip.cls, op_class, chip.tdp, chip.name)
 
 
 def _vector_lanes(chip: Chip) -> float:
@@ -211,6 +232,8 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         peak /= op_classes.lane_padding(record, _vector_lanes(chip))
     if op_class in op_classes.CONV_CLASSES and key != "fp32":
         params = _matrix_engine_conv(chip, params)
+    elif chip.units.get(key) == "matrix" and params.matrix_compute:
+        params = dataclasses.replace(params, compute=params.matrix_compute)
     narrow = _narrow_off_tensor_cores(record, chip)
     if narrow:  # the measured share is of the whole kernel, tiles and reduction included
         params = dataclasses.replace(params, compute=NARROW_CONV_COMPUTE)
@@ -247,11 +270,13 @@ def _matrix_engine_conv(chip: Chip, conv: cal.Params) -> cal.Params:
     off, and cuDNN's FP32 Winograd kernels do up to 2.25x fewer multiplies than the direct
     count -- but on the matrix engine a convolution is an implicit GEMM doing every
     multiply: no faster than its peak, and on a GPU no faster than the chip's GEMMs on the
-    same engine (their fitted share of the peak, and of it a narrow tile's)."""
+    same engine (their share of the peak -- measured on the matrix engine where it was,
+    Params.matrix_compute -- and of it a narrow tile's)."""
     gemm = _params(chip, "gemm") if chip.cls == "gpu" else None
     if gemm is None:
         return dataclasses.replace(conv, compute=min(conv.compute, 1.0))
-    return dataclasses.replace(conv, compute=min(conv.compute, gemm.compute, 1.0),
+    share = gemm.matrix_compute or gemm.compute
+    return dataclasses.replace(conv, compute=min(conv.compute, share, 1.0),
                                small_tile=min(conv.small_tile, gemm.small_tile))
 
 
@@ -304,11 +329,12 @@ def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
 
 def _transpose_s(record: dict, chip: Chip, key: str) -> float:
     """Seconds of the NHWC transposes around a convolution on an NVIDIA GPU's tensor cores
-    (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (hidden_bytes.transpose_bytes),
-    each pass streaming at the chip's copy rate."""
+    (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (hidden_bytes.transpose_bytes:
+    of its operands alone where cuDNN searches its engines, cudnn_searched), each pass
+    streaming at the chip's copy rate."""
     if chip.cls != "gpu" or chip.vendor != "NVIDIA" or chip.units.get(key) != "matrix":
         return 0.0
-    moved = hidden_bytes.transpose_bytes(record)
+    moved = hidden_bytes.transpose_bytes(record, searched=cudnn_searched())
     copy = _params(chip, "copy") if moved else None
     return moved / (chip.bandwidth * copy.memory) if copy else 0.0
 

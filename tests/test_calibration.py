@@ -4,6 +4,7 @@ roofline's use of it (expectation, band, ideal roof apart)."""
 import dataclasses
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -263,6 +264,10 @@ def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
             assert np.abs(ratio - 1).max() < 0.05, (chip, op_class)
             assert abs(script.mape(script.ratios(new, rows, gpu, op_class)) -
                        script.mape(script.ratios(params(p), rows, gpu, op_class))) < 0.1
+    for op_class, entry in shipped["families"][cal.GEFORCE_FAMILY].items():
+        assert params(entry) == params(fresh["families"][cal.GEFORCE_FAMILY][op_class])
+        assert entry.get("matrix_compute") == \
+            fresh["families"][cal.GEFORCE_FAMILY][op_class].get("matrix_compute")
     assert report.read_text().count("\n") == 2 + 38  # header + one row per (class, GPU)
     assert report.read_text().splitlines()[0].endswith("| ... with its host's t0 |")
 
@@ -1023,6 +1028,86 @@ def test_an_nchw_tensor_core_convolution_pays_its_nhwc_transposes_by_hand():
     assert roofline.node_time(fp32, chip).predicted_s == pytest.approx(1e-5 + 4e-3)
     # a GEMM is never transposed
     assert hidden_bytes.transpose_bytes({**nchw, "op": "mm", "shape": [512, 512]}) == 0
+
+
+def test_with_cudnns_engine_search_only_the_operands_are_transposed_by_hand(monkeypatch):
+    """Where cuDNN searches its engines (torch.backends.cudnn.benchmark) it picks kernels
+    that write the NCHW result themselves: only the 2e8 bytes read are transposed, read and
+    written once more -- 4e8 bytes at 0.5 x 1e12 B/s, 0.8 ms more than channels-last."""
+    chip = _gpu_with({"t0": 1e-5, "compute": 0.5, "memory": 1.0, "band": [1, 1]},
+                     {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]})
+    nchw, nhwc = _conv_record("float16", "contiguous"), _conv_record("float16", "channels_last")
+    assert hidden_bytes.transpose_bytes(nchw, searched=True) == 4e8
+    assert hidden_bytes.transpose_bytes(nhwc, searched=True) == 0
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    assert not roofline.cudnn_searched()
+    with roofline.cudnn_search():
+        assert roofline.cudnn_searched() and torch.backends.cudnn.benchmark
+        searched = roofline.node_time(nchw, chip).predicted_s
+        assert roofline.node_time(nhwc, chip).predicted_s == pytest.approx(1e-5 + 4e-4)
+    assert not torch.backends.cudnn.benchmark  # put back as it was
+    assert searched == pytest.approx(1e-5 + 4e-4 + 0.8e-3)
+    assert roofline.node_time(nchw, chip).predicted_s == pytest.approx(1e-5 + 4e-4 + 1.2e-3)
+
+
+def _gpu_with_gemm(gemm: dict, name: str = "a GPU"):
+    return parse_chip({"id": "gpu-g", "name": name, "class": "gpu", "vendor": "NVIDIA",
+                       "peaks": {"fp32": {"value": 1e13, "unit": "vector"},
+                                 "fp16": {"value": 1e14, "unit": "matrix"}},
+                       "bandwidth": {"value": 1e12}, "calibration": {"gemm": gemm}}, "(test)")
+
+
+def test_a_gemm_on_the_matrix_engine_takes_its_measured_share_by_hand():
+    """A GEMM set with compute 0.5 (its FP32 fit) and matrix_compute 0.8: a 1024^3 product
+    (2.147e9 FLOP, 6.3 MB) in FP16 runs at 0.8 x 1e14 FLOP/s, in FP32 (no TF32) at 0.5 x
+    1e13; without matrix_compute FP16 takes 0.5 too. Large enough to fill every tile."""
+    n = 1024
+    record = {"op": "mm", "op_class": "matrix", "flops": 2 * n ** 3, "bytes": 3 * n * n * 2,
+              "bytes_read": 2 * n * n * 2, "bytes_written": n * n * 2, "shape": [n, n],
+              "rule": "mm", "phase": "forward", "layout": "contiguous"}
+    base = {"t0": 1e-5, "compute": 0.5, "memory": 1.0, "band": [1, 1]}
+    measured = _gpu_with_gemm({**base, "matrix_compute": 0.8})
+    plain = _gpu_with_gemm(base)
+    half, single = {**record, "dtype": "float16"}, {**record, "dtype": "float32",
+                                                      "bytes": 3 * n * n * 4}
+    assert roofline.node_time(half, measured).predicted_s == pytest.approx(
+        1e-5 + 2 * n ** 3 / (1e14 * 0.8), rel=1e-6)
+    assert roofline.node_time(half, plain).predicted_s == pytest.approx(
+        1e-5 + 2 * n ** 3 / (1e14 * 0.5), rel=1e-6)
+    assert roofline.node_time(single, measured).predicted_s == pytest.approx(
+        1e-5 + 2 * n ** 3 / (1e13 * 0.5), rel=1e-6)
+
+
+def test_a_geforce_board_without_measurements_takes_the_geforce_family():
+    """None of NeuSight's GPUs is a GeForce board, and they run above their datasheet's
+    clock: their family is the all-GPU one with the tensor-core GEMM share and the
+    streaming rate public microbenchmarks of GeForce boards measured -- the medians of
+    (TFLOP/s or GB/s measured / datasheet) below, read off the cited pages by hand."""
+    assert cal.family_names("gpu", 450, "NVIDIA GeForce RTX 4090") == \
+        (cal.GEFORCE_FAMILY, "gpu")
+    assert cal.family_names("gpu", 70, "NVIDIA GeForce GTX 1650") == \
+        (cal.LOW_POWER_FAMILY, "gpu")  # a 75 W board's clocks are its power cap's
+    assert cal.family_names("gpu", 300, "NVIDIA RTX A6000") == ("gpu",)  # not GeForce
+    shipped, chips = cal.load(), load_chips()
+    geforce, gpu = shipped.families[cal.GEFORCE_FAMILY], shipped.families["gpu"]
+    # mli/transformers-benchmarks: 3090 Ti 81 of 80 (FP16), 42 of 40 (TF32); its issue #4:
+    # 4090 167.112 and 158.596 of 165.2 (FP16); mamf-finder: 4090 178.5 of 165.2 (BF16)
+    matrix = statistics.median([81 / 80, 42 / 40, 167.112 / 165.2, 158.596 / 165.2,
+                                178.5 / 165.2])
+    # clpeak (float4, float16) and CUDA.jl's copyto!, GB/s of the 4090's 1008
+    streaming = statistics.median([909.81, 921.32, 895.0]) / 1008
+    assert geforce["gemm"].matrix_compute == pytest.approx(matrix, abs=1e-4)
+    assert geforce["gemm"].compute == gpu["gemm"].compute  # CUDA-core GEMMs: the family's
+    for op_class in ("elementwise", "conv"):
+        assert geforce[op_class].memory == pytest.approx(streaming, abs=1e-4)
+        assert geforce[op_class].t0 == gpu[op_class].t0
+    for op_class in ("norm", "softmax"):  # their fraction holds per-row latency too
+        assert geforce[op_class] == gpu[op_class]
+    for chip_id in ("rtx_3090", "rtx_4090"):
+        chip = chips[chip_id]
+        assert roofline._params(chip, "gemm") == geforce["gemm"], chip_id
+        assert roofline._params(chip, "pool") == geforce["elementwise"], chip_id
+    assert roofline._params(chips["l40s"], "gemm") == gpu["gemm"]  # Ada, not GeForce
 
 
 def test_tf32_convolutions_are_transposed_and_plain_fp32_ones_not(monkeypatch):

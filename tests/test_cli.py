@@ -52,6 +52,27 @@ def test_a_caching_allocator_is_said_in_the_header_and_the_json(capsys, tmp_path
     assert {n["faulted_bytes"] for n in data["nodes"] if "faulted_bytes" in n} == {0}
 
 
+def test_cudnn_benchmark_is_said_and_prices_fewer_transposes_then_is_put_back(capsys):
+    """An NVIDIA GPU's NCHW TF32 convolutions pay cuDNN's NHWC transposes; with
+    --cudnn-benchmark only their operands' (roofline.cudnn_searched): the header says so and
+    the step is shorter. The flag is the command's only."""
+    def forward_ms(out):
+        (row,) = [line for line in out.splitlines() if line.startswith("NVIDIA A100")]
+        value, unit = row.split()[4:6]
+        return float(value) * {"ms": 1.0, "us": 1e-3, "s": 1e3}[unit]
+
+    argv = ("predict", "resnet18", "--batch", "32", "--chip", "a100_sxm_80gb")
+    assert torch.backends.cudnn.benchmark is False
+    code, plain, err = run(capsys, *argv)
+    assert code == 0, err
+    code, searched, err = run(capsys, *argv, "--cudnn-benchmark")
+    assert code == 0, err
+    assert "(cuDNN engine search on)" in searched.splitlines()[0]
+    assert "search" not in plain.splitlines()[0]
+    assert forward_ms(searched) < forward_ms(plain)
+    assert torch.backends.cudnn.benchmark is False
+
+
 def test_macs_switch(capsys):
     code, out, _ = run(capsys, "annotate", "resnet18", "--macs", "--top", "1")
     assert code == 0 and "GMAC" in out and "1.81 GMAC" in out

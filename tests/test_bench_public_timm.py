@@ -1,0 +1,41 @@
+"""benchmarks/bench_public_timm.py: its tables name real timm models and chips, and a point
+is analysed as timm's benchmark.py ran it (cuDNN's engine search on, FP16 autocast)."""
+import pytest
+import torch
+
+from benchmarks import bench_public_timm as bench
+from fxroof import analyze
+from fxroof.chips import load_chips
+from fxroof.roofline import predict
+
+timm = pytest.importorskip("timm", reason="timm is an optional extra: pip install 'fxroof[timm]'")
+
+
+def test_the_tables_name_timm_models_and_fxroof_chips():
+    chips = load_chips()
+    for table in (bench.INFERENCE_MS, bench.TRAINING_MS):
+        for chip, rows in table.items():
+            assert chip in chips and "GeForce" in chips[chip].name
+            for model, *_ in rows:
+                assert timm.is_model(model), model
+    # step times are ms of one step: a batch of 1024 resnet50 images on a 4090 in 238 ms
+    assert dict((m, ms) for m, _, ms in bench.INFERENCE_MS["rtx_4090"])["resnet50"] == 237.959
+
+
+def test_an_inference_point_is_timms_step_with_cudnns_search():
+    found = bench.point("rtx_4090", "inference", "resnet18", 224, 64, 10.0)
+    assert found["measured_s"] == pytest.approx(0.010)
+    assert found["low_s"] <= found["pipelined_s"] <= found["high_s"]
+    assert torch.backends.cudnn.benchmark is False  # put back
+    # without the search every NCHW FP16 convolution also transposes its result: slower
+    chip = load_chips()["rtx_4090"]
+    records = analyze("timm:resnet18", input_shapes=[(64, 3, 224, 224)], device="cuda",
+                      chip=chip, amp="fp16").records()
+    assert predict(records, chip)["forward"]["predicted_s"] > found["pipelined_s"]
+
+
+def test_a_training_point_adds_the_backward_and_the_update():
+    forward = bench.point("rtx_3090", "inference", "resnet18", 224, 64, 1.0)
+    step = bench.point("rtx_3090", "train", "resnet18", 224, 64, 1.0)
+    assert step["pipelined_s"] > 2 * forward["pipelined_s"]
+    assert step["task"] == "train" and step["batch"] == 64
