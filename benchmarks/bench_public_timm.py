@@ -8,8 +8,10 @@ results/), written by its benchmark.py: ``torch.backends.cudnn.benchmark = True`
 (``torch.cuda.amp.autocast``: FP16), NCHW, a synthetic input of the model's test size,
 cuDNN, each step timed from the host with the device synchronised after it.
 * inference: ``model(x)`` in eval mode under ``torch.no_grad()``, batch 1024 --
-  benchmark-infer-amp-nchw-pt291-cu128-4090.csv (PyTorch 2.9.1, an RTX 4090) and
-  benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv (PyTorch 2.4.0, an RTX 3090);
+  benchmark-infer-amp-nchw-pt291-cu128-4090.csv (PyTorch 2.9.1, an RTX 4090),
+  benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv (PyTorch 2.4.0, an RTX 3090) and
+  benchmark-infer-amp-nchw-pt291-cu130-5090.csv (PyTorch 2.9.1, an RTX 5090: a board no
+  measurement behind fxroof's GeForce rates ran on, of an architecture none did);
 * training: forward, ``nn.CrossEntropyLoss`` and backward under autocast, then the
   optimizer's step (timm's "sgd": momentum 0.9), batch as the file gives it --
   benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv (PyTorch 1.12, an RTX 3090), whose
@@ -43,6 +45,7 @@ from fxroof.roofline import cudnn_search, node_time, predict  # noqa: E402
 
 SOURCE = ("timm (huggingface/pytorch-image-models) results/: benchmark-infer-amp-nchw-pt291-"
           "cu128-4090.csv, benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv, "
+          "benchmark-infer-amp-nchw-pt291-cu130-5090.csv, "
           "benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv")
 INFERENCE_BATCH = 1024
 # (model, image size, infer_step_time ms) at batch 1024
@@ -69,6 +72,16 @@ INFERENCE_MS = {
         ("swin_tiny_patch4_window7_224", 224, 513.466), ("densenet121", 224, 370.412),
         ("inception_v3", 299, 435.874), ("resnext50_32x4d", 224, 397.304),
         ("wide_resnet50_2", 224, 560.893), ("vgg11", 224, 354.59)],
+    "rtx_5090": [
+        ("resnet18", 224, 51.495), ("resnet34", 224, 83.871), ("resnet50", 224, 161.077),
+        ("resnet101", 224, 246.689), ("efficientnet_b0", 224, 77.07),
+        ("efficientnet_b3", 288, 241.71), ("mobilenetv2_100", 224, 61.17),
+        ("mobilenetv3_large_100", 224, 46.453), ("convnext_tiny", 224, 172.338),
+        ("convnext_small", 224, 276.694), ("vit_tiny_patch16_224", 224, 39.15),
+        ("vit_small_patch16_224", 224, 93.302), ("vit_base_patch16_224", 224, 261.5),
+        ("swin_tiny_patch4_window7_224", 224, 241.534), ("densenet121", 224, 190.686),
+        ("inception_v3", 299, 203.156), ("resnext50_32x4d", 224, 212.375),
+        ("wide_resnet50_2", 224, 267.875), ("vgg11", 224, 160.196), ("vgg16", 224, 299.577)],
 }
 # (model, image size, batch, train_step_time ms)
 TRAINING_MS = {

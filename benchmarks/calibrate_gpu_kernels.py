@@ -79,22 +79,23 @@ LOW_POWER = ("T4", "P4")
 #   on GA102 GeForce (chips.yaml). Datacenter boards by the same benchmarks: A100 0.74,
 #   A6000 0.61, V100 0.76 (mli) -- below the datasheet, as the all-GPU family's 0.79 is.
 GEFORCE_MATRIX_SHARE = {
-    "RTX 3090 Ti, torch.matmul FP16 (mli/transformers-benchmarks README: 81 of 80 TFLOP/s)":
+    "RTX 3090 Ti, torch.matmul FP16, 81 of 80 TFLOP/s (mli/transformers-benchmarks README)":
         81 / 80,
-    "RTX 3090 Ti, torch.matmul TF32 (same table: 42 of 40 TFLOP/s)": 42 / 40,
-    "RTX 4090, torch.matmul FP16 n=2048 (mli/transformers-benchmarks issue #4: 167.1 of "
-    "165.2 TFLOP/s)": 167.112 / 165.2,
-    "RTX 4090, torch.matmul FP16 n=8192 (same issue: 158.6 of 165.2 TFLOP/s)": 158.596 / 165.2,
-    "RTX 4090, torch.mm BF16, fastest shape (mag-/gpu_benchmark README, mamf-finder: 178.5 of "
-    "165.2 TFLOP/s)": 178.5 / 165.2,
+    "RTX 3090 Ti, torch.matmul TF32, 42 of 40 TFLOP/s (the same table)": 42 / 40,
+    "RTX 4090, torch.matmul FP16 n=2048, 167.1 of 165.2 TFLOP/s (mli/transformers-benchmarks "
+    "issue #4)": 167.112 / 165.2,
+    "RTX 4090, torch.matmul FP16 n=8192, 158.6 of 165.2 TFLOP/s (the same issue)":
+        158.596 / 165.2,
+    "RTX 4090, torch.mm BF16 at the fastest shape, 178.5 of 165.2 TFLOP/s (mag-/gpu_benchmark "
+    "README, mamf-finder)": 178.5 / 165.2,
 }
 # * Streaming from memory, over the datasheet bandwidth (1008 GB/s).
 GEFORCE_STREAMING = {
-    "RTX 4090, clpeak global memory bandwidth float4 (krrishnarraj/clpeak issue #106: 909.8 "
-    "GB/s)": 909.81 / 1008,
-    "RTX 4090, clpeak float16 (same issue: 921.3 GB/s)": 921.32 / 1008,
-    "RTX 4090, CUDA.jl copyto! of 64 MB, read + written (JuliaGPU/CUDA.jl issue #1860: 895 "
-    "GB/s)": 895 / 1008,
+    "RTX 4090, clpeak global memory bandwidth float4, 909.8 GB/s (krrishnarraj/clpeak issue "
+    "#106)": 909.81 / 1008,
+    "RTX 4090, clpeak float16, 921.3 GB/s (the same issue)": 921.32 / 1008,
+    "RTX 4090, CUDA.jl copyto! of 64 MB read and written, 895 GB/s (JuliaGPU/CUDA.jl issue "
+    "#1860)": 895 / 1008,
 }
 # The classes whose memory fraction is the streaming rate (the conv fit takes the
 # elementwise one, MEMORY_FROM; copies and pooling fall back to elementwise): not norm and
@@ -311,13 +312,15 @@ def geforce_family(gpu_family: dict) -> dict:
     streaming = round(statistics.median(GEFORCE_STREAMING.values()), 4)
     family_ = copy.deepcopy(gpu_family)
     family_["gemm"]["matrix_compute"] = matrix
+    # no ": " in what is added: the source's last one separates where a set comes from
+    # from what it was fitted on (fxroof.roofline.time_model_source)
     family_["gemm"]["source"] += (
-        f"; on the tensor cores {matrix} of the dense FP32-accumulate peak: median of "
+        f"; on the tensor cores {matrix} of the dense FP32-accumulate peak, the median of "
         f"GeForce measurements -- {'; '.join(GEFORCE_MATRIX_SHARE)}")
     for op_class in GEFORCE_STREAMING_CLASSES:
         family_[op_class]["memory"] = streaming
         family_[op_class]["source"] += (
-            f"; memory at {streaming} of the bandwidth: median of GeForce measurements -- "
+            f"; memory at {streaming} of the bandwidth, the median of GeForce measurements -- "
             f"{'; '.join(GEFORCE_STREAMING)}")
     return family_
 

@@ -207,8 +207,9 @@ def time_model_source(chip: Chip) -> str:
         return ""
     low, high = gemm.band
     origin, _, fitted_on = gemm.source.rpartition(": ")
-    return (f"calibrated; GEMMs at {gemm.compute:.2f} of the peak, measured / predicted "
-            f"{low:.2f}..{high:.2f}x (p10..p90), parameters of: {fitted_on} "
+    matrix = f" ({gemm.matrix_compute:.2f} on the tensor cores)" if gemm.matrix_compute else ""
+    return (f"calibrated; GEMMs at {gemm.compute:.2f} of the peak{matrix}, measured / "
+            f"predicted {low:.2f}..{high:.2f}x (p10..p90), parameters of: {fitted_on} "
             f"({origin.split(' (')[0] or 'fxroof.calibration'})")
 
 
