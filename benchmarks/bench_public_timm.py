@@ -17,6 +17,10 @@ cuDNN, each step timed from the host with the device synchronised after it.
   benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv (PyTorch 1.12, an RTX 3090), whose
   optimizer steps one parameter at a time (torch.optim's foreach default came with 2.0), so
   fxroof analyses its ``for-loop`` update.
+* layouts: the per-image ratio of an NCHW step to its channels-last one on one GPU and
+  one PyTorch -- benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv (batch 1024) against
+  benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv (batch 512) -- what cuDNN's layout
+  transposes cost there, the GPU's rates cancelling; predicted with and without the search.
 The models are timm's own (``timm:<name>``, the installed timm's code) at the image size the
 file lists; the step time is ``infer_step_time`` / ``train_step_time`` (ms). Skipped where
 timm (an optional extra) is not installed.
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,7 +51,8 @@ from fxroof.roofline import cudnn_search, node_time, predict  # noqa: E402
 SOURCE = ("timm (huggingface/pytorch-image-models) results/: benchmark-infer-amp-nchw-pt291-"
           "cu128-4090.csv, benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv, "
           "benchmark-infer-amp-nchw-pt291-cu130-5090.csv, "
-          "benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv")
+          "benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv; layouts: benchmark-infer-amp-"
+          "nchw-pt240-cu124-rtx4090.csv, benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv")
 INFERENCE_BATCH = 1024
 # (model, image size, infer_step_time ms) at batch 1024
 INFERENCE_MS = {
@@ -95,6 +101,16 @@ TRAINING_MS = {
         ("swin_tiny_patch4_window7_224", 224, 256, 394.841), ("vgg11", 224, 512, 619.706)],
 }
 TRAINING_OPTIMIZER_IMPL = "for-loop"  # PyTorch 1.12's SGD (see above)
+# One GPU, one PyTorch, both layouts: benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv (batch
+# 1024) and benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv (channels-last, batch 512):
+# (model, image size, NCHW step ms, NHWC step ms). Their per-image ratio is what an NCHW
+# model pays for cuDNN's layout transposes (the GPU's rates cancel): the check of
+# hidden_bytes.transpose_bytes with and without cuDNN's search.
+LAYOUT_BATCHES = (1024, 512)
+LAYOUT_MS_4090 = [
+    ("resnet50", 224, 242.763, 100.61), ("resnext50_32x4d", 224, 298.772, 121.328),
+    ("inception_v3", 299, 279.511, 117.497), ("densenet121", 224, 283.247, 131.4),
+    ("vgg11", 224, 233.545, 102.821), ("convnext_tiny", 224, 213.45, 105.672)]
 
 
 def point(chip_id: str, task: str, model: str, size: int, batch: int, ms: float) -> dict:
@@ -111,6 +127,26 @@ def point(chip_id: str, task: str, model: str, size: int, batch: int, ms: float)
     return {"chip": chip_id, "task": task, "model": model, "image_size": size, "batch": batch,
             "measured_s": ms / 1e3, "pipelined_s": p["predicted_s"], "low_s": p["low_s"],
             "high_s": p["high_s"], "summed_s": summed, "ideal_s": p["ideal_s"]}
+
+
+def layout_ratio(model: str, size: int, nchw_ms: float, nhwc_ms: float) -> dict:
+    """An NCHW step's time per image over its channels-last one's, measured and predicted
+    on the RTX 4090 with cuDNN's search (the operands transposed) and without (the result
+    too)."""
+    chip = get_chip("rtx_4090")
+    per_image = {}
+    for layout, batch in zip((None, "channels_last"), LAYOUT_BATCHES):
+        records = analyze(f"timm:{model}", input_shapes=[(batch, 3, size, size)],
+                          device="cuda", chip=chip, amp="fp16",
+                          memory_format=layout).records()
+        for searched in (True, False):
+            with cudnn_search(searched):
+                per_image[layout, searched] = \
+                    predict(records, chip)["forward"]["predicted_s"] / batch
+    measured = (nchw_ms / LAYOUT_BATCHES[0]) / (nhwc_ms / LAYOUT_BATCHES[1])
+    return {"model": model, "measured": measured,
+            **{key: per_image[None, searched] / per_image["channels_last", searched]
+               for key, searched in (("searched", True), ("not_searched", False))}}
 
 
 def points() -> list[dict]:
@@ -139,9 +175,19 @@ def main(argv=None) -> int:
               **{f"{chip} {task}": summary([p for p in found
                                             if (p["chip"], p["task"]) == (chip, task)])
                  for chip, task in sorted({(p["chip"], p["task"]) for p in found})}}
+    ratios = [layout_ratio(*row) for row in LAYOUT_MS_4090]
+    for r in ratios:
+        print(f"rtx_4090  NCHW / channels-last {r['model']:18s} measured {r['measured']:.3f}"
+              f"  searched {r['searched']:.3f}  not searched {r['not_searched']:.3f}",
+              file=sys.stderr)
+    result["layout_ratio_4090"] = {
+        f"{key}_median_error": round(statistics.median(
+            abs(r[key] / r["measured"] - 1) for r in ratios), 3)
+        for key in ("searched", "not_searched")}
     print(json.dumps(result, indent=1))
     if args.json:
-        write_json(args.json, {"summary": result, "points": found}, overwrite=args.force)
+        write_json(args.json, {"summary": result, "points": found, "layout_ratios": ratios},
+                   overwrite=args.force)
     return 0
 
 
