@@ -36,7 +36,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import script_main  # noqa: E402
 
-from fxroof import calibration as cal  # noqa: E402
+from fxroof import calibration as cal, op_classes  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "gpu-kernels")
@@ -96,6 +96,17 @@ GEFORCE_STREAMING = {
     "RTX 4090, clpeak float16, 921.3 GB/s (the same issue)": 921.32 / 1008,
     "RTX 4090, CUDA.jl copyto! of 64 MB read and written, 895 GB/s (JuliaGPU/CUDA.jl issue "
     "#1860)": 895 / 1008,
+}
+# * A layer norm's kernels (a row a block, one pass over it), over the bandwidth: LN-class
+#   kernels stream at most of it on a GeForce board, where the same kernels take about a
+#   third of an H100's -- llm.c's layernorm_forward at 1191-1244 GB/s there, 0.36-0.37 of
+#   3.35 TB/s, as PyTorch's own layer norm measured on fxroof's H100 (0.34 of it, vit_b_16
+#   at batch 256) -- the SMs' row rate, not the memory, bounding them on a datacenter board.
+GEFORCE_NORM_STREAMING = {
+    "RTX 3090, llm.c layernorm_forward kernel 3 at its best block size, 689.1 GB/s "
+    "(karpathy/llm.c pull request #600)": 689.11 / 936,
+    "RTX 3090, llm.c layernorm_forward kernel 5 at its best block size, 773.1 GB/s (the "
+    "same pull request)": 773.13 / 936,
 }
 # The classes whose memory fraction is the streaming rate (the conv fit takes the
 # elementwise one, MEMORY_FROM; copies and pooling fall back to elementwise): not norm and
@@ -322,6 +333,17 @@ def geforce_family(gpu_family: dict) -> dict:
         family_[op_class]["source"] += (
             f"; memory at {streaming} of the bandwidth, the median of GeForce measurements -- "
             f"{'; '.join(GEFORCE_STREAMING)}")
+    # a training norm's classes fall back to the norm class: they keep the all-GPU rate,
+    # since nothing measured a batch norm's reductions on a GeForce board
+    for training in op_classes.TRAINING_NORM_CLASSES:
+        family_[training] = {**copy.deepcopy(gpu_family["norm"]), "source": (
+            gpu_family["norm"]["source"] + "; a training norm's reductions, the all-GPU "
+            "family's norm rate (no GeForce measurement of them)")}
+    norm = round(statistics.median(GEFORCE_NORM_STREAMING.values()), 4)
+    family_["norm"]["memory"] = norm
+    family_["norm"]["source"] += (
+        f"; memory at {norm} of the bandwidth, the median of GeForce layer-norm kernel "
+        f"measurements -- {'; '.join(GEFORCE_NORM_STREAMING)}")
     return family_
 
 

@@ -76,8 +76,10 @@ LOW_POWER_FAMILY = "gpu_low_power"
 # GeForce boards run above the boost clock their datasheet's peaks are computed at while
 # power and heat allow, and none of NeuSight's GPUs is one: their GEMMs on the tensor cores
 # sustain the datasheet's dense rate or more (an RTX 4090 1.01 of its FP16 rate, an RTX 3090
-# Ti 1.01; datacenter boards 0.6-0.86), and their GDDR6X memory streams at 0.90 of its
-# bandwidth. A GeForce GPU without its own measurements takes the family built from those
+# Ti 1.01; datacenter boards 0.6-0.86), their GDDR6X memory streams at 0.90 of its
+# bandwidth, and a layer norm's row-per-block kernels, which the SMs' row rate holds to a
+# third of an H100's bandwidth, reach 0.78 of theirs: many SMs at high clocks for the
+# memory. A GeForce GPU without its own measurements takes the family built from those
 # (benchmarks/calibrate_gpu_kernels.py, GEFORCE_*), the all-GPU median for the rest.
 GEFORCE_FAMILY = "gpu_geforce"
 GEFORCE_MARK = "GeForce"  # in the chip's name: NVIDIA's consumer line
