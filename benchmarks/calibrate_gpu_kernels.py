@@ -108,6 +108,23 @@ GEFORCE_NORM_STREAMING = {
     "RTX 3090, llm.c layernorm_forward kernel 5 at its best block size, 773.1 GB/s (the "
     "same pull request)": 773.13 / 936,
 }
+# Datacenter boards NeuSight swept, whose tensor cores public microbenchmarks measured: their
+# GEMMs' share of the dense matrix-engine peak, apart from the FP32 share NeuSight's sweeps
+# fit (A100 0.93, V100 0.92; fxroof's H100 profile found its BF16 GEMMs at the H100 fit's
+# 0.75, which it keeps). The same tables as GEFORCE_MATRIX_SHARE.
+MATRIX_SHARE = {
+    ("a100_sxm_40gb", "a100_sxm_80gb"): {
+        "A100 80GB, torch.matmul FP16, 230 of 312 TFLOP/s (mli/transformers-benchmarks "
+        "README)": 230 / 312,
+        "A100 80GB, torch.matmul TF32, 116 of 156 TFLOP/s (the same table)": 116 / 156,
+        "A100 SXM, torch.mm BF16 at the fastest shape, 267.9 of 312 TFLOP/s "
+        "(mag-/gpu_benchmark README, mamf-finder)": 267.9 / 312,
+    },
+    ("v100_sxm2",): {
+        "V100 16GB, torch.matmul FP16, 95 of 125 TFLOP/s (mli/transformers-benchmarks "
+        "README)": 95 / 125,
+    },
+}
 # The classes whose memory fraction is the streaming rate (the conv fit takes the
 # elementwise one, MEMORY_FROM; copies and pooling fall back to elementwise): not norm and
 # softmax, whose fitted fraction holds their kernels' per-row latency too.
@@ -286,6 +303,14 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
         entry = chips.setdefault(g.chip, {"units": g.units, "fitted_on": gpu, "classes": {}})
         entry["classes"][op_class] = _entry(params, band(r), f"{source}: {gpu}, "
                                             f"{len(r)} kernels, MAPE {mape(r):.1f}%")
+    for chip_ids, measured in MATRIX_SHARE.items():
+        share = round(statistics.median(measured.values()), 4)
+        for chip in chip_ids:
+            if chip in chips:
+                gemm = chips[chip]["classes"]["gemm"]
+                gemm["matrix_compute"] = share
+                gemm["source"] += (f"; on the tensor cores {share} of the dense peak, the "
+                                   f"median of -- {'; '.join(measured)}")
     for chip, die in SAME_DIE.items():
         if die in chips:
             chips[chip] = {**copy.deepcopy(chips[die]), "same_die_as": die}

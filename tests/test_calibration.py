@@ -264,6 +264,9 @@ def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
             assert np.abs(ratio - 1).max() < 0.05, (chip, op_class)
             assert abs(script.mape(script.ratios(new, rows, gpu, op_class)) -
                        script.mape(script.ratios(params(p), rows, gpu, op_class))) < 0.1
+    for chip, entry in shipped["chips"].items():
+        assert entry["classes"]["gemm"].get("matrix_compute") == \
+            fresh["chips"][chip]["classes"]["gemm"].get("matrix_compute"), chip
     for op_class, entry in shipped["families"][cal.GEFORCE_FAMILY].items():
         assert params(entry) == params(fresh["families"][cal.GEFORCE_FAMILY][op_class])
         assert entry.get("matrix_compute") == \
@@ -1115,6 +1118,25 @@ def test_a_geforce_board_without_measurements_takes_the_geforce_family():
         assert roofline._params(chip, "gemm") == geforce["gemm"], chip_id
         assert roofline._params(chip, "pool") == geforce["elementwise"], chip_id
     assert roofline._params(chips["l40s"], "gemm") == gpu["gemm"]  # Ada, not GeForce
+
+
+def test_datacenter_tensor_cores_take_their_measured_share_not_the_fp32_fit():
+    """NeuSight's sweeps ran FP32 GEMMs on the CUDA cores (A100 0.93 of that peak); public
+    microbenchmarks of the tensor cores -- read off the cited tables by hand -- find A100
+    GEMMs at 230/312 (FP16), 116/156 (TF32) and 267.9/312 (BF16, best shape), V100's at
+    95/125: the boards' matrix_compute. The H100 keeps its fit (fxroof's own H100 profile
+    found its BF16 GEMMs there)."""
+    shipped = cal.load()
+    a100 = statistics.median([230 / 312, 116 / 156, 267.9 / 312])
+    for chip_id in ("a100_sxm_40gb", "a100_sxm_80gb"):
+        assert shipped.chips[chip_id]["gemm"].matrix_compute == pytest.approx(a100, abs=1e-4)
+    assert shipped.chips["v100_sxm2"]["gemm"].matrix_compute == pytest.approx(95 / 125,
+                                                                            abs=1e-4)
+    assert shipped.chips["h100_sxm"]["gemm"].matrix_compute == 0
+    # an A100 TF32 convolution is capped at that share, not the FP32 conv fit's 1.34
+    chip = load_chips()["a100_sxm_80gb"]
+    conv = roofline._matrix_engine_conv(chip, shipped.chips["a100_sxm_80gb"]["conv"])
+    assert conv.compute == pytest.approx(a100, abs=1e-4)
 
 
 def test_tf32_convolutions_are_transposed_and_plain_fp32_ones_not(monkeypatch):
