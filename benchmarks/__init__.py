@@ -29,6 +29,19 @@ def chip_and_output_arguments(parser) -> None:
     output_arguments(parser)
 
 
+def parsed_chip_arguments(doc: str, inputs: str, what: str, argv=None) -> tuple:
+    """(args, chip) of a script that reads files named by its positional ``inputs`` (help
+    ``what``), predicts on ``--chip`` and may write its result as JSON; its description the
+    docstring's first paragraph."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument(inputs, nargs="+", help=what)
+    chip_and_output_arguments(parser)
+    args = parser.parse_args(argv)
+    return args, checked_chip(args)
+
+
 def output_arguments(parser) -> None:
     """The options of a script that may write its result as JSON."""
     parser.add_argument("--json", help="also write the result here")

@@ -29,7 +29,6 @@ again leaving each model out.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -41,7 +40,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import checked_chip, chip_and_output_arguments, script_main  # noqa: E402
+from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
 from benchmarks.gpu_classes import read_profile  # noqa: E402
 from fxroof import launch_geometry as lg, op_classes, roofline  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
@@ -174,11 +173,7 @@ def summary(found: dict, chip) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("profiles", nargs="+", help="`fxroof profile --json` files of a GPU")
-    chip_and_output_arguments(parser)
-    args = parser.parse_args(argv)
-    chip = checked_chip(args)
+    args, chip = parsed_chip_arguments(__doc__, "profiles", "`fxroof profile --json` files of a GPU", argv)
     if chip.cls != "gpu" or not _units(chip) or \
             tuple(chip.compute_capability or ()) not in lg.RESIDENT:
         raise FxroofError(f"Chip '{chip.id}' is not an NVIDIA GPU whose SMs and compute "

@@ -16,7 +16,6 @@ leaving each model out, which says how well the factor carries to a model it nev
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -28,7 +27,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import checked_chip, chip_and_output_arguments, script_main  # noqa: E402
+from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
 from benchmarks.gpu_compare import analysed, pooled, read_measured  # noqa: E402
 from fxroof import roofline  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
@@ -88,11 +87,7 @@ def training_runs(files: list[dict], chip) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("measured", nargs="+", help="JSON files from `bench_gpu.py measure`")
-    chip_and_output_arguments(parser)
-    args = parser.parse_args(argv)
-    chip = checked_chip(args)
+    args, chip = parsed_chip_arguments(__doc__, "measured", "JSON files from `bench_gpu.py measure`", argv)
     files = [read_measured(path) for path in args.measured]
     result = {"benchmark": "training_host_factor", "chip": chip.id,
               "measured_on": files[0]["environment"].get("gpu"),

@@ -14,7 +14,6 @@ as it is: its nodes' times are its kernels'.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -23,7 +22,7 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import checked_chip, chip_and_output_arguments, script_main  # noqa: E402
+from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
 from fxroof import op_classes, roofline  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
@@ -71,11 +70,7 @@ def by_class(nodes: list[dict], chip) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("profiles", nargs="+", help="`fxroof profile --json` files (a GPU's)")
-    chip_and_output_arguments(parser)
-    args = parser.parse_args(argv)
-    chip = checked_chip(args)
+    args, chip = parsed_chip_arguments(__doc__, "profiles", "`fxroof profile --json` files (a GPU's)", argv)
     result = []
     for path in args.profiles:
         profile = read_profile(path)
