@@ -14,8 +14,8 @@ rate of fxroof.calibration's model. Validation:
 * own chip: fit on NeuSight's random-grid "train" rows, predict its transformer-shaped "test"
   rows, where a GPU has both;
 * leave one GPU out: the family parameters (the median over the other NVIDIA GPUs; for a
-  75 W board, over the other 75 W boards) predict every row of the GPU left out -- what a
-  chip with no measurements gets.
+  75 W board, over the other 75 W boards; for an AMD GPU, over the other AMD one) predict
+  every row of the GPU left out -- what a chip with no measurements gets.
 """
 from __future__ import annotations
 
@@ -160,10 +160,15 @@ class Rows:
         return len(self.seconds)
 
 
+# NeuSight's GPUs that gpus.csv names no fxroof chip for, and the chips.yaml entry each is
+# (the same board: its peaks are the ones gpus.csv lists, the boost clock's)
+CHIP_OF = {"P100-PCIE-16GB": "p100_pcie_16gb", "P4": "p4", "MI100": "mi100", "MI210": "mi210"}
+
+
 class Gpu:
     def __init__(self, spec: dict):
         self.name = spec["gpu"]
-        self.chip = spec["fxroof_chip"] or None
+        self.chip = spec["fxroof_chip"] or CHIP_OF.get(self.name)
         self.units = int(spec["sm_count"])
         self.l2_bytes = float(spec["l2_mb"]) * 1e6
         self.nvidia = not self.name.startswith("MI")
@@ -314,7 +319,7 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
     for chip, die in SAME_DIE.items():
         if die in chips:
             chips[chip] = {**copy.deepcopy(chips[die]), "same_die_as": die}
-    families: dict = {"gpu": {}, cal.LOW_POWER_FAMILY: {}}
+    families: dict = {"gpu": {}, cal.LOW_POWER_FAMILY: {}, cal.AMD_FAMILY: {}}
     for op_class in FILES:
         # (family, GPUs its median is over, GPUs whose leave-one-out errors make its band:
         # those that would take it, had they no measurements)
@@ -322,8 +327,12 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
                 ("gpu", lambda g: gpus[g].nvidia,
                  lambda g: gpus[g].nvidia and g not in LOW_POWER, "NVIDIA GPUs"),
                 (cal.LOW_POWER_FAMILY, lambda g: g in LOW_POWER, lambda g: g in LOW_POWER,
-                 f"NVIDIA GPUs of {cal.LOW_POWER_W:g} W or less ({', '.join(LOW_POWER)})")):
+                 f"NVIDIA GPUs of {cal.LOW_POWER_W:g} W or less ({', '.join(LOW_POWER)})"),
+                (cal.AMD_FAMILY, lambda g: not gpus[g].nvidia, lambda g: not gpus[g].nvidia,
+                 "AMD GPUs")):
             fitted = [p for (gpu, c), p in own.items() if c == op_class and members(gpu)]
+            if not fitted:  # no AMD convolution sweep: such a GPU takes the all-GPU set
+                continue
             pooled = np.concatenate([line["logo_ratios"] for line in report
                                      if line["class"] == op_class and users(line["gpu"])
                                      and line["logo_ratios"] is not None])

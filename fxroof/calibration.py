@@ -83,6 +83,14 @@ LOW_POWER_FAMILY = "gpu_low_power"
 # (benchmarks/calibrate_gpu_kernels.py, GEFORCE_*), the all-GPU median for the rest.
 GEFORCE_FAMILY = "gpu_geforce"
 GEFORCE_MARK = "GeForce"  # in the chip's name: NVIDIA's consumer line
+# AMD's GPUs run other kernels (rocBLAS and MIOpen, FP32 GEMMs on the matrix cores) from
+# other hosts' dispatch, and the NVIDIA median prices them badly: leave-one-GPU-out on
+# NeuSight's MI100 and MI210 sweeps, the NVIDIA family's MAPE is 27-51% per class where the
+# other AMD GPU's parameters give 12-27% (benchmarks/README.md). An AMD GPU without its own
+# measurements takes the median of the AMD GPUs' fits; a class they have no sweep of
+# (convolutions) the all-GPU one.
+AMD_FAMILY = "gpu_amd"
+AMD_VENDOR = "AMD"
 
 # A GPU kernel moving this many times the L2 cache streams from DRAM: neither the cache nor
 # the fixed cost moves its rate (streaming_fraction).
@@ -418,25 +426,30 @@ class Calibration:
         return (self.unit_counts or {}).get(chip_id)
 
     def params(self, chip_id: str, chip_class: str, op_class: str,
-               tdp: Optional[float] = None, name: str = "") -> Optional[Params]:
-        """``tdp`` (W, the board power) and ``name`` pick the family of a GPU that has no
-        parameters of its own (family_names)."""
+               tdp: Optional[float] = None, name: str = "",
+               vendor: str = "") -> Optional[Params]:
+        """``tdp`` (W, the board power), ``name`` and ``vendor`` pick the family of a GPU
+        that has no parameters of its own (family_names)."""
         own = self.chips.get(chip_id, {}).get(op_class)
         found = own or next((self.families[f][op_class]
-                             for f in family_names(chip_class, tdp, name)
+                             for f in family_names(chip_class, tdp, name, vendor)
                              if op_class in self.families.get(f, {})), None)
         if found is None and op_class in FALLBACK:
-            return self.params(chip_id, chip_class, FALLBACK[op_class], tdp, name)
+            return self.params(chip_id, chip_class, FALLBACK[op_class], tdp, name, vendor)
         return found
 
     def covers(self, chip_id: str, chip_class: str) -> bool:
         return chip_id in self.chips or chip_class in self.families
 
 
-def family_names(chip_class: str, tdp: Optional[float], name: str = "") -> tuple:
+def family_names(chip_class: str, tdp: Optional[float], name: str = "",
+                 vendor: str = "") -> tuple:
     """The families a chip without its own parameters takes them from, first match first:
-    a GPU of 75 W or less the low-power one (its clocks are the power cap's, GeForce or
-    not), a GeForce board the GeForce one, then the class's."""
+    an AMD GPU the AMD one; a GPU of 75 W or less the low-power one (its clocks are the
+    power cap's, GeForce or not; NVIDIA's boards are the family's); a GeForce board the
+    GeForce one; then the class's."""
+    if chip_class == "gpu" and vendor == AMD_VENDOR:
+        return AMD_FAMILY, chip_class
     if chip_class == "gpu" and tdp is not None and tdp <= LOW_POWER_W:
         return LOW_POWER_FAMILY, chip_class
     if chip_class == "gpu" and GEFORCE_MARK in name:

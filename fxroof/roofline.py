@@ -189,7 +189,8 @@ def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
         if fallen_back in chip.calibration:
             return chip.calibration[fallen_back]
         fallen_back = op_classes.FALLBACK.get(fallen_back)
-    return calibration().params(chip.id, chip.cls, op_class, chip.tdp, chip.name)
+    return calibration().params(chip.id, chip.cls, op_class, chip.tdp, chip.name,
+                                chip.vendor)
 
 
 def _vector_lanes(chip: Chip) -> float:

@@ -10,6 +10,13 @@ def did_you_mean(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.
     """' Did you mean a, b?' for the closest known names, or '' when none is close. ``shown``
     maps a known name to how to write it (a bare timm name -> "timm:name"), so names are
     compared without their prefixes."""
-    close = difflib.get_close_matches(str(name), list(known), n=n, cutoff=cutoff)
+    known = list(known)
+    typed = str(name)
+    # a name typed as the start of a known one ("h100" for h100_sxm) is what was meant, ahead
+    # of names merely spelled alike ("mi100")
+    started = sorted((k for k in known if typed and k.lower().startswith(typed.lower())),
+                     key=len)
+    close = list(dict.fromkeys(started + difflib.get_close_matches(typed, known, n=n,
+                                                                    cutoff=cutoff)))[:n]
     close = [shown.get(c, c) for c in close] if shown else close
     return f" Did you mean {', '.join(close)}?" if close else ""

@@ -190,7 +190,8 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
                 assert 0 < p.compute <= 2.25 and 0 < p.memory <= 1 and p.t0 > 0
                 assert p.band[0] <= 1 <= p.band[1] and "NeuSight" in p.source
     assert set(calibration.chips) == {"t4", "v100_sxm2", "a100_sxm_40gb", "a100_sxm_80gb",
-                                      "h100_sxm", "h200_sxm"}
+                                      "h100_sxm", "h200_sxm", "p100_pcie_16gb", "p4",
+                                      "mi100", "mi210"}
     # the H200 is the H100 SXM's die with other memory: its fits, tiled over the same SMs
     assert calibration.chips["h200_sxm"] == calibration.chips["h100_sxm"]
     assert calibration.units("h200_sxm") == calibration.units("h100_sxm") == 132
@@ -267,10 +268,12 @@ def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
     for chip, entry in shipped["chips"].items():
         assert entry["classes"]["gemm"].get("matrix_compute") == \
             fresh["chips"][chip]["classes"]["gemm"].get("matrix_compute"), chip
-    for op_class, entry in shipped["families"][cal.GEFORCE_FAMILY].items():
-        assert params(entry) == params(fresh["families"][cal.GEFORCE_FAMILY][op_class])
-        assert entry.get("matrix_compute") == \
-            fresh["families"][cal.GEFORCE_FAMILY][op_class].get("matrix_compute")
+    for name in (cal.GEFORCE_FAMILY, cal.AMD_FAMILY):
+        assert shipped["families"][name].keys() == fresh["families"][name].keys()
+        for op_class, entry in shipped["families"][name].items():
+            assert params(entry) == params(fresh["families"][name][op_class]), name
+            assert entry.get("matrix_compute") == \
+                fresh["families"][name][op_class].get("matrix_compute")
     assert report.read_text().count("\n") == 2 + 38  # header + one row per (class, GPU)
     assert report.read_text().splitlines()[0].endswith("| ... with its host's t0 |")
 
@@ -1118,6 +1121,94 @@ def test_a_geforce_board_without_measurements_takes_the_geforce_family():
         assert roofline._params(chip, "gemm") == geforce["gemm"], chip_id
         assert roofline._params(chip, "pool") == geforce["elementwise"], chip_id
     assert roofline._params(chips["l40s"], "gemm") == gpu["gemm"]  # Ada, not GeForce
+
+
+def test_an_amd_gpu_without_measurements_takes_the_amd_family():
+    """MI250X and MI300X have no sweep of their own: they take the median of the AMD GPUs
+    NeuSight swept (MI100, MI210) -- for two GPUs, the mean of their fits, recomputed here
+    from the shipped chips' entries -- and the all-GPU set for convolutions, which no AMD
+    sweep measured. An NVIDIA board's family is unchanged by the vendor check."""
+    assert cal.family_names("gpu", 750, "AMD Instinct MI300X", "AMD") == \
+        (cal.AMD_FAMILY, "gpu")
+    assert cal.family_names("gpu", 700, "NVIDIA H200", "NVIDIA") == ("gpu",)
+    assert cal.family_names("gpu", 72, "NVIDIA L4", "NVIDIA") == (cal.LOW_POWER_FAMILY, "gpu")
+    shipped, chips = cal.load(), load_chips()
+    amd = shipped.families[cal.AMD_FAMILY]
+    assert set(amd) == {"gemm", "elementwise", "norm", "softmax"}
+    for op_class in amd:
+        mi100, mi210 = shipped.chips["mi100"][op_class], shipped.chips["mi210"][op_class]
+        for field in ("t0", "compute", "memory", "small_tile"):
+            assert getattr(amd[op_class], field) == pytest.approx(
+                (getattr(mi100, field) + getattr(mi210, field)) / 2, rel=2e-3, abs=1e-4), \
+                (op_class, field)
+        assert "AMD GPUs" in amd[op_class].source
+    for chip_id in ("mi250x", "mi300x"):
+        chip = chips[chip_id]
+        assert chip.vendor == "AMD" and chip_id not in shipped.chips
+        for op_class in amd:
+            assert roofline._params(chip, op_class) == amd[op_class], (chip_id, op_class)
+        assert roofline._params(chip, "conv") == shipped.families["gpu"]["conv"]
+        assert roofline._params(chip, "pool") == amd["elementwise"]  # a fallback class too
+    # the swept boards keep their own fits
+    for chip_id in ("mi100", "mi210", "p100_pcie_16gb", "p4"):
+        assert roofline._params(chips[chip_id], "gemm") == shipped.chips[chip_id]["gemm"]
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="the NeuSight kernel data (../shared) is "
+                    "not beside this checkout")
+def test_the_amd_family_prices_amd_kernels_better_than_the_nvidia_one():
+    """Why AMD GPUs have a family of their own: leave one GPU out on NeuSight's sweeps, the
+    other AMD GPU's fit predicts each AMD GPU's kernels closer than the median of the NVIDIA
+    GPUs' fits (what MI250X and MI300X took before) -- every class, both GPUs."""
+    from benchmarks import calibrate_gpu_kernels as script
+
+    gpus, sweeps = script.load(DATA)
+    own = script.fit_all(gpus, sweeps)
+    compared = 0
+    for (gpu, op_class), rows in sweeps.items():
+        if gpus[gpu].nvidia:
+            continue
+        nvidia = script.family([p for (o, c), p in own.items() if c == op_class
+                                and gpus[o].nvidia])
+        other_amd = script.family([p for (o, c), p in own.items() if c == op_class
+                                   and not gpus[o].nvidia and o != gpu])
+        amd_error = script.mape(script.ratios(other_amd, rows, gpus[gpu], op_class))
+        nvidia_error = script.mape(script.ratios(nvidia, rows, gpus[gpu], op_class))
+        assert amd_error < nvidia_error, (gpu, op_class, amd_error, nvidia_error)
+        compared += 1
+    assert compared == 8  # MI100 and MI210: gemm, elementwise, norm, softmax
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="the NeuSight kernel data (../shared) is "
+                    "not beside this checkout")
+def test_every_swept_gpu_is_a_chip_whose_peaks_are_the_ones_its_fit_used():
+    """Each of NeuSight's nine GPUs feeds a chip: its own board (P100, P4, MI100, MI210, T4,
+    H100) or, for its PCIe cards, the SXM part of the same die. A fitted fraction is of the
+    peak and bandwidth the fit divided by (gpus.csv), so a board's own entry in chips.yaml
+    must carry those figures (within rounding), or its parameters would mean other rates."""
+    import csv
+
+    chips = load_chips()
+    shipped = cal.load()
+    with open(os.path.join(DATA, "gpus.csv")) as f:
+        specs = list(csv.DictReader(f))
+    assert len(specs) == 9
+    own_board = {"P100-PCIE-16GB": "p100_pcie_16gb", "P4": "p4", "MI100": "mi100",
+                 "MI210": "mi210", "T4": "t4", "H100-SXM5-80GB": "h100_sxm"}
+    for spec in specs:
+        fed = [c for c, entry in yaml.safe_load(open(cal.CALIBRATION_FILE))["chips"].items()
+               if entry["fitted_on"] == spec["gpu"]]
+        assert fed, spec["gpu"]
+        chip_id = own_board.get(spec["gpu"])
+        if chip_id is None:
+            continue
+        assert chip_id in fed and chip_id in shipped.chips
+        chip = chips[chip_id]
+        matrix = spec["fp32_matrix_gflops"] or spec["fp32_gflops"]
+        assert chip.peaks.get("fp32_matrix", chip.peaks["fp32"]) == \
+            pytest.approx(float(matrix) * 1e9, rel=0.011), chip_id
+        assert chip.bandwidth == pytest.approx(float(spec["mem_bw_gbps"]) * 1e9,
+                                               rel=0.025), chip_id
 
 
 def test_datacenter_tensor_cores_take_their_measured_share_not_the_fp32_fit():
