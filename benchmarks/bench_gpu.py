@@ -14,7 +14,9 @@
   autocast (``--amp bf16``: forward and loss under autocast, parameters fp32).
 Each step is timed on the wall clock with the device synchronised at both ends (as
 ``fxroof.device.Stopwatch`` does), ``--warmup`` untimed steps first; the median is kept.
-``torch.backends.cudnn.benchmark`` stays at its default (off), as in a user's first script.
+``torch.backends.cudnn.benchmark`` stays at its default (off), as in a user's first script,
+unless ``--cudnn-benchmark`` (as timm's and NVIDIA's scripts run); the file records which,
+and ``compare`` predicts with what it records.
 
 ``compare`` (no GPU needed: analysis runs on fake tensors for the CUDA target) predicts each
 measured run on ``--chip`` with the ideal roofline and the calibrated time model and reports,
@@ -42,6 +44,7 @@ from benchmarks import script_main  # noqa: E402
 from fxroof.device import Stopwatch, check_device  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.models import build_model, default_inputs  # noqa: E402
+from fxroof.roofline import cudnn_search  # noqa: E402
 from fxroof.study import DEFAULT_MODELS  # noqa: E402
 from fxroof.validate import nonnegative_int_arg, positive_int_arg  # noqa: E402
 
@@ -141,8 +144,10 @@ def measure(args) -> int:
     dev = check_device(args.device)  # a clear error where CUDA is not available
     check_writable(args.out, overwrite=args.force)  # before minutes of measuring
     start = time.perf_counter()
-    rows = [row for name in args.models for row in measure_model(name, dev, args)]
-    result = {"benchmark": "gpu_step_times", "environment": environment(dev),
+    with cudnn_search(args.cudnn_benchmark):
+        rows = [row for name in args.models for row in measure_model(name, dev, args)]
+        found = environment(dev)
+    result = {"benchmark": "gpu_step_times", "environment": found,
               "warmup": args.warmup, "repeats": args.repeats,
               "wall_s": round(time.perf_counter() - start, 1), "runs": rows}
     write_json(args.out, result, overwrite=args.force)
@@ -164,6 +169,8 @@ def main(argv=None) -> int:
     m.add_argument("--precision", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     m.add_argument("--warmup", type=nonnegative_int_arg, default=5)
     m.add_argument("--repeats", type=positive_int_arg, default=20)
+    m.add_argument("--cudnn-benchmark", action="store_true",
+                   help="time with cuDNN's engine search on (torch.backends.cudnn.benchmark)")
     c = actions.add_parser("compare", help="predict the measured runs and report the error")
     c.add_argument("measured", nargs="+",
                    help="JSON files from `measure` (several of one GPU are pooled: each "

@@ -103,7 +103,7 @@ def _cudnn_argument(p: argparse.ArgumentParser) -> None:
                         "torch.backends.cudnn.benchmark = True does (timm's, NVIDIA's and "
                         "torchvision's scripts set it): on a GPU an NCHW tensor-core "
                         "convolution then transposes its operands only, not its result; "
-                        "profile --device cuda times with it on")
+                        "profile and study time a GPU with it on")
 
 
 def _target_argument(p: argparse.ArgumentParser) -> None:
@@ -272,6 +272,7 @@ def _study_arguments(p: argparse.ArgumentParser) -> None:
                         "costs price: glibc (default: a plain python process) or caching "
                         "(each fresh process runs tcmalloc, preloaded; it must be installed: "
                         "libtcmalloc-minimal4 on Debian)")
+    _cudnn_argument(p)
     p.add_argument("--report-only", action="store_true",
                    help="redraw the report from the cached results; run nothing")
     p.add_argument("--force", action="store_true",

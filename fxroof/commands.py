@@ -370,7 +370,7 @@ def run_study_command(args) -> int:
                          devices=args.device, train_batches=args.train_batch or [],
                          warmup=args.warmup, repeats=args.repeats, compiled=args.compiled,
                          freeze=args.freeze, fresh_process=not args.in_process,
-                         allocator=args.allocator)
+                         allocator=args.allocator, cudnn_benchmark=args.cudnn_benchmark)
     paths = run_study(config, args.out, force=args.force, report_only=args.report_only)
     print(f"wrote {paths['html']} and {paths['md']}")
     return 0

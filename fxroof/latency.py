@@ -62,6 +62,8 @@ def in_fresh_process(entry: str, request: dict, what: str, allocator: str = GLIB
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     if allocator == CACHING:
         env = caching_allocator_env(env)
+    # cuDNN's engine search, as this process has it (a study's or a command's setting)
+    request = {**request, "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)}
     proc = subprocess.run([sys.executable, "-m", entry, json.dumps(request)],
                           capture_output=True, text=True, env=env)
     lines = proc.stdout.strip().splitlines()
@@ -107,7 +109,9 @@ def child_main(child) -> None:
     """A fresh process's entry point: ``child``'s result for the request in argv, printed as
     one JSON line; a measurement with the malloc this process ran (fxroof.device.
     host_allocator: what it was taken under, whatever the parent asked for)."""
-    result = child(json.loads(sys.argv[1]))
+    request = json.loads(sys.argv[1])
+    torch.backends.cudnn.benchmark = request.get("cudnn_benchmark", False)
+    result = child(request)
     if "error" not in result:
         result = {**result, "host_allocator": host_allocator()}
     print(json.dumps(result), flush=True)

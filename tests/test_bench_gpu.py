@@ -37,6 +37,19 @@ def test_summary_by_hand():
     assert s["inside_band"] == pytest.approx(0.75)
 
 
+def test_measure_times_with_cudnn_search_when_asked_and_puts_it_back(tmp_path, monkeypatch):
+    import torch
+
+    seen = []
+    monkeypatch.setattr(bench_gpu, "measure_model",
+                        lambda *a: seen.append(torch.backends.cudnn.benchmark) or [])
+    for flag in ([], ["--cudnn-benchmark"]):
+        assert bench_gpu.main(["measure", "--device", "cpu", "--out", str(tmp_path / "m.json"),
+                               "--models", "squeezenet1_1", "--force", *flag]) == 0
+    assert seen == [False, True]
+    assert torch.backends.cudnn.benchmark is False  # the process's setting, as it was
+
+
 def test_measure_on_the_cpu_then_compare(tmp_path, capsys):
     measured, compared = tmp_path / "m.json", tmp_path / "c.json"
     assert bench_gpu.main(["measure", "--device", "cpu", "--out", str(measured), "--models",

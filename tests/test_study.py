@@ -11,7 +11,8 @@ from scipy.stats import spearmanr
 from fxroof.errors import FxroofError
 from fxroof.study import StudyConfig, run_study
 from fxroof.study import sweep as sweep_module
-from fxroof.study.cache import Cache
+from fxroof.study import report
+from fxroof.study.cache import Cache, read_manifest
 from fxroof.study.sweep import COMPILED, COST, LATENCY, TRAIN, Sweep, tasks
 from fxroof.study import figures
 from fxroof.study.tables import collect, correlation_columns, rho, spearman
@@ -336,6 +337,34 @@ def test_a_result_cached_with_fewer_record_fields_is_computed_again(study):
         assert task not in sweep.pending()
     finally:
         cache.put(*task, current)
+
+
+def test_cudnn_search_is_the_whole_studys_setting(study):
+    """--cudnn-benchmark is recorded in the folder (a study made without it is not resumed
+    with it: its GPU timings and prices would mix), and the report says it was on."""
+    root, _ = study
+    assert read_manifest(root)["cudnn_benchmark"] is False
+    with pytest.raises(FxroofError, match="different study.*cudnn_benchmark"):
+        run_study(small_config(cudnn_benchmark=True), root, progress=False)
+    assert "engine search on" in report._processes(StudyConfig(cudnn_benchmark=True))
+    assert "engine search" not in report._processes(StudyConfig())
+
+
+def test_a_fresh_process_measures_with_the_cudnn_search_of_the_one_that_asked(tmp_path,
+                                                                               monkeypatch):
+    """A child sets torch.backends.cudnn.benchmark as its parent had it when it asked (a
+    study's --cudnn-benchmark reaches every process that times a GPU)."""
+    from fxroof.latency import in_fresh_process
+    from fxroof.roofline import cudnn_search
+
+    (tmp_path / "search_probe.py").write_text(
+        "import torch\nfrom fxroof.latency import child_main\n"
+        "child_main(lambda request: {'searched': torch.backends.cudnn.benchmark})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with cudnn_search(True):
+        assert in_fresh_process("search_probe", {}, "a probe")["searched"] is True
+    with cudnn_search(False):
+        assert in_fresh_process("search_probe", {}, "a probe")["searched"] is False
 
 
 def test_a_latency_is_measured_in_a_fresh_process():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fxroof.chips import load_chips
 from fxroof.device import check_device
 from fxroof.errors import FxroofError
+from fxroof.roofline import cudnn_search
 from fxroof.study.cache import Cache, claim, locked, read_manifest
 from fxroof.study.report import write_report
 from fxroof.study.sweep import DEFAULT_MODELS, StudyConfig, Sweep, measure_roofs
@@ -33,7 +34,9 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
         config.check_freeze()
         config = config.resolved()
         claim(out, config.as_dict(), force, defaults=StudyConfig().as_dict())
-    with locked(out):
+    # the whole study's setting (recorded in its folder): every measuring process runs with
+    # it (fxroof.latency.in_fresh_process passes it on), and every prediction reads it
+    with locked(out), cudnn_search(config.cudnn_benchmark):
         chips = measure_roofs(config, cache, force and not report_only, progress,
                               allow_measure=not report_only)
         if not report_only:

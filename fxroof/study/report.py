@@ -134,7 +134,10 @@ def _processes(c) -> str:
         "in the study's own process"
     allocator = "a caching allocator (tcmalloc: no page faults once warm)" \
         if c.allocator == CACHING else "glibc's malloc (its page faults priced)"
-    return f"{where}, under {allocator}"
+    search = ", with cuDNN's engine search on (--cudnn-benchmark: GPU convolutions timed " \
+        "and priced as torch.backends.cudnn.benchmark = True runs them)" \
+        if c.cudnn_benchmark else ""
+    return f"{where}, under {allocator}{search}"
 
 
 def blocks(t: StudyTables, images: dict, data: dict, root: str) -> list:

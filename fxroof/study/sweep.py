@@ -81,6 +81,9 @@ class StudyConfig:
     freeze: bool = False    # the compiled ones with Inductor's freezing
     fresh_process: bool = True  # each measurement in a new Python process (fxroof.measured)
     allocator: str = GLIBC  # the measured processes' host allocator (fxroof.target.ALLOCATORS)
+    # cuDNN's engine search (torch.backends.cudnn.benchmark) where the study measures and
+    # predicts: a GPU's timed steps run with it, and the costs price its kernels
+    cudnn_benchmark: bool = False
     # filled by resolved(): the batch sizes each device actually runs, so a study folder
     # keeps meaning what it meant when it was made, whatever later defaults become
     batches_by_device: dict = field(default_factory=dict)
