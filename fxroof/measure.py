@@ -179,6 +179,9 @@ def measure(device: str = "cpu", quick: bool = True,
     }
 
 
+ONE_DIE_SUFFIX = "_gcd"  # chips.yaml's entry for one die of a multi-die package
+
+
 def datasheet_chip(device_name: str, chips: dict):
     """The database chip a measured device is, from the name the driver reports
     ("NVIDIA A100-SXM4-80GB" -> a100_sxm_80gb, "Tesla T4" -> t4), or None."""
@@ -193,7 +196,9 @@ def datasheet_chip(device_name: str, chips: dict):
     # several capacities of one model (A100 40/80 GB): the one whose size the name states
     sized = [c for c in matches if (m := re.search(r"(\d+)gb", c.id)) and
              re.search(rf"\b{m.group(1)}\s?gb", name)]
-    return (sized or matches or [None])[0]
+    # a package of two dies the driver lists as two devices (MI250X): one device is a die
+    one_die = [c for c in matches if c.id.endswith(ONE_DIE_SUFFIX)]
+    return (sized or one_die or matches or [None])[0]
 
 
 def versus_datasheet(measured, datasheet) -> list[dict]:

@@ -140,6 +140,9 @@ def test_saved_entry_round_trips_through_the_loader(chip_dir):
     ("NVIDIA A100-SXM4-80GB", "a100_sxm_80gb"), ("NVIDIA A100-SXM4-40GB", "a100_sxm_40gb"),
     ("NVIDIA H100 80GB HBM3", "h100_sxm"), ("Tesla T4", "t4"), ("NVIDIA L4", "l4"),
     ("NVIDIA L40S", "l40s"), ("NVIDIA H100 PCIe", None), ("x86_64 (2 threads)", None),
+    ("Tesla P100-PCIE-16GB", "p100_pcie_16gb"), ("Tesla P4", "p4"), ("Tesla P40", None),
+    ("AMD Instinct MI250X/MI250", "mi250x_gcd"),  # one device is one of its two dies
+    ("AMD Instinct MI210", "mi210"),
 ])
 def test_measured_device_finds_its_datasheet(reported, chip_id):
     from fxroof.measure import datasheet_chip
