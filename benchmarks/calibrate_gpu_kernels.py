@@ -113,14 +113,14 @@ GEFORCE_NORM_STREAMING = {
 # fit (A100 0.93, V100 0.92; fxroof's H100 profile found its BF16 GEMMs at the H100 fit's
 # 0.75, which it keeps). The same tables as GEFORCE_MATRIX_SHARE.
 MATRIX_SHARE = {
-    ("a100_sxm_40gb", "a100_sxm_80gb"): {
+    ("a100_sxm_40gb", "a100_sxm_80gb", "a100_pcie_40gb", "a100_pcie_80gb"): {
         "A100 80GB, torch.matmul FP16, 230 of 312 TFLOP/s (mli/transformers-benchmarks "
         "README)": 230 / 312,
         "A100 80GB, torch.matmul TF32, 116 of 156 TFLOP/s (the same table)": 116 / 156,
         "A100 SXM, torch.mm BF16 at the fastest shape, 267.9 of 312 TFLOP/s "
         "(mag-/gpu_benchmark README, mamf-finder)": 267.9 / 312,
     },
-    ("v100_sxm2",): {
+    ("v100_sxm2", "v100_pcie_32gb"): {
         "V100 16GB, torch.matmul FP16, 95 of 125 TFLOP/s (mli/transformers-benchmarks "
         "README)": 95 / 125,
     },
@@ -160,15 +160,19 @@ class Rows:
         return len(self.seconds)
 
 
-# NeuSight's GPUs that gpus.csv names no fxroof chip for, and the chips.yaml entry each is
-# (the same board: its peaks are the ones gpus.csv lists, the boost clock's)
-CHIP_OF = {"P100-PCIE-16GB": "p100_pcie_16gb", "P4": "p4", "MI100": "mi100", "MI210": "mi210"}
+# Each swept board's own chips.yaml entry (its peaks and bandwidth the ones gpus.csv lists),
+# where gpus.csv names none or names the nearest SXM part of the same die (which takes the
+# board's fits too)
+OWN_BOARD = {"P100-PCIE-16GB": "p100_pcie_16gb", "P4": "p4", "MI100": "mi100",
+             "MI210": "mi210", "A100-PCIE-40GB": "a100_pcie_40gb",
+             "A100-PCIE-80GB": "a100_pcie_80gb", "V100-PCIE-32GB": "v100_pcie_32gb"}
 
 
 class Gpu:
     def __init__(self, spec: dict):
         self.name = spec["gpu"]
-        self.chip = spec["fxroof_chip"] or CHIP_OF.get(self.name)
+        # the chips its fits feed: its own board's entry, and the SXM part gpus.csv names
+        self.chips = [c for c in (OWN_BOARD.get(self.name), spec["fxroof_chip"]) if c]
         self.units = int(spec["sm_count"])
         self.l2_bytes = float(spec["l2_mb"]) * 1e6
         self.nvidia = not self.name.startswith("MI")
@@ -302,12 +306,11 @@ def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:
     chips: dict = {}
     for (gpu, op_class), params in own.items():
         g = gpus[gpu]
-        if g.chip is None:
-            continue
         r = ratios(params, sweeps[gpu, op_class], g, op_class)
-        entry = chips.setdefault(g.chip, {"units": g.units, "fitted_on": gpu, "classes": {}})
-        entry["classes"][op_class] = _entry(params, band(r), f"{source}: {gpu}, "
-                                            f"{len(r)} kernels, MAPE {mape(r):.1f}%")
+        for chip in g.chips:
+            entry = chips.setdefault(chip, {"units": g.units, "fitted_on": gpu, "classes": {}})
+            entry["classes"][op_class] = _entry(params, band(r), f"{source}: {gpu}, "
+                                                f"{len(r)} kernels, MAPE {mape(r):.1f}%")
     for chip_ids, measured in MATRIX_SHARE.items():
         share = round(statistics.median(measured.values()), 4)
         for chip in chip_ids:

@@ -188,7 +188,8 @@ def datasheet_chip(device_name: str, chips: dict):
     name = device_name.lower().replace("-", " ").replace("_", " ")
     matches = []
     for chip in chips.values():
-        if "pcie" in name and "sxm" in chip.id:  # same model name, another board and clock
+        # same model name, another board and clock
+        if ("pcie" in name and "sxm" in chip.id) or ("sxm" in name and "pcie" in chip.id):
             continue
         model = re.match(r"(rtx_\d+|[a-z]+\d+[a-z]*)", chip.id)
         if model and re.search(rf"\b{model.group().replace('_', ' ')}\b", name):

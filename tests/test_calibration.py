@@ -191,7 +191,12 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
                 assert p.band[0] <= 1 <= p.band[1] and "NeuSight" in p.source
     assert set(calibration.chips) == {"t4", "v100_sxm2", "a100_sxm_40gb", "a100_sxm_80gb",
                                       "h100_sxm", "h200_sxm", "p100_pcie_16gb", "p4",
-                                      "mi100", "mi210"}
+                                      "mi100", "mi210", "a100_pcie_40gb", "a100_pcie_80gb",
+                                      "v100_pcie_32gb"}
+    # a PCIe board NeuSight swept has its fits, and so has the SXM part of its die
+    for board, sxm in (("a100_pcie_40gb", "a100_sxm_40gb"), ("a100_pcie_80gb", "a100_sxm_80gb"),
+                       ("v100_pcie_32gb", "v100_sxm2")):
+        assert calibration.chips[board] == calibration.chips[sxm]
     # the H200 is the H100 SXM's die with other memory: its fits, tiled over the same SMs
     assert calibration.chips["h200_sxm"] == calibration.chips["h100_sxm"]
     assert calibration.units("h200_sxm") == calibration.units("h100_sxm") == 132
@@ -1182,8 +1187,8 @@ def test_the_amd_family_prices_amd_kernels_better_than_the_nvidia_one():
 @pytest.mark.skipif(not os.path.isdir(DATA), reason="the NeuSight kernel data (../shared) is "
                     "not beside this checkout")
 def test_every_swept_gpu_is_a_chip_whose_peaks_are_the_ones_its_fit_used():
-    """Each of NeuSight's nine GPUs feeds a chip: its own board (P100, P4, MI100, MI210, T4,
-    H100) or, for its PCIe cards, the SXM part of the same die. A fitted fraction is of the
+    """Each of NeuSight's nine GPUs feeds its own board's chip (and a PCIe card the SXM part
+    of the same die too). A fitted fraction is of the
     peak and bandwidth the fit divided by (gpus.csv), so a board's own entry in chips.yaml
     must carry those figures (within rounding), or its parameters would mean other rates."""
     import csv
@@ -1194,7 +1199,9 @@ def test_every_swept_gpu_is_a_chip_whose_peaks_are_the_ones_its_fit_used():
         specs = list(csv.DictReader(f))
     assert len(specs) == 9
     own_board = {"P100-PCIE-16GB": "p100_pcie_16gb", "P4": "p4", "MI100": "mi100",
-                 "MI210": "mi210", "T4": "t4", "H100-SXM5-80GB": "h100_sxm"}
+                 "MI210": "mi210", "T4": "t4", "H100-SXM5-80GB": "h100_sxm",
+                 "A100-PCIE-40GB": "a100_pcie_40gb", "A100-PCIE-80GB": "a100_pcie_80gb",
+                 "V100-PCIE-32GB": "v100_pcie_32gb"}
     for spec in specs:
         fed = [c for c, entry in yaml.safe_load(open(cal.CALIBRATION_FILE))["chips"].items()
                if entry["fitted_on"] == spec["gpu"]]

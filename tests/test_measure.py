@@ -142,7 +142,9 @@ def test_saved_entry_round_trips_through_the_loader(chip_dir):
     ("NVIDIA L40S", "l40s"), ("NVIDIA H100 PCIe", None), ("x86_64 (2 threads)", None),
     ("Tesla P100-PCIE-16GB", "p100_pcie_16gb"), ("Tesla P4", "p4"), ("Tesla P40", None),
     ("AMD Instinct MI250X/MI250", "mi250x_gcd"),  # one device is one of its two dies
-    ("AMD Instinct MI210", "mi210"),
+    ("AMD Instinct MI210", "mi210"), ("NVIDIA A100-PCIE-40GB", "a100_pcie_40gb"),
+    ("NVIDIA A100 80GB PCIe", "a100_pcie_80gb"), ("Tesla V100-PCIE-32GB", "v100_pcie_32gb"),
+    ("Tesla V100-SXM2-16GB", "v100_sxm2"),
 ])
 def test_measured_device_finds_its_datasheet(reported, chip_id):
     from fxroof.measure import datasheet_chip
