@@ -281,6 +281,9 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
                 "logo_ratios": ratios(family(others), rows, g, op_class) if others else None,
                 "logo_host_mape": mape(ratios(with_host(family(others), own[gpu, op_class]),
                                               rows, g, op_class)) if others else None}
+        if not g.nvidia:  # what an AMD GPU without measurements took before its family
+            nvidia = [p for (o, c), p in own.items() if c == op_class and gpus[o].nvidia]
+            line["nvidia_family_mape"] = mape(ratios(family(nvidia), rows, g, op_class))
         train, test = rows.split == "train", rows.split == "test"
         if train.sum() > 50 and test.sum() > 20:
             held = fit(rows.subset(train), g, op_class, own)
@@ -425,6 +428,9 @@ def main(argv=None) -> int:
         yaml.safe_dump(parameters(gpus, sweeps, own, report), f, sort_keys=False)
     table = markdown(report)
     print(table)
+    print("\nAMD GPUs priced with the NVIDIA family instead of the other AMD GPU's (MAPE):")
+    print("\n".join(f"  {r['gpu']} {r['class']}: {r['nvidia_family_mape']:.1f}% (leave-one-GPU-"
+                    f"out: {r['logo_mape']:.1f}%)" for r in report if "nvidia_family_mape" in r))
     if args.report:
         with atomic(args.report) as f:
             f.write(table + "\n")
