@@ -282,7 +282,8 @@ def _pricing_chip(args, chip):
 def _target_of(args, chip) -> tuple:
     """(device, compute capability) of the program a chip is priced on: the --device asked
     for, else the chip's own -- a GPU runs CUDA's kernels for its compute capability
-    (attention backends, autocast policy, bf16 support), any other chip the CPU's."""
+    (attention backends, autocast policy, bf16 support; an AMD GPU ROCm's, which PyTorch
+    dispatches as 'cuda'), any other chip the CPU's."""
     target = Target.of(args.device, _pricing_chip(args, chip))
     return target.device, target.capability
 

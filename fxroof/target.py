@@ -67,12 +67,15 @@ class Target:
     @classmethod
     def of(cls, device: Optional[str], chip=None, allocator: Optional[str] = None) -> "Target":
         """The target for a capture ``device`` ('cpu', 'cuda', 'cuda:N'; None: the chip's)
-        and an optional Chip: a chip with a CUDA compute capability implies 'cuda'.
+        and an optional Chip: a GPU implies 'cuda' -- at its compute capability, or at
+        CUDA_DEFAULT_CAPABILITY where it has none (an AMD GPU: PyTorch's ROCm build runs it
+        as its 'cuda' device, with the same autocast and dispatch).
         ``allocator``: the CPU process's host allocator (default glibc); a CUDA step's
         tensors live in PyTorch's caching allocator whatever it is (fxroof.page_faults)."""
         capability = getattr(chip, "compute_capability", None)
         chip_id = getattr(chip, "id", None)
-        kind = (device or ("cuda" if capability else "cpu")).split(":")[0]
+        gpu = capability or getattr(chip, "cls", None) == "gpu"
+        kind = (device or ("cuda" if gpu else "cpu")).split(":")[0]
         allocator = allocator or GLIBC
         if allocator not in ALLOCATORS:
             raise UsageError(f"Unknown allocator {allocator!r}: fxroof replays the page faults "

@@ -342,6 +342,10 @@ def test_a_gpu_chip_implies_the_cuda_target_and_its_capability():
                                                                          "h100_sxm")
     assert Target.of("cpu", fxroof.chips.get_chip("h100_sxm")).device == "cpu"
     assert Target.of("cuda").capability == (8, 0)
+    # an AMD GPU has no compute capability: PyTorch's ROCm build runs it as 'cuda'
+    assert Target.of(None, fxroof.chips.get_chip("mi300x")) == Target("cuda", (8, 0),
+                                                                        "mi300x")
+    assert Target.of(None, fxroof.chips.get_chip("xeon_w9_3495x")).device == "cpu"
 
 
 def test_channels_last_inputs_and_weights():
