@@ -98,7 +98,8 @@ def peak_for(chip: Chip, op_class: str, dtype: Optional[str], op: str = "") -> t
     needed = f"{key} peak for {op_class} work"
     raise MissingPeakError(f"Chip '{chip.id}' has no {needed}; it lists "
                            f"{', '.join(sorted(chip.peaks))}. Analyse the model in one of "
-                           "those dtypes (--dtype) or choose another chip.",
+                           "those dtypes (--dtype, or --amp for mixed precision) or choose "
+                           "another chip.",
                            chip.id, needed, sorted(chip.peaks))
 
 

@@ -130,6 +130,9 @@ CLI = [
      ["'multiprocessors'", "whole number", "1.5"]),
     ("chips list --chips-file calibration-class.yaml", FAILED, ["calibration.fft",
                                                                 "not an op class"]),
+    # a chip without the precision asked for: what it lists, and how to ask for another
+    ("predict squeezenet1_0 --chip mi210 --amp bf16", FAILED,
+     ["'mi210' has no bf16 peak", "fp16", "--amp"]),
     # annotation JSON given to roofline
     ("roofline truncated.json --chip t4", FAILED, ["truncated.json", "not valid JSON"]),
     ("roofline binary.json --chip t4", FAILED, ["binary.json", "not text"]),
