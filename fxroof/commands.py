@@ -22,6 +22,7 @@ from fxroof.measure import check_target, datasheet_chip, default_path, save, ver
 from fxroof.model_probes import CALIBRATION_MODELS
 from fxroof.models import MODEL_SOURCES, build_model, model_names, parse_input
 from fxroof.models.hf import parse_overrides
+from fxroof.pipeline import HOST_BAND
 from fxroof.probes import measure_calibrated
 from fxroof.roofline_points import plot_roofline
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study
@@ -44,8 +45,9 @@ PREDICT_NOTE = (
     "which fewer launches would save and a faster GPU would not); 'page faults': the share "
     "of a CPU step spent faulting in pages glibc's malloc gave back to the kernel, which an "
     "allocator that keeps them saves (--allocator caching); p10..p90 is its band from "
-    "validation on GPUs it was not fitted on. 'ideal' (and the roof column): max(FLOPs / peak, "
-    "bytes / bandwidth) per node, summed. Model intensity = total FLOPs / total bytes.")
+    "validation on GPUs it was not fitted on, a host cost's the spread of hosts measured "
+    f"({HOST_BAND[0]}..{HOST_BAND[1]}x: a host-bound step's band is the hosts'). 'ideal' (and "
+    "the roof column): max(FLOPs / peak, bytes / bandwidth) per node, summed. Model intensity = total FLOPs / total bytes.")
 ROOF_ONLY_NOTE = textwrap.fill(
     "Chips with no calibrated time model (no kernel measurements to fit one on): their ideal "
     "roof, a lower bound no real step reaches. Compare them with each other, not with the "

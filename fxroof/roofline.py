@@ -16,8 +16,9 @@ the dtype's matrix peak. Model-level intensity is total FLOPs / total bytes.
 Predicted time: the roof is the ceiling, not the expectation. With ``roof="calibrated"`` (the
 default) a node's ``predicted_s`` comes from fxroof.calibration's fitted time model for the
 chip (its own parameters where it was measured, its family's otherwise) with a band
-``low_s``..``high_s`` (p10..p90 of measured / predicted in validation); chips with no
-calibration (CPUs, ASICs, SoCs) and ``roof="ideal"`` use the roof time. ``ideal_s`` is always
+``low_s``..``high_s`` (p10..p90 of measured / predicted in validation; on a GPU priced by
+the shipped parameters, a step's host costs take the hosts' spread, pipeline.HOST_BAND);
+chips with no calibration (CPUs, ASICs, SoCs) and ``roof="ideal"`` use the roof time. ``ideal_s`` is always
 the roof time, and ``fraction_of_roof`` = ideal_s / measured time.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ from fxroof import calibration as cal, hidden_bytes, launch_geometry, op_classes
 from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
-from fxroof.pipeline import AUTOGRAD_HOST_FACTOR, KERNEL_FLOOR_S, pipelined_s
+from fxroof.pipeline import AUTOGRAD_HOST_FACTOR, HOST_BAND, KERNEL_FLOOR_S, pipelined_s
 from fxroof.units import peak_key
 
 ROOFS = ("calibrated", "ideal")
@@ -169,6 +170,9 @@ class NodeTime(NamedTuple):
     host_s: float = 0.0      # the fixed cost t0 the host spends issuing it
     faults_s: float = 0.0    # of predicted_s, the page faults of its allocations (a CPU's)
     kernel_s: float = 0.0    # the device's part: what remains once the host's is overlapped
+    host_band: Optional[tuple] = None  # p10, p90 of the host's cost over host_s where the
+                                       # host is not the one measured (pipeline.HOST_BAND);
+                                       # None: the band's edges scale it as the kernel
 
 
 @functools.lru_cache(maxsize=1)
@@ -264,7 +268,15 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     if chip.cls == "gpu" and key in HALF_PRECISION_KEYS and op_class in op_classes.MATRIX_CLASSES:
         high *= HALF_PRECISION_BAND_WIDENING
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
-                    float(cal.fault_seconds(params, fresh, layout_fresh)), device)
+                    float(cal.fault_seconds(params, fresh, layout_fresh)), device,
+                    _host_band(chip))
+
+
+def _host_band(chip: Chip) -> Optional[tuple]:
+    """The band of a GPU op's host cost where the shipped t0 prices it: the host issuing
+    the ops is not the chip's, and hosts differ (pipeline.HOST_BAND). A chip measured with
+    `chips measure` was measured from its own host: its classes' bands hold it (None)."""
+    return HOST_BAND if chip.cls == "gpu" and not chip.calibration else None
 
 
 def _matrix_engine_conv(chip: Chip, conv: cal.Params) -> cal.Params:
@@ -411,24 +423,30 @@ def pipelined_phase_s(times: list[NodeTime], key: str = "predicted_s",
     """Seconds of one phase's nodes issued in order and pipelined (fxroof.pipeline), each at
     its expectation or band edge ``key``, its host cost times ``host_scale``."""
     return pipelined_s((host * host_scale, kernel)
-                       for host, kernel in (_host_and_kernel(t, getattr(t, key)) for t in times))
+                       for host, kernel in (_host_and_kernel(t, key) for t in times))
 
 
 def device_seconds(t: NodeTime) -> float:
     """The device's part of a node's expected time (what events around its kernel time): the
     kernel, at least the device's floor, where the time model gives it a host cost; all of
     it where it has none (the roof, a CPU's model)."""
-    return _host_and_kernel(t, t.predicted_s)[1]
+    return _host_and_kernel(t, "predicted_s")[1]
 
 
-def _host_and_kernel(t: NodeTime, seconds: float) -> tuple[float, float]:
-    """(host s, kernel s) of a node whose isolated time is ``seconds`` (the expectation or a
-    band edge, which scales both parts alike); a calibrated kernel lasts at least the
-    device's floor per kernel."""
+_BAND_EDGES = {"low_s": 0, "high_s": 1}
+
+
+def _host_and_kernel(t: NodeTime, key: str) -> tuple[float, float]:
+    """(host s, kernel s) of a node at its expectation or band edge ``key``: the kernel
+    scaled as the node's isolated time, the host as its own band says where it has one,
+    else as the kernel; a calibrated kernel lasts at least the device's floor per kernel."""
+    seconds = getattr(t, key)
     if not t.host_s:
         return 0.0, seconds
     scale = seconds / t.predicted_s
-    return t.host_s * scale, max(t.kernel_s * scale, KERNEL_FLOOR_S)
+    edge = _BAND_EDGES.get(key)
+    host_scale = t.host_band[edge] if t.host_band and edge is not None else scale
+    return t.host_s * host_scale, max(t.kernel_s * scale, KERNEL_FLOOR_S)
 
 
 def fields(roof: NodeRoof, time: NodeTime, timed: Optional[float]) -> dict:

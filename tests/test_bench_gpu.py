@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from benchmarks import bench_gpu, fit_training_host
+from benchmarks import bench_gpu, fit_host_band, fit_training_host
 from benchmarks.gpu_compare import summary
 from fxroof.errors import FxroofError
 from fxroof.roofline import NodeTime
@@ -157,6 +157,40 @@ def test_the_training_host_factor_fit_recovers_a_known_factor():
     assert all(result["leave_one_model_out"][m] == 1.5 for m in "abc")
     assert result["median_error"]["left-out fit"] == pytest.approx(0.0, abs=1e-9)
     assert result["median_error"]["factor 1"] > 0.2  # host-bound steps 1/1.5 of measured
+
+
+def test_the_host_band_weighs_each_host_software_as_one():
+    """fit_host_band.band by hand: host A's ten points 0.5..0.95 and host B's two points 2.0
+    and 3.0 each weigh one, so B's two are half the mass: p10 is A's second point (0.55; the
+    first holds 0.05), p90 B's second (3.0: 2.0 reaches 0.75)."""
+    a = [0.5 + 0.05 * i for i in range(10)]
+    sources = {"A": a, "B": [3.0, 2.0]}
+    assert fit_host_band.band(sources) == pytest.approx((0.55, 3.0))
+    assert fit_host_band.band({"A": a}) == pytest.approx((0.5, 0.9))
+    # leaving B out, its points lie outside what A alone gives
+    result = fit_host_band.summary(sources)
+    assert result["sources"]["B"]["inside_left_out_band"] == 0.0
+    assert result["sources"]["A"]["points"] == 10
+    assert result["sources"]["A"]["median"] == pytest.approx(0.725)
+
+
+def test_a_host_bound_point_is_one_the_device_waits_half_of():
+    """fit_host_band.host_bound keeps measured / predicted of the steps whose device waits
+    for the host at least HOST_BOUND_SHARE of the predicted step, and the share of one
+    host-bound T4 step is its host wait over its time: ten tiny adds take 10 t0 + a kernel,
+    of which the device runs ten kernels (3 us each, its floor) and waits the rest."""
+    assert fit_host_band.HOST_BOUND_SHARE == 0.5
+    assert fit_host_band.host_bound([(0.9, 1.4), (0.49, 2.0), (0.5, 0.7)]) == [1.4, 0.7]
+    from fxroof import calibration as cal
+    from fxroof.chips import load_chips
+    t4 = load_chips()["t4"]
+    p = cal.load().params("t4", "gpu", "elementwise")
+    add = {"op": "add", "op_class": "vector", "dtype": "float32", "flops": 256,
+           "bytes": 3072, "phase": "forward", "shape": [256]}
+    share, ratio = fit_host_band.host_share_and_ratio([add] * 10, t4, 1e-3, "forward")
+    step = 10 * p.t0 + 3e-6  # the kernel is the device's 3 us floor
+    assert share == pytest.approx((step - 10 * 3e-6) / step)
+    assert ratio == pytest.approx(1e-3 / step)
 
 
 def test_the_training_host_factor_fit_needs_training_runs(tmp_path):

@@ -344,7 +344,11 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
     assert roofline.predict([small, large], t4)["forward"]["predicted_s"] == \
         pytest.approx(2 * p.t0 + kernel[1])
     band = roofline.predict([small, large], t4)["forward"]
-    assert band["low_s"] == pytest.approx((2 * p.t0 + kernel[1]) * p.band[0])
+    # at the band's edges the host's costs scale by the host band, the kernels by theirs
+    low_host, high_host = pipeline.HOST_BAND
+    assert kernel[0] * p.band[1] < p.t0 * low_host  # still issued after the small one ends
+    assert band["low_s"] == pytest.approx(2 * p.t0 * low_host + kernel[1] * p.band[0])
+    assert band["high_s"] == pytest.approx(2 * p.t0 * high_host + kernel[1] * p.band[1])
     # the device idles until the small kernel is issued, and between it and the large one
     assert band["host_wait_s"] == pytest.approx(2 * p.t0 - kernel[0])
     assert roofline.predict([large, small], t4)["overall"]["host_wait_s"] == \
@@ -361,6 +365,32 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
     assert "host_wait_s" not in ideal  # the roof has no host cost to wait for
     on_cpu = roofline.predict([small, large], cpu)["forward"]
     assert on_cpu["predicted_s"] == pytest.approx(summed) and "host_wait_s" not in on_cpu
+
+
+def test_a_host_bound_gpu_steps_band_is_the_hosts_unless_its_host_was_measured():
+    """Ten tiny adds on the T4 are host-bound: the step is 10 t0 + one kernel, and its band
+    10 t0 x HOST_BAND + the kernel at its edge (at least the device's 3 us floor) -- the
+    spread of hosts, not of kernels. A chip measured by `chips measure` (its own parameters,
+    from its own host) scales the host by its classes' band, as it does the kernel."""
+    t4 = load_chips()["t4"]
+    p = cal.load().params("t4", "gpu", "elementwise")
+    add = {"op": "add", "op_class": "vector", "dtype": "float32", "flops": 256,
+           "bytes": 3072, "phase": "forward", "shape": [256]}
+    raw = max(256 / (t4.peaks["fp32"] * p.compute), 3072 / (t4.bandwidth * p.memory))
+
+    def kernel(edge):
+        return max(raw * edge, 3e-6)
+    low_host, high_host = pipeline.HOST_BAND
+    assert low_host < 1 < high_host
+    step = roofline.predict([add] * 10, t4)["forward"]
+    assert step["predicted_s"] == pytest.approx(10 * p.t0 + kernel(1))
+    assert step["low_s"] == pytest.approx(10 * p.t0 * low_host + kernel(p.band[0]))
+    assert step["high_s"] == pytest.approx(10 * p.t0 * high_host + kernel(p.band[1]))
+    measured = dataclasses.replace(t4, calibration={"elementwise": dataclasses.replace(
+        p, band=(0.9, 1.2))})
+    own = roofline.predict([add] * 10, measured)["forward"]
+    assert own["low_s"] == pytest.approx(10 * p.t0 * 0.9 + kernel(0.9))
+    assert own["high_s"] == pytest.approx(10 * p.t0 * 1.2 + kernel(1.2))
 
 
 def test_a_training_steps_ops_cost_the_host_more_than_ops_alone_by_hand():
