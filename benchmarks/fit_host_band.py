@@ -41,8 +41,10 @@ from benchmarks.bench_public_gpu import (EFFICIENTNET_B0_LATENCY_MS,  # noqa: E4
                                          RESNET50_LATENCY_MS)
 from benchmarks.gpu_compare import analysed, pooled, read_measured  # noqa: E402
 from fxroof import analyze  # noqa: E402
-from fxroof.chips import get_chip  # noqa: E402
+from fxroof.chips import get_chip, load_chips  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
+from fxroof.measure import datasheet_chip  # noqa: E402
 from fxroof.pipeline import HOST_BAND  # noqa: E402
 from fxroof.roofline import cudnn_search, predict  # noqa: E402
 
@@ -50,8 +52,6 @@ from fxroof.roofline import cudnn_search, predict  # noqa: E402
 # the step is mostly the host's costs, and measured / predicted mostly the host's speed.
 # (0.3-0.75 move either end of the band by under 0.08.)
 HOST_BOUND_SHARE = 0.5
-# The GPU a measured file's environment names -> the chip it is predicted on.
-MEASURED_CHIPS = {"NVIDIA H100 80GB HBM3": "h100_sxm", "NVIDIA H200": "h200_sxm"}
 
 
 def host_share_and_ratio(records: list[dict], chip, measured_s: float,
@@ -71,7 +71,11 @@ def measured_source(paths: list[str]) -> tuple[str, list[float]]:
     """(name, ratios) of one GPU's `measure` files, pooled."""
     files = [read_measured(path) for path in paths]
     gpu = files[0]["environment"].get("gpu", "")
-    chip = get_chip(MEASURED_CHIPS.get(gpu, "h100_sxm"))
+    chip = datasheet_chip(gpu, load_chips())  # the chip the driver's name is
+    if chip is None:
+        raise FxroofError(f"'{paths[0]}' was measured on {gpu or 'an unnamed GPU'}, which no "
+                          "chip in chips.yaml is: give files measured on a GPU fxroof lists "
+                          "(`fxroof chips`).")
     torch_version = files[0]["environment"].get("torch", "?")
     with cudnn_search(bool(files[0]["environment"].get("cudnn_benchmark", False))):
         points = [host_share_and_ratio(analysed(run, chip), chip, run["median_s"], "overall")

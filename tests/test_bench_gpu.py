@@ -193,6 +193,25 @@ def test_a_host_bound_point_is_one_the_device_waits_half_of():
     assert ratio == pytest.approx(1e-3 / step)
 
 
+def test_the_host_band_predicts_a_measured_file_on_the_chip_its_gpu_is(tmp_path):
+    """A `measure` file from a T4 is predicted on the t4 chip (the driver's name found in
+    chips.yaml); one from a GPU fxroof does not list is refused, naming it."""
+    from benchmarks.gpu_compare import analysed
+    from fxroof.chips import load_chips
+    from fxroof.roofline import predict
+
+    path = _measured_file(tmp_path / "t4.json", "Tesla T4", {"squeezenet1_1": 1e-3})
+    name, ((share, ratio),) = fit_host_band.measured_source([path])
+    t4 = load_chips()["t4"]
+    run = {"model": "squeezenet1_1", "phase": "inference", "precision": "fp32", "batch": 1}
+    step = predict(analysed(run, t4), t4)["overall"]
+    assert ratio == pytest.approx(1e-3 / step["predicted_s"])
+    assert share == pytest.approx(step["host_wait_s"] / step["predicted_s"])
+    unknown = _measured_file(tmp_path / "x.json", "Imaginary GPU 9000", {"squeezenet1_1": 1e-3})
+    with pytest.raises(FxroofError, match="Imaginary GPU 9000"):
+        fit_host_band.measured_source([unknown])
+
+
 def test_the_training_host_factor_fit_needs_training_runs(tmp_path):
     path = _measured_file(tmp_path / "m.json", "T4", {"squeezenet1_1": 1e-3})
     with pytest.raises(FxroofError, match="no training runs"):
