@@ -6,6 +6,7 @@ import os
 import sys
 from typing import Callable
 
+from fxroof import interrupts
 from fxroof.errors import FxroofError
 
 
@@ -14,7 +15,10 @@ def script_main(main: Callable[[], int], path: str) -> None:
     error or an interrupt leaves nothing half-written."""
     name = os.path.basename(path)
     try:
-        sys.exit(main())
+        with interrupts.remembered():
+            code = main()
+            interrupts.check()  # a Ctrl-C swallowed on the way (fxroof.interrupts)
+        sys.exit(code)
     except FxroofError as e:
         sys.exit(f"{name}: error: {e}")
     except KeyboardInterrupt:

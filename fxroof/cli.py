@@ -15,6 +15,7 @@ import signal
 import sys
 from typing import Optional
 
+from fxroof import interrupts
 from fxroof.chips import CLASSES, DTYPES as PEAK_DTYPES, forget_warnings
 from fxroof.defaults import DEFAULT_MODEL, DEFAULT_SEQ_LEN
 from fxroof.errors import FxroofError, UsageError
@@ -375,7 +376,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         with _ctrl_c_held():
             from fxroof import commands  # deferred: torch loads here, inside the Ctrl-C guard
 
-        return commands.run(args)
+        with interrupts.remembered():
+            code = commands.run(args)
+            interrupts.check()  # a Ctrl-C swallowed on the way still ends the command as one
+        return code
     except UsageError as e:
         print(f"fxroof: usage error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -9,6 +9,7 @@ import torch
 import torch.fx as fx
 
 import op_costs
+from fxroof import interrupts
 from fxroof.errors import FxroofError
 from fxroof.kernel import Kernel
 from fxroof.keys import COST, SHAPES  # noqa: F401 (COST re-exported)
@@ -28,6 +29,7 @@ def _shapes(arg):
 def annotate_costs(graph: fx.Graph, rules=None) -> None:
     """``rules``: per-analysis overrides, {ATen op or overload packet: rule function}."""
     for node in graph.nodes:
+        interrupts.check()  # a Ctrl-C that tracing swallowed stops the analysis here
         if is_costed(node):
             args, kwargs = fx.node.map_arg((node.args, node.kwargs), _shapes)
             node.meta[COST] = _estimate(node, args, kwargs, rules)

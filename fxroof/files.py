@@ -13,6 +13,7 @@ import re
 import tempfile
 from typing import Iterator
 
+from fxroof import interrupts
 from fxroof.errors import FxroofError, UsageError
 
 
@@ -86,6 +87,7 @@ def atomic_path(path: str) -> Iterator[str]:
     os.close(fd)
     try:
         yield partial
+        interrupts.check()  # after Ctrl-C, nothing new is put in place
         os.chmod(partial, 0o666 & ~_umask())  # mkstemp makes it private; give the usual mode
         os.replace(partial, path)
     except BaseException:

@@ -26,7 +26,8 @@ MAX_FUNCTION_LINES = 60
 # layer only where the list below says so (INTRA_LAYER): a layer is a set of peers.
 LAYERS = [
     # leaves: what many modules need (no torch below layer 2, so the CLI parses without it)
-    {"fxroof.errors", "fxroof.version", "fxroof.defaults", "fxroof.op_classes"},
+    {"fxroof.errors", "fxroof.version", "fxroof.defaults", "fxroof.op_classes",
+     "fxroof.interrupts"},
     {"fxroof.units", "fxroof.keys", "fxroof.suggest", "fxroof.timers", "fxroof.files",
      "fxroof.kernel", "fxroof.target", "fxroof.hidden_bytes", "fxroof.heap", "fxroof.pipeline",
      "fxroof.launch_geometry", "op_costs"},
