@@ -52,14 +52,17 @@ def output_arguments(parser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json")
 
 
-def parsed_output_arguments(doc: str, argv=None):
+def parsed_output_arguments(doc: str, argv=None, inputs: tuple = ()):
     """A script's parsed ``--json``/``--force`` (its description the docstring's first
-    paragraph), once ``--json`` is known to be writable: refused before the work, not after."""
+    paragraph), and where ``inputs`` is (name, help) any number of files it reads, once
+    ``--json`` is known to be writable: refused before the work, not after."""
     import argparse
 
     from fxroof.files import check_writable
 
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if inputs:
+        parser.add_argument(inputs[0], nargs="*", help=inputs[1])
     output_arguments(parser)
     args = parser.parse_args(argv)
     if args.json:

@@ -227,16 +227,22 @@ def _point(reference: str, chip_id: str, amp, memory_format, batch: int, measure
                            "train" if train else "inference", records)
 
 
-def points() -> list[dict]:
-    # DeepLearningExamples runs mixed precision channels-last (its configs.yml), FP32 NCHW
-    found = [_point("DeepLearningExamples", chip_id, amp, "channels_last" if amp else None,
-                    batch, ms / 1e3, train=False)
+def latency_steps() -> list[tuple]:
+    """DeepLearningExamples' inference latencies as (model, chip id, autocast precision or
+    None, memory format, batch, measured s): it runs mixed precision channels-last (its
+    configs.yml), FP32 NCHW."""
+    steps = [("resnet50", chip_id, amp, "channels_last" if amp else None, batch, ms / 1e3)
              for (chip_id, amp), latencies in RESNET50_LATENCY_MS.items()
              for batch, ms in latencies.items()]
-    found += [_point("DeepLearningExamples", chip_id, None, None, batch, ms / 1e3, train=False,
-                     model="efficientnet_b0")
-              for chip_id, latencies in EFFICIENTNET_B0_LATENCY_MS.items()
-              for batch, ms in latencies.items()]
+    return steps + [("efficientnet_b0", chip_id, None, None, batch, ms / 1e3)
+                    for chip_id, latencies in EFFICIENTNET_B0_LATENCY_MS.items()
+                    for batch, ms in latencies.items()]
+
+
+def points() -> list[dict]:
+    found = [_point("DeepLearningExamples", chip_id, amp, memory_format, batch, seconds,
+                    train=False, model=model)
+             for model, chip_id, amp, memory_format, batch, seconds in latency_steps()]
     found += [_point(reference, chip_id, amp, layout, batch, batch / images_per_s, train=True)
               for reference, chip_id, amp, layout, batch, images_per_s in RESNET50_TRAINING]
     try:

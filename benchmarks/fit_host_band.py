@@ -36,14 +36,13 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import output_arguments, script_main  # noqa: E402
-from benchmarks.bench_public_gpu import (EFFICIENTNET_B0_LATENCY_MS,  # noqa: E402
-                                         RESNET50_LATENCY_MS)
+from benchmarks import parsed_output_arguments, script_main  # noqa: E402
+from benchmarks.bench_public_gpu import latency_steps  # noqa: E402
 from benchmarks.gpu_compare import analysed, pooled, read_measured  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip, load_chips  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
-from fxroof.files import check_writable, write_json  # noqa: E402
+from fxroof.files import write_json  # noqa: E402
 from fxroof.measure import datasheet_chip  # noqa: E402
 from fxroof.pipeline import HOST_BAND  # noqa: E402
 from fxroof.roofline import cudnn_search, predict  # noqa: E402
@@ -67,8 +66,9 @@ def host_bound(points: list[tuple[float, float]]) -> list[float]:
     return [ratio for share, ratio in points if share >= HOST_BOUND_SHARE]
 
 
-def measured_source(paths: list[str]) -> tuple[str, list[float]]:
-    """(name, ratios) of one GPU's `measure` files, pooled."""
+def measured_source(paths: list[str]) -> tuple[str, list[tuple[float, float]]]:
+    """(host software, host_share_and_ratio of each run) of one GPU's `measure` files,
+    pooled."""
     files = [read_measured(path) for path in paths]
     gpu = files[0]["environment"].get("gpu", "")
     chip = datasheet_chip(gpu, load_chips())  # the chip the driver's name is
@@ -83,21 +83,16 @@ def measured_source(paths: list[str]) -> tuple[str, list[float]]:
     return f"torch {torch_version}", points
 
 
-def public_source() -> tuple[str, list[float]]:
-    """(name, ratios) of DeepLearningExamples' 2021 inference latencies."""
-    points = [("resnet50", chip_id, amp, "channels_last" if amp else None, batch, ms)
-              for (chip_id, amp), latencies in RESNET50_LATENCY_MS.items()
-              for batch, ms in latencies.items()]
-    points += [("efficientnet_b0", chip_id, None, None, batch, ms)
-               for chip_id, latencies in EFFICIENTNET_B0_LATENCY_MS.items()
-               for batch, ms in latencies.items()]
+def public_source() -> tuple[str, list[tuple[float, float]]]:
+    """(host software, host_share_and_ratio of each step) of DeepLearningExamples' 2021
+    inference latencies."""
     found = []
     with cudnn_search():  # its ConvNets/main.py sets cudnn.benchmark
-        for model, chip_id, amp, memory_format, batch, ms in points:
+        for model, chip_id, amp, memory_format, batch, seconds in latency_steps():
             chip = get_chip(chip_id)
             records = analyze(model, batch=batch, device="cuda", chip=chip, amp=amp,
                               memory_format=memory_format).records()
-            found.append(host_share_and_ratio(records, chip, ms / 1e3, "forward"))
+            found.append(host_share_and_ratio(records, chip, seconds, "forward"))
     return "pytorch-21.03 NGC (DeepLearningExamples: V100, T4, A100)", found
 
 
@@ -133,14 +128,8 @@ def summary(sources: dict[str, list[float]]) -> dict:
 
 
 def main(argv=None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("measured", nargs="*", help="JSON files from `bench_gpu.py measure`")
-    output_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.json:
-        check_writable(args.json, overwrite=args.force)
+    args = parsed_output_arguments(__doc__, argv,
+                                   ("measured", "JSON files from `bench_gpu.py measure`"))
     by_gpu: dict[str, list[str]] = {}
     for path in args.measured:
         by_gpu.setdefault(read_measured(path)["environment"].get("gpu", ""), []).append(path)
