@@ -207,6 +207,9 @@ def test_the_host_band_predicts_a_measured_file_on_the_chip_its_gpu_is(tmp_path)
     step = predict(analysed(run, t4), t4)["overall"]
     assert ratio == pytest.approx(1e-3 / step["predicted_s"])
     assert share == pytest.approx(step["host_wait_s"] / step["predicted_s"])
+    h100 = load_chips()["h100_sxm"]  # the chip the script used to fall back to
+    assert ratio != pytest.approx(1e-3 / predict(analysed(run, h100), h100)["overall"][
+        "predicted_s"], rel=0.01)
     unknown = _measured_file(tmp_path / "x.json", "Imaginary GPU 9000", {"squeezenet1_1": 1e-3})
     with pytest.raises(FxroofError, match="Imaginary GPU 9000"):
         fit_host_band.measured_source([unknown])
