@@ -1,4 +1,5 @@
-"""Fit fxroof.launch_geometry's constants (and roofline.NARROW_CONV_COMPUTE) on a GPU's
+"""Fit fxroof.launch_geometry's constants (and roofline's NARROW_CONV_COMPUTE and
+DEPTHWISE_CONV_COMPUTE) on a GPU's
 per-node profiles, and say how well the shipped ones predict each node.
 
     python benchmarks/fit_launch_geometry.py benchmarks/measured/h100-profile-*.json
@@ -21,7 +22,8 @@ kind, on ``--chip``'s SMs and compute capability:
 * layer norm: LAYER_NORM_ROW_S and LAYER_NORM_ELEMENT_S, least squares of the seconds a
   row per SM on the row's width, over LAYER_NORM_FIT_MODELS' nodes of two waves of rows or
   more (one point per shape);
-* a narrow convolution: its share of the FP32 peak per node (the shipped constant is the
+* a narrow convolution, and a channels-last depthwise one (cuDNN's: op_classes.
+  cudnn_depthwise): its share of the FP32 peak per node (each shipped constant is the
   median over the H100's and the H200's nodes; run once per chip).
 
 Then every node's measured / predicted under the shipped constants, and each constant fitted
@@ -79,6 +81,8 @@ def gather(profiles: list[dict], chip) -> dict:
                 found[kind].append((profile["name"], record))
             elif narrow_conv(record, profile["name"]) and record.get("time_s"):
                 found["narrow"].append((profile["name"], record))
+            elif op_classes.cudnn_depthwise(record) and record.get("time_s"):
+                found["depthwise"].append((profile["name"], record))
     return found
 
 
@@ -128,11 +132,13 @@ def fit_layer_norm(nodes, chip) -> dict:
     return {"LAYER_NORM_ROW_S": float(intercept), "LAYER_NORM_ELEMENT_S": float(slope)}
 
 
-def narrow_shares(nodes, chip) -> list[float]:
-    """Each narrow convolution's FLOP/s over the chip's FP32 peak."""
+def fp32_shares(nodes, chip) -> list[float]:
+    """Each node's FLOP/s over the chip's FP32 peak."""
     return [r["flops"] / r["time_s"] / chip.peaks["fp32"] for _, r in nodes]
 
 
+# The convolutions priced at a share of the FP32 peak, and the shipped share
+SHARES = {"narrow": roofline.NARROW_CONV_COMPUTE, "depthwise": roofline.DEPTHWISE_CONV_COMPUTE}
 FITS = {"bn_eval": fit_transform,
         "bn_train": lambda n, c: fit_reduction(n, c, "STATISTICS_ITERATION_S"),
         "bn_backward": lambda n, c: fit_reduction(n, c, "BACKWARD_REDUCTION_ITERATION_S"),
@@ -148,11 +154,11 @@ def shipped_ratio(kind: str, record: dict, chip) -> float | None:
 def summary(found: dict, chip) -> dict:
     result = {}
     for kind, nodes in sorted(found.items()):
-        if kind == "narrow":
-            shares = narrow_shares(nodes, chip)
+        if kind in SHARES:
+            shares = fp32_shares(nodes, chip)
             result[kind] = {"nodes": len(nodes), "shares": [round(s, 3) for s in shares],
                             "median_share": round(statistics.median(shares), 3),
-                            "shipped": roofline.NARROW_CONV_COMPUTE}
+                            "shipped": SHARES[kind]}
             continue
         ratios = [x for x in (shipped_ratio(kind, r, chip) for _, r in nodes) if x]
         models = sorted({m for m, _ in nodes})

@@ -154,6 +154,15 @@ def depthwise(record: dict) -> bool:
     return DEPTHWISE_VARIANT in record.get("rule", "")
 
 
+def cudnn_depthwise(record: dict) -> bool:
+    """Whether a node is a channels-last depthwise convolution's forward, which eager PyTorch
+    hands to cuDNN whatever its dtype (ConvParams::use_cudnn_depthwise,
+    aten/src/ATen/native/Convolution.cpp: "always use cudnn_depthwise for channels_last
+    format"); an NCHW one of fp32 or bf16 runs ATen's own conv_depthwise2d kernels."""
+    return depthwise(record) and record["op"] == "convolution" and \
+        record.get("layout") == "channels_last"
+
+
 def narrow(record: dict) -> bool:
     """Whether a node is a dense convolution (or its backward) of fewer input channels than
     a tensor core reduces over at once (op_costs.conv.NARROW)."""

@@ -159,6 +159,17 @@ HALF_PRECISION_BAND_WIDENING = 1.25
 # (the share is the whole kernel's). With TF32 off an fp32 one keeps the FP32 fit, whose
 # sweeps hold 3-channel convolutions.
 NARROW_CONV_COMPUTE = 0.30
+# A channels-last depthwise convolution runs cuDNN's depthwise kernels on the CUDA cores
+# (op_classes.cudnn_depthwise), not the dense kernels the conv class was fitted on: ConvNeXt-T's
+# 18 (7 x 7, bf16, batch 256) took 0.116-0.146 of the FP32 peak on the H100, median 0.121,
+# and 0.063-0.148, median 0.123, on the H200 (benchmarks/fit_launch_geometry.py), where the
+# class's rate and its rise with the reduction length priced them at 0.39: 2.7-3.3x short.
+# The share prices such a node of the dtypes below in place of the class's rate. Their
+# products are single FMAs in fp32 either way; an fp16 one keeps the class's pricing, not
+# measured (priced at this share, timm's fp16 ConvNeXt steps on the RTX 3090 and 4090 moved
+# further from their measurements, 1.01-1.23x -> 1.11-1.28x; benchmarks/README.md).
+DEPTHWISE_CONV_COMPUTE = 0.12
+DEPTHWISE_CONV_DTYPES = ("float32", "bfloat16")
 
 
 class NodeTime(NamedTuple):
@@ -241,11 +252,11 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         params = _matrix_engine_conv(chip, params)
     elif chip.units.get(key) == "matrix" and params.matrix_compute:
         params = dataclasses.replace(params, compute=params.matrix_compute)
-    narrow = _narrow_off_tensor_cores(record, chip)
-    if narrow:  # the measured share is of the whole kernel, tiles and reduction included
-        params = dataclasses.replace(params, compute=NARROW_CONV_COMPUTE)
+    share = _cuda_core_conv_share(record, chip)
+    if share:  # the measured share is of the whole kernel, tiles and reduction included
+        params = dataclasses.replace(params, compute=share)
     dims = op_classes.gemm_dims(record) \
-        if op_class in op_classes.MATRIX_CLASSES and not narrow else None
+        if op_class in op_classes.MATRIX_CLASSES and not share else None
     used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
@@ -293,6 +304,19 @@ def _matrix_engine_conv(chip: Chip, conv: cal.Params) -> cal.Params:
     share = gemm.matrix_compute or gemm.compute
     return dataclasses.replace(conv, compute=min(conv.compute, share, 1.0),
                                small_tile=min(conv.small_tile, gemm.small_tile))
+
+
+def _cuda_core_conv_share(record: dict, chip: Chip) -> Optional[float]:
+    """The measured share of the FP32 peak at which a GPU runs a convolution on its CUDA
+    cores, in kernels other than those its conv class was fitted on; None for any other
+    node: a narrow one its tensor cores would have run (NARROW_CONV_COMPUTE), a channels-last
+    depthwise one of DEPTHWISE_CONV_DTYPES on an NVIDIA GPU -- cuDNN's (DEPTHWISE_CONV_COMPUTE)."""
+    if _narrow_off_tensor_cores(record, chip):
+        return NARROW_CONV_COMPUTE
+    if chip.cls == "gpu" and chip.vendor == "NVIDIA" and op_classes.cudnn_depthwise(record) \
+            and record["dtype"] in DEPTHWISE_CONV_DTYPES:
+        return DEPTHWISE_CONV_COMPUTE
+    return None
 
 
 def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:

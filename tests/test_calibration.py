@@ -1644,6 +1644,61 @@ def test_a_narrow_convolution_runs_on_the_cuda_cores_at_its_measured_share(monke
             pytest.approx(forward["flops"] / (0.30 * 66.9e12), rel=0.05)
 
 
+@pytest.mark.parametrize("amp", [None, "bf16", "fp16"])
+def test_a_channels_last_depthwise_convolution_runs_at_cudnns_measured_share(amp):
+    """A channels-last depthwise convolution's forward is cuDNN's on an NVIDIA GPU: in fp32
+    and bf16 its kernel takes FLOPs / (DEPTHWISE_CONV_COMPUTE x the FP32 peak), worked here
+    by hand. Its NCHW twin (ATen's own kernel), its backward, an fp16 one and one on an AMD
+    GPU keep the conv class's pricing, which differs."""
+    h100, mi300x = load_chips()["h100_sxm"], load_chips()["mi300x"]
+    conv = torch.nn.Conv2d(96, 96, 7, padding=3, groups=96, bias=False)
+    x = torch.empty(32, 96, 28, 28)
+
+    def depthwise(layout, chip):
+        g = fxroof.analyze(conv, x, device="cuda", chip=chip, backward=True, amp=amp,
+                           memory_format=layout)
+        return {r["op"]: r for r in g.records() if op_classes.depthwise(r)}
+
+    def kernel(record, chip):
+        return roofline.device_seconds(roofline.node_time(record, chip))
+
+    by_hand = 2 * 32 * 96 * 28 * 28 * 49 / (0.12 * 66.9e12)  # chips.yaml: H100 FP32 66.9T
+    channels_last = depthwise("channels_last", h100)
+    forward = channels_last["convolution"]
+    assert forward["layout"] == "channels_last" and op_classes.cudnn_depthwise(forward)
+    assert not op_classes.cudnn_depthwise(channels_last["convolution_backward"])
+    if amp == "fp16":
+        assert kernel(forward, h100) != pytest.approx(by_hand, rel=0.05)
+    else:
+        assert kernel(forward, h100) == pytest.approx(by_hand, rel=0.01)
+    nchw = depthwise("contiguous", h100)["convolution"]
+    assert not op_classes.cudnn_depthwise(nchw)
+    assert kernel(nchw, h100) != pytest.approx(by_hand, rel=0.05)
+    amd = depthwise("channels_last", mi300x)["convolution"]
+    assert kernel(amd, mi300x) != pytest.approx(
+        forward["flops"] / (0.12 * roofline.node_roof(amd, mi300x).peak), rel=0.05)
+
+
+def test_the_shipped_depthwise_share_is_the_median_of_the_kept_profiles():
+    """DEPTHWISE_CONV_COMPUTE is read off the kept H100 and H200 profiles: the median, over
+    their channels-last depthwise nodes, of FLOP/s over the FP32 peak (66.9 TFLOP/s on both,
+    chips.yaml), to two places; fit_launch_geometry.py gathers those same 18 nodes a chip."""
+    from benchmarks import fit_launch_geometry as fit
+    from benchmarks.gpu_classes import read_profile
+
+    measured = os.path.join(ROOT, "benchmarks", "measured")
+    shares = []
+    for chip_id in ("h100", "h200"):
+        profile = read_profile(os.path.join(measured,
+                                            f"{chip_id}-profile-convnext_tiny-b256-bf16.json"))
+        nodes = [r for r in profile["nodes"] if r["rule"] == "convolution[depthwise]"
+                 and r["layout"] == "channels_last"]
+        assert len(fit.gather([profile], load_chips()[f"{chip_id}_sxm"])["depthwise"]) == \
+            len(nodes) == 18
+        shares += [r["flops"] / r["time_s"] / 66.9e12 for r in nodes]
+    assert round(statistics.median(shares), 2) == roofline.DEPTHWISE_CONV_COMPUTE
+
+
 def test_a_gpu_gemm_fit_recovers_a_small_tile_rate_a_single_start_misses():
     """Timings made by the model itself from known parameters (a 108-SM GPU whose 64- and
     32-wide tiles run at 0.25 of the 128-wide one's rate per step down, 3% noise): the fit
