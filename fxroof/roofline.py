@@ -310,11 +310,13 @@ def _cuda_core_conv_share(record: dict, chip: Chip) -> Optional[float]:
     """The measured share of the FP32 peak at which a GPU runs a convolution on its CUDA
     cores, in kernels other than those its conv class was fitted on; None for any other
     node: a narrow one its tensor cores would have run (NARROW_CONV_COMPUTE), a channels-last
-    depthwise one of DEPTHWISE_CONV_DTYPES on an NVIDIA GPU -- cuDNN's (DEPTHWISE_CONV_COMPUTE)."""
+    depthwise one of DEPTHWISE_CONV_DTYPES on an NVIDIA GPU the shipped parameters price --
+    cuDNN's (DEPTHWISE_CONV_COMPUTE); a GPU measured by `chips measure` timed one among its
+    channels-last convolution probes (probes.GPU_CONV_PROBES), and its conv_cl class holds it."""
     if _narrow_off_tensor_cores(record, chip):
         return NARROW_CONV_COMPUTE
-    if chip.cls == "gpu" and chip.vendor == "NVIDIA" and op_classes.cudnn_depthwise(record) \
-            and record["dtype"] in DEPTHWISE_CONV_DTYPES:
+    if chip.cls == "gpu" and chip.vendor == "NVIDIA" and not chip.calibration \
+            and op_classes.cudnn_depthwise(record) and record["dtype"] in DEPTHWISE_CONV_DTYPES:
         return DEPTHWISE_CONV_COMPUTE
     return None
 
