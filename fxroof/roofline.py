@@ -243,23 +243,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
-    peak, key = peak_for(chip, engine_class(record, chip), record["dtype"], record["op"])
-    if op_classes.unvectorised(record) and params.vector_lanes:
-        peak /= params.vector_lanes  # scalar code: one lane of the vector unit at a time
-    if op_class == "conv_cl":  # a CPU's channels-last grouped convolution: lanes left idle
-        peak /= op_classes.lane_padding(record, _vector_lanes(chip))
-    if op_class in op_classes.CONV_CLASSES and key != "fp32":
-        params = _matrix_engine_conv(chip, params)
-    elif chip.units.get(key) == "matrix" and params.matrix_compute:
-        params = dataclasses.replace(params, compute=params.matrix_compute)
-    share = _cuda_core_conv_share(record, chip)
-    if share:  # the measured share is of the whole kernel, tiles and reduction included
-        params = dataclasses.replace(params, compute=share)
-    dims = op_classes.gemm_dims(record) \
-        if op_class in op_classes.MATRIX_CLASSES and not share else None
-    used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
-                           params.k_half, cal.tiling(op_class)) \
-        if dims is not None else 1.0
+    peak, key, params, used = _compute_rate(record, chip, op_class, params)
     moved = record["bytes"] + _second_pass_bytes(record, chip, op_class)
     fresh, layout, layout_fresh = _faults_and_reorders(record)
     params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
@@ -281,6 +265,30 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device,
                     _host_band(chip))
+
+
+def _compute_rate(record: dict, chip: Chip, op_class: str,
+                  params: cal.Params) -> tuple[float, str, cal.Params, float]:
+    """What sets a node's compute rate: the peak (FLOP/s) of the engine that runs it and
+    its key, the class's parameters as that engine and kernel take them, and the share of
+    the peak its tiles put to use (1.0 where it is not tiled)."""
+    peak, key = peak_for(chip, engine_class(record, chip), record["dtype"], record["op"])
+    if op_classes.unvectorised(record) and params.vector_lanes:
+        peak /= params.vector_lanes  # scalar code: one lane of the vector unit at a time
+    if op_class == "conv_cl":  # a CPU's channels-last grouped convolution: lanes left idle
+        peak /= op_classes.lane_padding(record, _vector_lanes(chip))
+    if op_class in op_classes.CONV_CLASSES and key != "fp32":
+        params = _matrix_engine_conv(chip, params)
+    elif chip.units.get(key) == "matrix" and params.matrix_compute:
+        params = dataclasses.replace(params, compute=params.matrix_compute)
+    share = _cuda_core_conv_share(record, chip)
+    if share:  # the measured share is of the whole kernel, tiles and reduction included
+        return peak, key, dataclasses.replace(params, compute=share), 1.0
+    dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
+    used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
+                           params.k_half, cal.tiling(op_class)) \
+        if dims is not None else 1.0
+    return peak, key, params, used
 
 
 def _host_band(chip: Chip) -> Optional[tuple]:
