@@ -1,6 +1,6 @@
 """Fit fxroof.launch_geometry's constants (and roofline's NARROW_CONV_COMPUTE and
-DEPTHWISE_CONV_COMPUTE) on a GPU's
-per-node profiles, and say how well the shipped ones predict each node.
+DEPTHWISE_CONV_COMPUTE) on a GPU's per-node profiles, and say how well the shipped ones
+predict each node.
 
     python benchmarks/fit_launch_geometry.py benchmarks/measured/h100-profile-*.json
                                              --chip h100_sxm [--json out.json] [--force]

@@ -47,7 +47,8 @@ PREDICT_NOTE = (
     "allocator that keeps them saves (--allocator caching); p10..p90 is its band from "
     "validation on GPUs it was not fitted on, a host cost's the spread of hosts measured "
     f"({HOST_BAND[0]}..{HOST_BAND[1]}x: a host-bound step's band is the hosts'). 'ideal' (and "
-    "the roof column): max(FLOPs / peak, bytes / bandwidth) per node, summed. Model intensity = total FLOPs / total bytes.")
+    "the roof column): max(FLOPs / peak, bytes / bandwidth) per node, summed. Model "
+    "intensity = total FLOPs / total bytes.")
 ROOF_ONLY_NOTE = textwrap.fill(
     "Chips with no calibrated time model (no kernel measurements to fit one on): their ideal "
     "roof, a lower bound no real step reaches. Compare them with each other, not with the "

@@ -18,8 +18,8 @@ default) a node's ``predicted_s`` comes from fxroof.calibration's fitted time mo
 chip (its own parameters where it was measured, its family's otherwise) with a band
 ``low_s``..``high_s`` (p10..p90 of measured / predicted in validation; on a GPU priced by
 the shipped parameters, a step's host costs take the hosts' spread, pipeline.HOST_BAND);
-chips with no calibration (CPUs, ASICs, SoCs) and ``roof="ideal"`` use the roof time. ``ideal_s`` is always
-the roof time, and ``fraction_of_roof`` = ideal_s / measured time.
+chips with no calibration (CPUs, ASICs, SoCs) and ``roof="ideal"`` use the roof time.
+``ideal_s`` is always the roof time, and ``fraction_of_roof`` = ideal_s / measured time.
 """
 from __future__ import annotations
 
@@ -160,14 +160,16 @@ HALF_PRECISION_BAND_WIDENING = 1.25
 # sweeps hold 3-channel convolutions.
 NARROW_CONV_COMPUTE = 0.30
 # A channels-last depthwise convolution runs cuDNN's depthwise kernels on the CUDA cores
-# (op_classes.cudnn_depthwise), not the dense kernels the conv class was fitted on: ConvNeXt-T's
-# 18 (7 x 7, bf16, batch 256) took 0.116-0.146 of the FP32 peak on the H100, median 0.121,
-# and 0.063-0.148, median 0.123, on the H200 (benchmarks/fit_launch_geometry.py), where the
-# class's rate and its rise with the reduction length priced them at 0.39: 2.7-3.3x short.
-# The share prices such a node of the dtypes below in place of the class's rate. Their
-# products are single FMAs in fp32 either way; an fp16 one keeps the class's pricing, not
-# measured (priced at this share, timm's fp16 ConvNeXt steps on the RTX 3090 and 4090 moved
-# further from their measurements, 1.01-1.23x -> 1.11-1.28x; benchmarks/README.md).
+# (op_classes.cudnn_depthwise), not the dense kernels the conv class was fitted on:
+# ConvNeXt-T's 18 (7 x 7, bf16, batch 256) took 0.116-0.146 of the FP32 peak on the H100,
+# median 0.121, and 0.063-0.148, median 0.123, on the H200 (benchmarks/fit_launch_geometry.py),
+# where the class's rate and its rise with the reduction length priced them at 0.39: 2.7-3.3x
+# short.
+# The share prices such a node of the dtypes below in place of the class's rate: bf16, the
+# nodes timed, and fp32, checked on whole ConvNeXt steps only (H100 and H200 inference
+# 0.73-0.84x -> 0.77-0.90x). An fp16 one keeps the class's pricing: none was timed, and at
+# this share timm's fp16 ConvNeXt steps on the RTX 3090 and 4090 moved further from their
+# measurements, 1.01-1.23x -> 1.11-1.28x (benchmarks/README.md).
 DEPTHWISE_CONV_COMPUTE = 0.12
 DEPTHWISE_CONV_DTYPES = ("float32", "bfloat16")
 

@@ -349,7 +349,8 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
     low_host, high_host = pipeline.HOST_BAND
     assert kernel[0] * p.band[1] < p.t0 * low_host  # still issued after the small one ends
     assert band["low_s"] == pytest.approx(2 * p.t0 * low_host + kernel[1] * p.band[0])
-    assert band["high_s"] == pytest.approx(2 * p.t0 * high_host + kernel[1] * p.band[1])
+    assert band["high_s"] == \
+        pytest.approx(2 * p.t0 * high_host + kernel[1] * p.band[1])
     # the device idles until the small kernel is issued, and between it and the large one
     assert band["host_wait_s"] == pytest.approx(2 * p.t0 - kernel[0])
     assert roofline.predict([large, small], t4)["overall"]["host_wait_s"] == \
