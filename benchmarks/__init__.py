@@ -3,11 +3,27 @@ way to end: the exit status main returns, a clear error as one line, Ctrl-C as 1
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Callable
 
-from fxroof import interrupts
-from fxroof.errors import FxroofError
+
+def _interrupted_while_loading(signum, frame) -> None:
+    """A Ctrl-C before script_main takes over: the script is still importing (torch takes a
+    second or two) and has written nothing. It ends there, at once -- a KeyboardInterrupt
+    raised inside torch's start-up would print a traceback, or abort in its C++ code."""
+    name = os.path.basename(getattr(sys.modules["__main__"], "__file__", "") or "benchmarks")
+    print(f"{name}: interrupted: nothing written", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+# Only when a script of this folder is the program: a test importing it keeps its handler
+if os.path.dirname(os.path.abspath(getattr(sys.modules["__main__"], "__file__", "") or "")) \
+        == os.path.dirname(os.path.abspath(__file__)):
+    signal.signal(signal.SIGINT, _interrupted_while_loading)
+
+from fxroof import interrupts  # noqa: E402 -- torch loads here, after the handler
+from fxroof.errors import FxroofError  # noqa: E402
 
 
 def script_main(main: Callable[[], int], path: str) -> None:
@@ -18,12 +34,13 @@ def script_main(main: Callable[[], int], path: str) -> None:
         with interrupts.remembered():
             code = main()
             interrupts.check()  # a Ctrl-C swallowed on the way (fxroof.interrupts)
-        sys.exit(code)
     except FxroofError as e:
-        sys.exit(f"{name}: error: {e}")
+        code = f"{name}: error: {e}"
     except KeyboardInterrupt:
         print(f"{name}: interrupted: nothing written", file=sys.stderr)
-        sys.exit(130)
+        code = 130
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ending: a Ctrl-C now changes nothing
+    sys.exit(code)
 
 
 def chip_and_output_arguments(parser) -> None:

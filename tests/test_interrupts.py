@@ -74,3 +74,37 @@ def test_check_does_nothing_without_a_ctrl_c(tmp_path):
         with atomic(str(tmp_path / "out.json")) as f:
             f.write("{}")
     assert (tmp_path / "out.json").read_text() == "{}"
+
+
+def test_a_benchmark_script_interrupted_while_it_imports_torch_says_so_in_one_line(tmp_path):
+    """Ctrl-C once a benchmark script has begun loading torch's libraries lands before
+    script_main takes over: one line, status 130, no traceback, nothing written. A test
+    importing the package keeps its own handler."""
+    import subprocess
+    import time
+
+    import benchmarks
+
+    assert signal.getsignal(signal.SIGINT) is not benchmarks._interrupted_while_loading
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    profile = os.path.join(root, "benchmarks", "measured",
+                           "h100-profile-convnext_tiny-b256-bf16.json")
+    out = tmp_path / "out.json"
+    run = subprocess.Popen(
+        [sys.executable, os.path.join(root, "benchmarks", "fit_launch_geometry.py"), profile,
+         "--chip", "h100_sxm", "--json", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    maps = f"/proc/{run.pid}/maps"  # torch's libraries mapped: fxroof is being imported
+    deadline = time.monotonic() + 60
+    while run.poll() is None and time.monotonic() < deadline:
+        with open(maps) as f:
+            if "libtorch" in f.read():
+                break
+        time.sleep(0.005)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130
+    assert "Traceback" not in err
+    assert err.strip() == "fit_launch_geometry.py: interrupted: nothing written"
+    assert not out.exists() and list(tmp_path.iterdir()) == []
