@@ -89,7 +89,11 @@ def _target_chip(args):
     chip = getattr(args, "chip", None)
     if isinstance(chip, list):
         chip = chip[0] if len(chip) == 1 else None
-    return get_chip(chip, load_chips(getattr(args, "chips_file", None))) if chip else None
+    chips_file = getattr(args, "chips_file", None)
+    # a chips file is read even where no --chip picks from it: a missing or broken file the
+    # user named is an error, not an option silently ignored
+    chips = load_chips(chips_file) if chip or chips_file else None
+    return get_chip(chip, chips) if chip else None
 
 
 def _check_outputs(args, **methods) -> list:

@@ -199,6 +199,9 @@ CLI = [
     ("profile --repeats 0", USAGE, ["--repeats"]),
     ("profile --warmup -1", USAGE, ["--warmup"]),
     ("profile --device tpu", USAGE, ["--device", "tpu"]),
+    # a chips file is read even without a --chip to pick from it (it was ignored)
+    ("profile --chips-file no-chips.yaml", FAILED, ["no-chips.yaml", "'chips:' list"]),
+    ("profile --chips-file missing.yaml", FAILED, ["missing.yaml", "No such file"]),
     ("chips plot --dtype fp33", USAGE, ["--dtype", "invalid choice"]),
     ("study --repeats 0 --out never", USAGE, ["--repeats"]),
     ("annotate exits.py:M", FAILED, ["called sys.exit(3)", 'if __name__ == "__main__":']),
