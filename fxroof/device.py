@@ -98,6 +98,42 @@ def parse_dtype(dtype) -> Optional[torch.dtype]:
     return getattr(torch, name)
 
 
+def available_bytes(dev: torch.device, meminfo: str = "/proc/meminfo",
+                    cgroup: str = "/sys/fs/cgroup") -> Optional[int]:
+    """Bytes a step on ``dev`` can still allocate, or None where unknown: on a Linux CPU the
+    kernel's MemAvailable (what can be had without swapping), or less where the process's
+    cgroup (a container's memory limit) leaves less. Not a GPU's: its caching allocator
+    holds blocks it would hand out again, and running out there raises a catchable error."""
+    if dev.type != "cpu":
+        return None
+    free = _meminfo_available(meminfo)
+    limit = _read_int(os.path.join(cgroup, "memory.max"))
+    used = _read_int(os.path.join(cgroup, "memory.current"))
+    if limit is not None and used is not None:
+        free = min(free, limit - used) if free is not None else limit - used
+    return free
+
+
+def _meminfo_available(path: str) -> Optional[int]:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file counts kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _read_int(path: str) -> Optional[int]:
+    """A cgroup file's number; None where it is absent or "max" (no limit)."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def random_like(shape, dtype: torch.dtype, device) -> torch.Tensor:
     """A real tensor to run with: normal floats, ones for masks, zeros for indices (valid
     token ids and positions)."""

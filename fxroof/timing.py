@@ -26,7 +26,7 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from fxroof.cost_pass import is_costed
-from fxroof.device import Stopwatch, check_device, random_like, repeat
+from fxroof.device import Stopwatch, available_bytes, check_device, random_like, repeat
 from fxroof.errors import FxroofError
 from fxroof.guard import preserved
 from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES, TIME
@@ -177,6 +177,11 @@ def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int
     runs, times it first."""
     repeats, warmup = positive_int(repeats, "repeats"), nonnegative_int(warmup, "warmup")
     dev = check_device(device)
+    # past the memory there is, Linux's OOM killer ends the process (SIGKILL: no message,
+    # nothing to catch), so a step estimated not to fit is refused before it allocates
+    free = available_bytes(dev)
+    if free is not None and graph.memory.peak_bytes > free:
+        raise FxroofError(_oom_message(graph, device, free))
     timer = CudaTimer() if dev.type == "cuda" else CpuTimer()
     forward = fx.GraphModule(torch.nn.Module(), graph.forward)
     backward = fx.GraphModule(torch.nn.Module(), graph.backward) if graph.backward else None
@@ -204,7 +209,7 @@ def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int
     except torch.cuda.OutOfMemoryError:
         raise FxroofError(_oom_message(graph, device)) from None
     except RuntimeError as e:
-        if "out of memory" in str(e):
+        if "out of memory" in str(e) or "can't allocate memory" in str(e):  # CUDA's, CPU's
             raise FxroofError(_oom_message(graph, device)) from None
         raise
     samples: dict = {}
@@ -267,9 +272,10 @@ def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> di
     return result
 
 
-def _oom_message(graph, device: str) -> str:
+def _oom_message(graph, device: str, free: Optional[int] = None) -> str:
+    there = f", and {si(free, 'B')} is free" if free is not None else ""
     return (f"Out of memory on {device} timing {graph.model.name} at batch {graph.model.batch}: "
             f"the cost pass estimates a peak of {si(graph.memory.peak_bytes, 'B')} for this step "
             f"(parameters {si(graph.memory.parameter_bytes, 'B')}, saved for backward "
-            f"{si(graph.memory.saved_for_backward_bytes, 'B')}). Use a smaller --batch, or "
-            "analyse costs only with `fxroof annotate`, which needs no device memory.")
+            f"{si(graph.memory.saved_for_backward_bytes, 'B')}){there}. Use a smaller --batch, "
+            "or analyse costs only with `fxroof annotate`, which needs no device memory.")

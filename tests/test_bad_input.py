@@ -199,6 +199,8 @@ CLI = [
     ("profile --repeats 0", USAGE, ["--repeats"]),
     ("profile --warmup -1", USAGE, ["--warmup"]),
     ("profile --device tpu", USAGE, ["--device", "tpu"]),
+    # real tensors past the free memory: refused (it was a traceback, or the OOM killer)
+    ("profile --batch 100000", FAILED, ["Out of memory", "batch 100000", "is free"]),
     # a chips file is read even without a --chip to pick from it (it was ignored)
     ("profile --chips-file no-chips.yaml", FAILED, ["no-chips.yaml", "'chips:' list"]),
     ("profile --chips-file missing.yaml", FAILED, ["missing.yaml", "No such file"]),

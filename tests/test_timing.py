@@ -193,6 +193,58 @@ def test_out_of_memory_reports_batch_and_the_cost_pass_peak(monkeypatch):
     assert "peak of" in str(e.value) and "smaller --batch" in str(e.value)
 
 
+def test_the_cpu_allocators_failure_is_out_of_memory_too(monkeypatch):
+    """glibc's malloc refusing a block surfaces as a RuntimeError of its own wording."""
+    from fxroof import timing
+
+    g = fxroof.analyze(nn.Linear(4, 2), torch.randn(3, 4))
+
+    def refused(*args):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "
+                           "can't allocate memory: you tried to allocate 60211200000 bytes.")
+
+    monkeypatch.setattr(timing, "random_like", refused)
+    with pytest.raises(fxroof.FxroofError, match="Out of memory on cpu .* at batch 3"):
+        g.time(repeats=1, warmup=0)
+
+
+def test_a_step_estimated_past_the_free_memory_is_refused_before_it_runs(monkeypatch):
+    """Past the memory there is, the OOM killer ends the process with nothing to catch."""
+    from fxroof import timing
+
+    g = fxroof.analyze(nn.Linear(4, 2), torch.randn(3, 4))
+    ran = []
+    monkeypatch.setattr(timing.TimingInterpreter, "run", lambda self, *a: ran.append(1))
+    monkeypatch.setattr(timing, "available_bytes", lambda dev: g.memory.peak_bytes - 1)
+    with pytest.raises(fxroof.FxroofError, match=r"peak of .*, and .* is free\. Use a smaller"):
+        g.time(repeats=1, warmup=0)
+    assert ran == []
+    monkeypatch.undo()
+    monkeypatch.setattr(timing, "available_bytes", lambda dev: g.memory.peak_bytes)
+    assert g.time(repeats=1, warmup=0).eager_s["forward"] > 0  # as much free as the peak
+
+
+@pytest.mark.parametrize("meminfo, limit, current, expected", [
+    ("MemTotal: 100 kB\nMemAvailable:  64 kB\n", None, None, 64 * 1024),
+    ("MemAvailable: 64 kB\n", "max", "10", 64 * 1024),  # a cgroup without a limit
+    ("MemAvailable: 64 kB\n", "50000", "20000", 30000),  # a container's limit is less
+    ("MemFree: 5 kB\n", "50000", "20000", 30000),
+    ("MemFree: 5 kB\n", None, None, None),  # nothing says what is available
+])
+def test_available_memory_from_meminfo_and_the_cgroup(tmp_path, meminfo, limit, current,
+                                                      expected):
+    from fxroof.device import available_bytes
+
+    (tmp_path / "meminfo").write_text(meminfo)
+    for name, value in (("memory.max", limit), ("memory.current", current)):
+        if value is not None:
+            (tmp_path / name).write_text(value + "\n")
+    assert available_bytes(torch.device("cpu"), str(tmp_path / "meminfo"),
+                           str(tmp_path)) == expected
+    assert available_bytes(torch.device("cuda"), str(tmp_path / "meminfo"),
+                           str(tmp_path)) is None
+
+
 def test_a_node_that_fails_on_the_device_is_named(monkeypatch):
     g = fxroof.analyze(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4))
     relu = next(n for n in g.forward.nodes if n.name.startswith("relu"))
