@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -67,6 +68,10 @@ def in_fresh_process(entry: str, request: dict, what: str, allocator: str = GLIB
     proc = subprocess.run([sys.executable, "-m", entry, json.dumps(request)],
                           capture_output=True, text=True, env=env)
     lines = proc.stdout.strip().splitlines()
+    if proc.returncode == -signal.SIGKILL:  # what Linux's OOM killer sends, without a word
+        return {"error": f"the process measuring {what} was killed (SIGKILL), most often by "
+                         "the kernel's OOM killer: the step needs more memory than was free. "
+                         "Try a smaller batch."}
     if proc.returncode != 0 or not lines:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"the process measuring {what} failed (exit status "

@@ -367,6 +367,18 @@ def test_a_fresh_process_measures_with_the_cudnn_search_of_the_one_that_asked(tm
         assert in_fresh_process("search_probe", {}, "a probe")["searched"] is False
 
 
+def test_a_fresh_process_killed_by_the_kernel_is_said_to_have_run_out_of_memory(
+        tmp_path, monkeypatch):
+    """SIGKILL, what Linux's OOM killer sends, leaves no output and no traceback to quote."""
+    from fxroof.latency import in_fresh_process
+
+    (tmp_path / "killed_probe.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    error = in_fresh_process("killed_probe", {}, "a probe")["error"]
+    assert "measuring a probe was killed (SIGKILL)" in error and "OOM killer" in error
+
+
 def test_a_latency_is_measured_in_a_fresh_process():
     """The child process builds the model by name -- here one only importable through this
     process's sys.path -- and sends run_latency's result back; a failure comes back as the
