@@ -71,6 +71,11 @@ STREAMING_MIN_ROWS = 20
 # low-power board", Jia et al., "Dissecting the NVidia Turing T4 GPU via Microbenchmarking",
 # 2019, on both): the GPUs fxroof.calibration.LOW_POWER_FAMILY is fitted on.
 LOW_POWER = ("T4", "P4")
+# Boards of NeuSight's set that share a die (GA100: gpus.csv's A100 boards, 108 SMs each),
+# and so check the rule fxroof ships for a chip without sweeps of its own whose die was
+# swept (SAME_DIE, below; the SXM boards take their PCIe twins' fits the same way): each
+# predicted with the other's fitted sets, beside the family's leave-one-GPU-out.
+DIES = {"A100-PCIE-40GB": "GA100", "A100-PCIE-80GB": "GA100"}
 # GeForce boards (fxroof.calibration.GEFORCE_FAMILY): none is in NeuSight's set, so their
 # family is the all-GPU one with the two rates public microbenchmarks of GeForce boards
 # measured apart from it. Each a measured rate over the datasheet's.
@@ -281,6 +286,10 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
                 "logo_ratios": ratios(family(others), rows, g, op_class) if others else None,
                 "logo_host_mape": mape(ratios(with_host(family(others), own[gpu, op_class]),
                                               rows, g, op_class)) if others else None}
+        sibling = [p for (o, c), p in own.items() if c == op_class and o != gpu
+                   and DIES.get(o) is not None and DIES.get(o) == DIES.get(gpu)]
+        if sibling:
+            line["same_die_mape"] = mape(ratios(sibling[0], rows, g, op_class))
         if not g.nvidia:  # what an AMD GPU without measurements took before its family
             nvidia = [p for (o, c), p in own.items() if c == op_class and gpus[o].nvidia]
             line["nvidia_family_mape"] = mape(ratios(family(nvidia), rows, g, op_class))
@@ -399,15 +408,16 @@ def _entry(params: cal.Params, band_: tuple, source: str) -> dict:
 
 def markdown(report: list) -> str:
     lines = ["| op class | GPU | kernels | ideal roof MAPE | own fit MAPE | "
-             "train -> test MAPE | leave-one-GPU-out MAPE | ... with its host's t0 |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "train -> test MAPE | leave-one-GPU-out MAPE | ... with its host's t0 | "
+             "with its die's other board's fit |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report:
         def pct(v):
             return "-" if v is None else f"{v:.1f}%"
         lines.append(f"| {r['class']} | {r['gpu']} | {r['rows']:,} | {pct(r['ideal_mape'])} | "
                      f"{pct(r['own_mape'])} | "
                      f"{pct(r.get('train_to_test_mape'))} | {pct(r['logo_mape'])} | "
-                     f"{pct(r['logo_host_mape'])} |")
+                     f"{pct(r['logo_host_mape'])} | {pct(r.get('same_die_mape'))} |")
     return "\n".join(lines)
 
 

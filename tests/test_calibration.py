@@ -289,7 +289,14 @@ def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
                 script.ratios(params(amd_fresh[op_class]), rows, g, op_class)
             assert np.abs(ratio - 1).max() < 0.05, (gpu, op_class)
     assert report.read_text().count("\n") == 2 + 38  # header + one row per (class, GPU)
-    assert report.read_text().splitlines()[0].endswith("| ... with its host's t0 |")
+    lines = report.read_text().splitlines()
+    assert lines[0].endswith("| ... with its host's t0 | with its die's other board's fit |")
+    # the one die with two boards swept is GA100's: each A100 predicted with the other's
+    # sets, in the four classes both were swept in (the 40 GB board has no convolutions)
+    same_die = {tuple(c.strip() for c in line.split("|")[1:3]) for line in lines[2:]
+                if line.rstrip(" |").rsplit("|", 1)[1].strip() != "-"}
+    assert same_die == {(c, g) for c in ("elementwise", "gemm", "norm", "softmax")
+                        for g in ("A100-PCIE-40GB", "A100-PCIE-80GB")}
 
 
 def test_leave_one_out_with_the_hosts_fixed_cost_keeps_the_gpus_rates():
