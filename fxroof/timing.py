@@ -177,11 +177,7 @@ def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int
     runs, times it first."""
     repeats, warmup = positive_int(repeats, "repeats"), nonnegative_int(warmup, "warmup")
     dev = check_device(device)
-    # past the memory there is, Linux's OOM killer ends the process (SIGKILL: no message,
-    # nothing to catch), so a step estimated not to fit is refused before it allocates
-    free = available_bytes(dev)
-    if free is not None and graph.memory.peak_bytes > free:
-        raise FxroofError(_oom_message(graph, device, free))
+    _check_it_fits(graph, dev)
     timer = CudaTimer() if dev.type == "cuda" else CpuTimer()
     forward = fx.GraphModule(torch.nn.Module(), graph.forward)
     backward = fx.GraphModule(torch.nn.Module(), graph.backward) if graph.backward else None
@@ -270,6 +266,14 @@ def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> di
     if backward:
         result[BACKWARD] = statistics.median(b for _, b in laps)
     return result
+
+
+def _check_it_fits(graph, dev: torch.device) -> None:
+    """Refuse a step whose estimated peak exceeds the memory free, before it allocates: past
+    it, Linux's OOM killer ends the process (SIGKILL: no message, nothing to catch)."""
+    free = available_bytes(dev)
+    if free is not None and graph.memory.peak_bytes > free:
+        raise FxroofError(_oom_message(graph, str(dev), free))
 
 
 def _oom_message(graph, device: str, free: Optional[int] = None) -> str:
