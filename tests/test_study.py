@@ -367,6 +367,18 @@ def test_a_fresh_process_measures_with_the_cudnn_search_of_the_one_that_asked(tm
         assert in_fresh_process("search_probe", {}, "a probe")["searched"] is False
 
 
+def test_a_model_batch_or_device_named_twice_is_studied_once():
+    """`--models resnet18 resnet18` had measured it twice and counted it twice in the
+    findings' medians."""
+    from fxroof.study.sweep import StudyConfig, tasks
+
+    config = StudyConfig(models=["resnet18", "vit_b_16", "resnet18"], batches=[8, 1, 8],
+                         devices=["cpu", "cpu"], train_batches=[1, 1])
+    assert (config.models, config.batches, config.devices, config.train_batches) == \
+        (["resnet18", "vit_b_16"], [8, 1], ["cpu"], [1])
+    assert len(tasks(config)) == len(set(tasks(config))) == 2 * 2 * 2 + 2  # + training at 1
+
+
 def test_a_fresh_process_killed_by_the_kernel_is_said_to_have_run_out_of_memory(
         tmp_path, monkeypatch):
     """SIGKILL, what Linux's OOM killer sends, leaves no output and no traceback to quote."""

@@ -89,6 +89,15 @@ class StudyConfig:
     batches_by_device: dict = field(default_factory=dict)
     train_batches_by_device: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        # a model, batch or device named twice would be measured, tabled and counted in the
+        # findings' medians twice: each is kept once, in the order first named
+        for name in ("models", "batches", "devices", "train_batches"):
+            value = getattr(self, name)
+            if isinstance(value, (list, tuple)) and \
+                    all(isinstance(v, (str, int)) for v in value):
+                setattr(self, name, list(dict.fromkeys(value)))
+
     def batches_for(self, device: str) -> list[int]:
         return self.batches_by_device.get(device) or self.batches or \
             DEFAULT_BATCHES["cuda" if device.startswith("cuda") else "cpu"]
