@@ -422,8 +422,16 @@ COMMANDS = {"annotate": run_annotate, "profile": run_profile, "predict": run_pre
             "study": run_study_command, "models": run_models}
 
 
+# Lists where an item named twice counts once (a chip priced or drawn twice, a model
+# studied twice); not --input-shape, where two inputs may have one shape
+_NAMED_ONCE = ("chip", "chips_file", "models", "batch", "train_batch", "device")
+
+
 def run(args: argparse.Namespace) -> int:
     name = args.command + (f" {args.action}" if getattr(args, "action", None) else "")
+    for option in _NAMED_ONCE:
+        if isinstance(getattr(args, option, None), list):
+            setattr(args, option, list(dict.fromkeys(getattr(args, option))))
     if getattr(args, "cudnn_benchmark", False):
         # the whole command's: the predictions read it (roofline.cudnn_searched), and a
         # CUDA timing pass runs its convolutions with it

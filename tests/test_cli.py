@@ -342,3 +342,16 @@ def test_the_allocator_choices_are_the_targets():
     from fxroof.target import ALLOCATORS
 
     assert ALLOCATOR_CHOICES == ALLOCATORS
+
+
+def test_a_chip_or_model_named_twice_counts_once(capsys, tmp_path):
+    """`predict --chip t4 --chip t4` printed the T4's row twice, and a roofline drew its roof
+    twice; two inputs of one shape stay two inputs."""
+    assert main(["predict", "resnet18", "--chip", "t4", "--chip", "t4"]) == 0
+    assert capsys.readouterr().out.count("NVIDIA T4 ") == 1
+    module = tmp_path / "two.py"
+    module.write_text("import torch\nclass Two(torch.nn.Module):\n"
+                      "    def forward(self, a, b):\n        return a + b\n")
+    assert main(["annotate", f"{module}:Two", "--input-shape", "2,3", "--input-shape",
+                 "2,3"]) == 0
+    assert "inputs (2, 3), (2, 3)," in capsys.readouterr().out
