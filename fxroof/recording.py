@@ -136,6 +136,11 @@ class record:  # noqa: N801 (used like FlopCounterMode: ``with fxroof.record() a
         if error is not None:
             return False
         capture = self.recorder.finish_step()
+        if not any(n.op == "call_function" for g in capture.graphs() for n in g.nodes):
+            raise FxroofError("The `with fxroof.record()` block ran no operation on a tensor: "
+                              "there is nothing to analyse. Put the step itself inside it -- "
+                              "the model's forward, the loss, backward() and the optimizer's "
+                              "step.")
         for graph in capture.graphs():
             annotate_costs(graph, self.rules)
         self._graph = AnnotatedGraph(capture, self._model_info(capture), memory_report(capture))

@@ -131,6 +131,13 @@ def test_a_second_step_in_one_block_is_refused():
                 opt.step()
 
 
+def test_a_block_that_runs_nothing_says_so():
+    """An empty graph had come back, its tables blank, for a block that never ran the model."""
+    with pytest.raises(FxroofError, match="ran no operation on a tensor"):
+        with fxroof.record():
+            pass
+
+
 def test_inference_and_autograd_grad():
     model, x, _ = fake_step_inputs()
     with torch.no_grad(), fxroof.record() as rec:
