@@ -355,3 +355,39 @@ def test_a_chip_or_model_named_twice_counts_once(capsys, tmp_path):
     assert main(["annotate", f"{module}:Two", "--input-shape", "2,3", "--input-shape",
                  "2,3"]) == 0
     assert "inputs (2, 3), (2, 3)," in capsys.readouterr().out
+
+
+def test_a_model_spec_is_built_without_its_weights_where_its_constructor_allows(capsys,
+                                                                                tmp_path):
+    """A user's model named on the command line is analysed as a named one is: a 160 GB
+    Linear costs nothing to build (it had been allocated for real), and a constructor that
+    computes with real tensors is still built, for real."""
+    models = tmp_path / "huge.py"
+    models.write_text(
+        "import torch\n"
+        "class Huge(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(200_000, 200_000, bias=False)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n"
+        "class Reads(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(4, int(torch.ones(1).sum().item()) + 1)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n")
+    assert main(["annotate", f"{models}:Huge", "--input-shape", "1,200000"]) == 0
+    assert "parameters 160 GB" in capsys.readouterr().out  # 4 x 200,000^2 bytes
+    assert main(["annotate", f"{models}:Reads", "--input-shape", "3,4"]) == 0
+    assert "output shape" in capsys.readouterr().out
+
+
+def test_a_model_too_large_to_build_for_real_points_to_the_analysis(tmp_path, monkeypatch):
+    from fxroof.models import user
+
+    spec = tmp_path / "big.py"
+    spec.write_text("def make():\n    raise RuntimeError(\"DefaultCPUAllocator: can't allocate "
+                    "memory: you tried to allocate 160000000000 bytes.\")\n")
+    with pytest.raises(fxroof.FxroofError, match="weights need more memory than is free"):
+        user.build(f"{spec}:make", device="cpu")

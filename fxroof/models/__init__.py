@@ -62,7 +62,7 @@ def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = Non
     if prefix is not None:
         return SOURCES[prefix](spec[len(prefix):], device, hf_config)
     if ":" in spec:
-        return user.build(spec)
+        return user.build(spec, device)
     if spec not in vision.names():
         for prefix, source in (("hf:", hf), ("timm:", timm_zoo)):
             if source.knows(spec):

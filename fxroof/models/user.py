@@ -10,10 +10,13 @@ import sys
 from torch import nn
 
 from fxroof.errors import FxroofError
-from fxroof.models.base import ensure_module
+from fxroof.models.base import construct, ensure_module
 
 
-def build(spec: str) -> nn.Module:
+def build(spec: str, device: str = "meta") -> nn.Module:
+    """The module ``spec`` names, built on ``device``: on the meta device where its
+    constructor allows (as a named model is: analysis allocates no weight, so a model too
+    large for this machine's memory is analysed all the same), else for real."""
     # The last ':' splits, so that a Windows path (C:\\models\\net.py:Net) keeps its drive.
     module_name, _, attr = spec.rpartition(":")
     if os.getcwd() not in sys.path:  # like uvicorn/gunicorn: the user's project is importable
@@ -52,11 +55,15 @@ def build(spec: str) -> nn.Module:
                 f"'{module_name}' has no attribute '{attr}' (from the model spec '{spec}'). "
                 "The part after ':' must name a callable that returns an nn.Module.")
     try:
-        model = target() if callable(target) and not isinstance(target, nn.Module) else target
+        model = construct(target, device) if callable(target) and \
+            not isinstance(target, nn.Module) else target
     except (Exception, SystemExit) as e:
-        raise FxroofError(
-            f"Calling '{spec}' to build the model failed: {type(e).__name__}: {e}. "
-            "The callable must build the model with no arguments.") from None
+        out_of_memory = "can't allocate memory" in str(e) or "out of memory" in str(e)
+        hint = ("Its weights need more memory than is free here: `fxroof annotate` and "
+                "`fxroof predict` analyse it without allocating them; timing it needs them"
+                if out_of_memory else "The callable must build the model with no arguments")
+        raise FxroofError(f"Calling '{spec}' to build the model failed: "
+                          f"{type(e).__name__}: {e}. {hint}.") from None
     return ensure_module(model, spec)
 
 
