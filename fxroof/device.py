@@ -134,6 +134,14 @@ def _read_int(path: str) -> Optional[int]:
         return None
 
 
+def out_of_memory(error: BaseException) -> bool:
+    """Whether an allocation failed for want of memory: CUDA's caching allocator says "out
+    of memory" (torch.cuda.OutOfMemoryError), the CPU's "can't allocate memory" (a plain
+    RuntimeError from glibc's refusal)."""
+    return isinstance(error, torch.cuda.OutOfMemoryError) or \
+        "out of memory" in str(error) or "can't allocate memory" in str(error)
+
+
 def random_like(shape, dtype: torch.dtype, device) -> torch.Tensor:
     """A real tensor to run with: normal floats, ones for masks, zeros for indices (valid
     token ids and positions)."""

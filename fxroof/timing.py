@@ -26,7 +26,8 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from fxroof.cost_pass import is_costed
-from fxroof.device import Stopwatch, available_bytes, check_device, random_like, repeat
+from fxroof.device import (Stopwatch, available_bytes, check_device, out_of_memory,
+                           random_like, repeat)
 from fxroof.errors import FxroofError
 from fxroof.guard import preserved
 from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES, TIME
@@ -202,10 +203,8 @@ def time_graphs(graph, module: torch.nn.Module, device: str = "cpu", warmup: int
         overhead = measure_overhead(timer, dev)
         if not eager_first:
             eager = eager_step(graph, module, state, dev, warmup, repeats)
-    except torch.cuda.OutOfMemoryError:
-        raise FxroofError(_oom_message(graph, device)) from None
-    except RuntimeError as e:
-        if "out of memory" in str(e) or "can't allocate memory" in str(e):  # CUDA's, CPU's
+    except RuntimeError as e:  # torch.cuda.OutOfMemoryError is one
+        if out_of_memory(e):
             raise FxroofError(_oom_message(graph, device)) from None
         raise
     samples: dict = {}

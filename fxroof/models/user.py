@@ -9,6 +9,7 @@ import sys
 
 from torch import nn
 
+from fxroof.device import out_of_memory
 from fxroof.errors import FxroofError
 from fxroof.models.base import construct, ensure_module
 
@@ -58,10 +59,9 @@ def build(spec: str, device: str = "meta") -> nn.Module:
         model = construct(target, device) if callable(target) and \
             not isinstance(target, nn.Module) else target
     except (Exception, SystemExit) as e:
-        out_of_memory = "can't allocate memory" in str(e) or "out of memory" in str(e)
         hint = ("Its weights need more memory than is free here: `fxroof annotate` and "
                 "`fxroof predict` analyse it without allocating them; timing it needs them"
-                if out_of_memory else "The callable must build the model with no arguments")
+                if out_of_memory(e) else "The callable must build the model with no arguments")
         raise FxroofError(f"Calling '{spec}' to build the model failed: "
                           f"{type(e).__name__}: {e}. {hint}.") from None
     return ensure_module(model, spec)
