@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import tempfile
 from typing import Iterator
 
@@ -33,7 +34,8 @@ def check_writable(path: str, overwrite: bool) -> None:
                          f"{type(path).__name__} {path!r:.40}: e.g. 'r.json' or 'r.png'.")
     if not os.fspath(path):
         raise UsageError("The path of the file to write is empty: name a file, e.g. 'out.json'.")
-    folder = os.path.dirname(os.path.abspath(path))
+    _refuse_special(path)
+    folder = os.path.dirname(written_path(path))
     if os.path.isdir(path):
         raise FxroofError(f"Cannot write '{path}': it is a folder. Name a file inside it, "
                           f"e.g. '{os.path.join(path, 'out' + _suffix(path))}'.")
@@ -52,6 +54,33 @@ def check_writable(path: str, overwrite: bool) -> None:
         raise _no_new_file(path, folder, e) from None
     os.close(fd)
     os.unlink(probe)
+
+
+def written_path(path: str) -> str:
+    """The file that writing ``path`` replaces: ``path`` itself, or where it is a symbolic
+    link, the file the link leads to -- renaming over the link would leave the user's link a
+    plain file and its target stale."""
+    return os.path.realpath(path)
+
+
+# What a non-regular file is, for the error: renaming over it would replace it.
+_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"))
+
+
+def _refuse_special(path: str) -> None:
+    """Refuse a device, pipe or socket (/dev/null, /dev/stdout): an atomic write renames a
+    new file over the path, which would replace the device itself (as root, /dev/null)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # nothing there yet, or nothing readable: the folder checks speak for it
+    kind = next((name for test, name in _SPECIAL if test(mode)), None)
+    if kind:
+        raise FxroofError(f"Cannot write '{path}': it is {kind}, not a regular file. fxroof "
+                          "writes each output to a temporary file and renames it into place, "
+                          "which would replace it. Name an ordinary file (to discard an output, "
+                          "leave its option out).")
 
 
 def make_folder(folder: str, what: str) -> None:
@@ -77,8 +106,11 @@ def _suffix(path: str) -> str:
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
     """Yield a temporary path beside ``path`` for a writer that takes a path (matplotlib,
-    networkx); on success rename it to ``path``, on failure remove it."""
-    folder = os.path.dirname(os.path.abspath(path))
+    networkx); on success rename it to ``path`` (through a symbolic link: written_path), on
+    failure remove it."""
+    _refuse_special(path)  # checked before the work too (check_writable); it can change since
+    path = written_path(path)
+    folder = os.path.dirname(path)
     try:
         fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
                                        dir=folder)

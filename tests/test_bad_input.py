@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -407,6 +408,29 @@ def test_graph_writers_refuse_a_folder_and_an_unknown_figure_format(small, tmp_p
     with pytest.raises(fxroof.FxroofError, match="'.xyz'"):
         fxroof.plot_roofline([small], ["t4"], str(tmp_path / "r.xyz"))
     assert os.listdir(tmp_path) == []
+
+
+def test_a_pipe_is_refused_not_replaced_even_with_force(small, tmp_path):
+    """An atomic write renames a new file over its path: over a FIFO (or, as root, over
+    /dev/null: `--json /dev/null --force`) it replaced the pipe or device with a file."""
+    fifo = tmp_path / "fifo.png"
+    os.mkfifo(fifo)
+    with pytest.raises(fxroof.FxroofError, match="is a pipe, not a regular file"):
+        small.to_json(str(fifo), overwrite=True)
+    with pytest.raises(fxroof.FxroofError, match="is a pipe, not a regular file"):
+        fxroof.plot_roofline([small], ["t4"], str(fifo), overwrite=True)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.listdir(tmp_path) == ["fifo.png"]
+
+
+def test_a_symbolic_link_is_written_through_and_kept(small, tmp_path):
+    """Renaming over a link made the user's link a plain file and left its target stale."""
+    target, link = tmp_path / "results.json", tmp_path / "latest.json"
+    target.write_text("old")
+    link.symlink_to(target.name)
+    small.to_json(str(link), overwrite=True)
+    assert link.is_symlink() and os.readlink(link) == "results.json"
+    assert json.loads(target.read_text())["nodes"]
+    assert sorted(os.listdir(tmp_path)) == ["latest.json", "results.json"]
 
 
 def test_timing_a_meta_device_module_is_a_clear_error():

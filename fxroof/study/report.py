@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from fxroof import interactive
 from fxroof.chips import load_chips
+from fxroof.files import atomic
 from fxroof.measure import datasheet_chip, versus_datasheet
 from fxroof.units import si
 from fxroof.study import figures
@@ -27,7 +28,7 @@ from fxroof.target import CACHING
 
 def _csv(path: str, rows: list[dict]) -> str:
     keys = list(dict.fromkeys(k for r in rows for k in r if k != "samples_s"))
-    with open(path, "w", newline="") as f:
+    with atomic(path, newline="") as f:  # a rerun interrupted leaves the last whole table
         writer = csv.DictWriter(f, keys, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
@@ -263,8 +264,8 @@ def write_report(t: StudyTables, root: str, shipped_chips: list) -> dict:
         interactive.write_plotly_js(root)
     document = blocks(t, images, data, root)
     paths = {"md": os.path.join(root, "report.md"), "html": os.path.join(root, "report.html")}
-    with open(paths["md"], "w") as f:
+    with atomic(paths["md"]) as f:
         f.write(to_markdown(document))
-    with open(paths["html"], "w") as f:
+    with atomic(paths["html"]) as f:
         f.write(to_html(document))
     return paths
