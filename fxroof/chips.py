@@ -21,6 +21,7 @@ import yaml
 from fxroof.calibration import parse_params
 from fxroof.op_classes import MEASURED_CLASSES as CALIBRATED_CLASSES
 from fxroof.errors import FxroofError, UsageError
+from fxroof.files import read_text
 from fxroof.suggest import did_you_mean
 from fxroof.units import op_unit
 
@@ -201,11 +202,7 @@ def _calibration(entry: dict, path: str, chip_id: str) -> dict:
 def _load_yaml(path: str):
     """The YAML document in ``path``: safe loader, bounded size and alias count."""
     try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            raise FxroofError(f"'{path}' is {os.path.getsize(path):,} bytes: too large for a "
-                              f"chips file (at most {MAX_FILE_BYTES:,}). Is it the right file?")
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = read_text(path, MAX_FILE_BYTES, "a chips file")
     except OSError as e:
         raise FxroofError(f"Cannot read the chip file '{path}': {e.strerror}.") from None
     except UnicodeDecodeError:

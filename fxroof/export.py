@@ -63,6 +63,8 @@ def read_json(path: str) -> dict:
                            f"{SCHEMA_VERSION}): {problem}. Pass a JSON written by `fxroof "
                            "annotate --json` (or g.to_json), or a model name.")
 
+    if os.path.exists(path) and not os.path.isfile(path):  # a folder, a device, a pipe
+        raise bad("it is not a regular file")
     if not os.path.isfile(path):
         raise FxroofError(f"No such file '{path}': pass a JSON written by `fxroof annotate "
                           "--json` or a model name.")

@@ -1,4 +1,5 @@
-"""Writing the user's files: never over an existing file unless told to, never half a file.
+"""The user's files: never written over unless told to, never half written, never read
+without end.
 
 Every output is written to a temporary file in the target's folder and renamed into place
 (``os.replace`` is atomic on POSIX and Windows), so an interrupted run leaves the old file or
@@ -81,6 +82,19 @@ def _refuse_special(path: str) -> None:
                           "writes each output to a temporary file and renames it into place, "
                           "which would replace it. Name an ordinary file (to discard an output, "
                           "leave its option out).")
+
+
+def read_text(path: str, limit: int, what: str) -> str:
+    """The text of ``path`` (UTF-8), refused past ``limit`` characters as not being ``what``
+    (e.g. "a chips file"). Read with a bound rather than checked by size first: a device or
+    pipe (/dev/zero, a link to it) has no size and would be read until memory runs out.
+    OSError and UnicodeDecodeError are the caller's to word."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read(limit + 1)
+    if len(text) > limit:
+        raise FxroofError(f"'{path}' holds more than {limit:,} characters: too large for "
+                          f"{what}. Is it the right file?")
+    return text
 
 
 def make_folder(folder: str, what: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import signal
 import stat
 import subprocess
@@ -273,6 +274,31 @@ def test_a_read_only_folder_is_refused_before_work(workdir, capsys, monkeypatch)
         assert os.listdir(locked) == []
     finally:
         locked.chmod(0o700)
+
+
+@pytest.mark.parametrize("command,fragment", [
+    ("chips list --chips-file zero.yaml", "more than 4,194,304 characters: too large for a "
+                                          "chips file"),
+    ("annotate hf:zero.json", "too large for a transformers config.json"),
+    ("roofline zero.json --chip t4", "it is not a regular file"),
+])
+def test_a_file_without_end_is_refused_not_read_until_memory_runs_out(workdir, command,
+                                                                      fragment):
+    """A link to /dev/zero has no size to check: a chips file's size check passed, and the
+    read took every byte of memory (MemoryError's traceback, or the OOM killer). Run in a
+    process of its own with its address space capped, so a regression fails, not the run."""
+    for name in ("zero.yaml", "zero.json"):
+        os.symlink("/dev/zero", workdir / name)
+
+    def capped():
+        resource.setrlimit(resource.RLIMIT_AS, (8 * 2 ** 30, 8 * 2 ** 30))
+
+    done = subprocess.run([sys.executable, "-m", "fxroof", *command.split()], cwd=workdir,
+                          capture_output=True, text=True, timeout=300, preexec_fn=capped,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == FAILED, done.stderr[-2000:]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert fragment in done.stderr.strip().splitlines()[-1]
 
 
 def test_lints_of_a_user_chips_file_print_as_warnings(workdir, capsys):

@@ -17,7 +17,10 @@ import torch
 
 from fxroof.defaults import DEFAULT_SEQ_LEN
 from fxroof.errors import FxroofError, UsageError
+from fxroof.files import read_text
 from fxroof.suggest import did_you_mean
+
+MAX_CONFIG_CHARS = 16 * 2 ** 20  # a config.json is a few kB; a tokenizer's vocabulary, MBs
 
 
 def _transformers():
@@ -100,8 +103,7 @@ def build(target: str, device: str = "meta", overrides: Optional[dict] = None) -
 def _read_config(path: str) -> tuple[str, dict]:
     """(model_type, the other settings) of a transformers config.json."""
     try:
-        with open(path, encoding="utf-8") as f:
-            settings = json.load(f)
+        settings = json.loads(read_text(path, MAX_CONFIG_CHARS, "a transformers config.json"))
     except FileNotFoundError:
         raise FxroofError(f"No such config file '{path}'.") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
