@@ -41,8 +41,10 @@ def check_writable(path: str, overwrite: bool) -> None:
         raise FxroofError(f"Cannot write '{path}': it is a folder. Name a file inside it, "
                           f"e.g. '{os.path.join(path, 'out' + _suffix(path))}'.")
     if not os.path.isdir(folder):
+        tilde = (" A leading '~' is the shell's to expand, not Python's: use "
+                 "os.path.expanduser.") if os.fspath(path).startswith("~") else ""
         raise FxroofError(f"Cannot write '{path}': the folder '{folder}' does not exist. Create "
-                          "it first or choose another path.")
+                          f"it first or choose another path.{tilde}")
     if not os.access(folder, os.W_OK):
         raise FxroofError(f"Cannot write '{path}': the folder '{folder}' is not writable. "
                           "Choose another path.")

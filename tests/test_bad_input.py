@@ -448,6 +448,13 @@ def test_a_pipe_is_refused_not_replaced_even_with_force(small, tmp_path):
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.listdir(tmp_path) == ["fifo.png"]
 
 
+def test_a_tilde_path_in_python_says_who_expands_it(small, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(fxroof.FxroofError, match="'~' is the shell's to expand.*expanduser"):
+        small.to_json("~/g.json")
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_symbolic_link_is_written_through_and_kept(small, tmp_path):
     """Renaming over a link made the user's link a plain file and left its target stale."""
     target, link = tmp_path / "results.json", tmp_path / "latest.json"
