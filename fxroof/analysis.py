@@ -63,16 +63,16 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
         (``{torch.ops.aten.mm: my_rule}``, FlopCounterMode's ``custom_mapping``); a rule is
         called like op_costs' rules and returns an ``op_costs.Cost``.
     compiled: the compiled view, Inductor's kernels as nodes; freeze: with its freezing.
-    device: 'cpu' or 'cuda' (recorded without a GPU: fxroof.target); ``chip`` (a Chip or id)
-        gives its compute capability (a GPU chip implies 'cuda'); ``allocator``, a CPU's
-        host allocator, whose page faults are priced: 'glibc' (default) or 'caching'.
+    device: 'cpu' or 'cuda' or a torch.device (recorded without a GPU: fxroof.target); ``chip``
+        (a Chip or id) gives its compute capability (a GPU chip implies 'cuda'); ``allocator``,
+        a CPU's host allocator, whose page faults are priced: 'glibc' (default) or 'caching'.
     loss: 'auto', 'cross_entropy', 'lm', 'package.module:function' or a callable of the
         output (fxroof.step); optimizer: 'sgd', 'adam' or 'adamw', a third phase
         ('optimizer_impl': 'for-loop', 'foreach' or 'fused'). Both imply backward.
     amp: 'fp16' or 'bf16': run forward and loss under autocast, parameters stay fp32.
     memory_format: 'channels_last' for 4-D inputs and parameters (default: contiguous).
     """
-    _check_arguments(device, kwargs, seq_len, rules)
+    device = _check_arguments(device, kwargs, seq_len, rules)
     spec = model if isinstance(model, str) else None
     target = Target.of(device, _chip(chip), allocator)
     training = TrainingStep.of(loss, optimizer, optimizer_impl, amp, spec, target)
@@ -394,15 +394,17 @@ def _chip(chip):
     return chips.get_chip(chip)
 
 
-def _check_arguments(device, kwargs, seq_len, rules) -> None:
+def _check_arguments(device, kwargs, seq_len, rules) -> Optional[str]:
+    """The device's name (a torch.device given is named), once the arguments are checked."""
     if device is not None:
-        validate.device(device)
+        device = validate.device(device)
     if kwargs is not None and not isinstance(kwargs, dict):
         raise UsageError(f"kwargs must be a dict of keyword inputs, not "
                          f"{type(kwargs).__name__}.")
     if seq_len is not None:
         validate.positive_int(seq_len, "seq_len")
     check_rules(rules)
+    return device
 
 
 def _nothing_to_differentiate(params, inputs) -> str:

@@ -102,7 +102,7 @@ class record:  # noqa: N801 (used like FlopCounterMode: ``with fxroof.record() a
     def __init__(self, device: Optional[str] = None, *, amp: Optional[str] = None, chip=None,
                  name: str = "recorded step", rules: Optional[dict] = None):
         if device is not None:
-            validate.device(device)  # the same names analyze() takes
+            device = validate.device(device)  # the same names analyze() takes
         check_rules(rules)
         chip = chips.get_chip(chip) if isinstance(chip, str) else chip
         target = Target.of(device, chip)

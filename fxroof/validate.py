@@ -83,7 +83,10 @@ def shape(value, what: str = "an input shape", itemsize: int = 4) -> tuple[int, 
 
 
 def device(value) -> str:
-    """A device name for capture: 'cpu', 'cuda' or 'cuda:N'."""
+    """A device name for capture: 'cpu', 'cuda' or 'cuda:N', given so or as a torch.device
+    (recognised by its type's name: the command line validates before importing torch)."""
+    if (type(value).__module__, type(value).__name__) == ("torch", "device"):
+        value = str(value)  # torch.device("cuda", 1) -> 'cuda:1'
     if not isinstance(value, str) or not _DEVICE.match(value):
         raise UsageError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {value!r:.40}.")
     return value

@@ -59,6 +59,21 @@ def test_a_batch_that_agrees_with_the_inputs_is_the_inputs_batch():
     assert fxroof.analyze("resnet18", batch=3).model.batch == 3
 
 
+def test_a_torch_device_names_the_target_as_its_string_does():
+    """A PyTorch user passes torch.device("cuda"): it was refused where "cuda" was taken."""
+    model, x = nn.Linear(8, 8), torch.ones(4, 8)
+    for name, device in (("cpu", torch.device("cpu")), ("cuda:1", torch.device("cuda", 1))):
+        by_name = fxroof.analyze(model, x, device=name, backward=True)
+        by_device = fxroof.analyze(model, x, device=device, backward=True)
+        assert by_device.model.device == by_name.model.device == name.split(":")[0]
+        assert by_device.totals() == by_name.totals()
+    with fxroof.fake():
+        model, x = nn.Linear(8, 8), torch.ones(4, 8)
+    with fxroof.record(torch.device("cuda")) as rec:
+        model(x).sum().backward()
+    assert rec.graph.model.device == "cuda"
+
+
 def test_user_model_is_not_modified():
     model = torchvision.models.resnet18()
     model.eval()
