@@ -301,6 +301,17 @@ def test_a_file_without_end_is_refused_not_read_until_memory_runs_out(workdir, c
     assert fragment in done.stderr.strip().splitlines()[-1]
 
 
+def test_a_user_chip_folder_that_is_a_file_names_the_variable(workdir, capsys, monkeypatch):
+    """No --out given: the path came from $FXROOF_CHIPS_DIR, which "choose another --out"
+    alone did not name."""
+    monkeypatch.setenv("FXROOF_CHIPS_DIR", str(workdir / "exists.json"))
+    before = _snapshot(workdir)
+    assert main(["chips", "measure"]) == FAILED
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "Nothing was measured" in message and "set FXROOF_CHIPS_DIR" in message
+    assert _snapshot(workdir) == before
+
+
 def test_lints_of_a_user_chips_file_print_as_warnings(workdir, capsys):
     (workdir / "slip.yaml").write_text(GOOD_CHIP.replace("bandwidth: 1e12", "bandwidth: 3e9")
                                        + "    tdp_w: 70\n")
