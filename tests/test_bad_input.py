@@ -281,13 +281,14 @@ def test_a_read_only_folder_is_refused_before_work(workdir, capsys, monkeypatch)
                                           "chips file"),
     ("annotate hf:zero.json", "too large for a transformers config.json"),
     ("roofline zero.json --chip t4", "it is not a regular file"),
+    ("annotate zero.py:M", "names 'zero.py', which is not a regular file"),
 ])
 def test_a_file_without_end_is_refused_not_read_until_memory_runs_out(workdir, command,
                                                                       fragment):
     """A link to /dev/zero has no size to check: a chips file's size check passed, and the
     read took every byte of memory (MemoryError's traceback, or the OOM killer). Run in a
     process of its own with its address space capped, so a regression fails, not the run."""
-    for name in ("zero.yaml", "zero.json"):
+    for name in ("zero.yaml", "zero.json", "zero.py"):
         os.symlink("/dev/zero", workdir / name)
 
     def capped():

@@ -70,6 +70,10 @@ def build(spec: str, device: str = "meta") -> nn.Module:
 def _import_file(path: str):
     """The module a Python file defines, imported as a script's neighbours would see it: its
     folder on sys.path (so its own imports of sibling files work) and under its file name."""
+    if os.path.exists(path) and not os.path.isfile(path):  # a device, a pipe, a link to one
+        raise FxroofError(f"The model spec names '{path}', which is not a regular file: give "
+                          "the path to a .py file that defines the model, e.g. "
+                          "models/net.py:Net.")
     if not os.path.isfile(path):
         raise FxroofError(f"The model spec names the file '{path}', which does not exist "
                           f"(looked in {os.getcwd()}). Give the path to a .py file that defines "
