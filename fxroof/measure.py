@@ -240,11 +240,10 @@ def check_target(path: str, force: bool) -> None:
         check_writable(path, overwrite=True)
     except FxroofError as e:
         # the default path: say where its folder came from, which the user may not know
-        in_user_folder = os.path.dirname(os.path.abspath(path)) == os.path.abspath(
-            user_chips_dir())
+        user_folder = user_chips_dir()
         where = (f", or set FXROOF_CHIPS_DIR to a folder you can write (the user chip folder, "
-                 f"'{user_chips_dir()}', is $FXROOF_CHIPS_DIR where set, else "
-                 "~/.config/fxroof/chips)") if in_user_folder else ""
+                 f"'{user_folder}', is $FXROOF_CHIPS_DIR where set, else "
+                 "~/.config/fxroof/chips)") if folder == os.path.abspath(user_folder) else ""
         raise FxroofError(f"{e} Nothing was measured; choose another --out{where}.") from None
 
 
