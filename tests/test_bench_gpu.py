@@ -263,3 +263,34 @@ def test_the_launch_geometry_fit_refuses_a_chip_without_sms_or_capability(chip):
     from benchmarks import fit_launch_geometry
     with pytest.raises(FxroofError, match="not an NVIDIA GPU whose SMs"):
         fit_launch_geometry.main(["no-such-profile.json", "--chip", chip])
+
+
+def test_host_ops_tells_the_ops_python_called_from_the_casts_autocast_issued():
+    """host_ops.py reads a profiler's CPU events: an op with no aten parent is one Python
+    called (a view among them), a cast nested in another op is autocast's, and a cast Python
+    called itself is counted apart. Worked on a planted step of four events (us)."""
+    from benchmarks import host_ops
+    events = [{"name": "aten::conv2d", "start_us": 0, "end_us": 30, "parent": None},
+              {"name": "aten::to", "start_us": 2, "end_us": 14, "parent": 0},
+              {"name": "aten::_to_copy", "start_us": 3, "end_us": 13, "parent": 1},
+              {"name": "aten::_to_copy", "start_us": 40, "end_us": 48, "parent": None},
+              {"name": "cudaLaunchKernel", "start_us": 20, "end_us": 25, "parent": 0}]
+    top, top_casts, nested = host_ops._ops_of(events)
+    assert (top, top_casts, nested) == ([30], [8], [10])
+
+
+def test_host_ops_records_a_cpu_step_and_summarises_it(tmp_path, capsys):
+    """`record` on the CPU (the script's check; the measurement wants CUDA) writes every CPU
+    event of a profiled step, and `summary` reads that file back."""
+    from benchmarks import host_ops
+    out = str(tmp_path / "host.json")
+    assert host_ops.main(["record", "--out", out, "--device", "cpu", "--models", "resnet18",
+                          "--precision", "fp32", "--warmup", "1", "--steps", "1"]) == 0
+    (run,) = json.load(open(out))["runs"]
+    assert run["model"] == "resnet18" and run["batch"] == 1 and run["wall_s"] > 0
+    names = [e["name"] for e in run["events"]]
+    assert names.count("aten::conv2d") == 20 and names.count("aten::linear") == 1
+    assert host_ops.main(["summary", out]) == 0
+    assert "resnet18 fp32 b1 |" in capsys.readouterr().out
+    with pytest.raises(FxroofError, match="exists"):
+        host_ops.main(["record", "--out", out, "--device", "cpu", "--models", "resnet18"])
