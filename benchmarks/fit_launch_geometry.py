@@ -1,5 +1,5 @@
 """Fit fxroof.launch_geometry's constants (and roofline's NARROW_CONV_COMPUTE and
-DEPTHWISE_CONV_COMPUTE) on a GPU's per-node profiles, and say how well the shipped ones
+CUDNN_DEPTHWISE_COMPUTE) on a GPU's per-node profiles, and say how well the shipped ones
 predict each node.
 
     python benchmarks/fit_launch_geometry.py benchmarks/measured/h100-profile-*.json
@@ -22,9 +22,14 @@ kind, on ``--chip``'s SMs and compute capability:
 * layer norm: LAYER_NORM_ROW_S and LAYER_NORM_ELEMENT_S, least squares of the seconds a
   row per SM on the row's width, over LAYER_NORM_FIT_MODELS' nodes of two waves of rows or
   more (one point per shape);
-* a narrow convolution, and a channels-last depthwise one (cuDNN's: op_classes.
-  cudnn_depthwise): its share of the FP32 peak per node (each shipped constant is the
-  median over the H100's and the H200's nodes; run once per chip).
+* an NCHW depthwise convolution of fp32 or bf16 (ATen's kernels): DEPTHWISE_OUTPUT_S and
+  DEPTHWISE_TAP_S, least squares (relative) of its seconds per SM on its outputs and
+  multiply-adds; its backward's DEPTHWISE_INPUT_GRAD_S and DEPTHWISE_WEIGHT_GRAD_S, on its
+  input-gradient elements and multiply-adds;
+* a narrow convolution, and a channels-last depthwise one or its backward (cuDNN's:
+  op_classes.cudnn_depthwise), one key per op and dtype: its share of the FP32 peak per
+  node (each shipped constant is the median over the nodes of the H100's and the H200's
+  profiles; run once per chip).
 
 Then every node's measured / predicted under the shipped constants, and each constant fitted
 again leaving each model out.
@@ -82,8 +87,13 @@ def gather(profiles: list[dict], chip) -> dict:
             elif narrow_conv(record, profile["name"]) and record.get("time_s"):
                 found["narrow"].append((profile["name"], record))
             elif op_classes.cudnn_depthwise(record) and record.get("time_s"):
-                found["depthwise"].append((profile["name"], record))
+                found[cudnn_depthwise_key(record)].append((profile["name"], record))
     return found
+
+
+def cudnn_depthwise_key(record: dict) -> str:
+    """The share a channels-last depthwise node informs: one per op and dtype."""
+    return f"cudnn depthwise {record['op']} {record['dtype']}"
 
 
 def _units(chip):
@@ -132,33 +142,66 @@ def fit_layer_norm(nodes, chip) -> dict:
     return {"LAYER_NORM_ROW_S": float(intercept), "LAYER_NORM_ELEMENT_S": float(slope)}
 
 
+def _relative_least_squares(columns: list[list[float]], seconds: list[float]) -> list[float]:
+    """Coefficients c minimising sum ((columns . c) / seconds - 1)^2: each node's error
+    relative to its own time, so the long nodes do not outvote the short ones."""
+    a = np.array(columns, float).T / np.array(seconds)[:, None]
+    return [float(c) for c in np.linalg.lstsq(a, np.ones(len(seconds)), rcond=None)[0]]
+
+
+def fit_depthwise(nodes, chip) -> dict:
+    """DEPTHWISE_OUTPUT_S and DEPTHWISE_TAP_S: seconds per SM = outputs x a + MACs x b (the
+    MACs are outputs x taps). Nodes of one kernel size alone cannot tell a from b."""
+    if len({round(r["macs"] / math.prod(r["shape"])) for _, r in nodes}) < 2:
+        return {"DEPTHWISE_OUTPUT_S": None, "DEPTHWISE_TAP_S": None}
+    units = _units(chip)
+    a, b = _relative_least_squares([[math.prod(r["shape"]) / units for _, r in nodes],
+                                    [r["macs"] / units for _, r in nodes]],
+                                   [r["time_s"] for _, r in nodes])
+    return {"DEPTHWISE_OUTPUT_S": a, "DEPTHWISE_TAP_S": b}
+
+
+def fit_depthwise_backward(nodes, chip) -> dict:
+    """DEPTHWISE_INPUT_GRAD_S and DEPTHWISE_WEIGHT_GRAD_S: seconds per SM = input-gradient
+    elements x g + MACs x w."""
+    units = _units(chip)
+    g, w = _relative_least_squares([[math.prod(r["shape"]) / units for _, r in nodes],
+                                    [r["macs"] / units for _, r in nodes]],
+                                   [r["time_s"] for _, r in nodes])
+    return {"DEPTHWISE_INPUT_GRAD_S": g, "DEPTHWISE_WEIGHT_GRAD_S": w}
+
+
 def fp32_shares(nodes, chip) -> list[float]:
     """Each node's FLOP/s over the chip's FP32 peak."""
     return [r["flops"] / r["time_s"] / chip.peaks["fp32"] for _, r in nodes]
 
 
 # The convolutions priced at a share of the FP32 peak, and the shipped share
-SHARES = {"narrow": roofline.NARROW_CONV_COMPUTE, "depthwise": roofline.DEPTHWISE_CONV_COMPUTE}
+SHARES = {"narrow": roofline.NARROW_CONV_COMPUTE,
+          **{cudnn_depthwise_key({"op": op, "dtype": dtype}): share
+             for (op, dtype), share in roofline.CUDNN_DEPTHWISE_COMPUTE.items()}}
 FITS = {"bn_eval": fit_transform,
         "bn_train": lambda n, c: fit_reduction(n, c, "STATISTICS_ITERATION_S"),
         "bn_backward": lambda n, c: fit_reduction(n, c, "BACKWARD_REDUCTION_ITERATION_S"),
-        "pool": fit_pool, "layer_norm": fit_layer_norm}
+        "pool": fit_pool, "layer_norm": fit_layer_norm, "dw_conv": fit_depthwise,
+        "dw_conv_backward": fit_depthwise_backward}
 
 
 def shipped_ratio(kind: str, record: dict, chip) -> float | None:
     """measured / the shipped bound (launch_geometry.bound_s) for one node."""
-    bound = lg.bound_s(kind, record["shape"], _units(chip), chip.compute_capability)
+    bound = lg.bound_s(kind, record["shape"], _units(chip), chip.compute_capability,
+                       record.get("macs") or 0.0)
     return record["time_s"] / bound if bound else None
 
 
 def summary(found: dict, chip) -> dict:
     result = {}
     for kind, nodes in sorted(found.items()):
-        if kind in SHARES:
+        if kind not in FITS:  # a share: the narrow or a cuDNN depthwise convolution
             shares = fp32_shares(nodes, chip)
-            result[kind] = {"nodes": len(nodes), "shares": [round(s, 3) for s in shares],
-                            "median_share": round(statistics.median(shares), 3),
-                            "shipped": SHARES[kind]}
+            result[kind] = {"nodes": len(nodes), "shares": [round(s, 4) for s in shares],
+                            "median_share": round(statistics.median(shares), 4),
+                            "shipped": SHARES.get(kind)}
             continue
         ratios = [x for x in (shipped_ratio(kind, r, chip) for _, r in nodes) if x]
         models = sorted({m for m, _ in nodes})

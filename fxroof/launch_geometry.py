@@ -63,6 +63,21 @@ median 1.01 of the bound, the H200's 1.07), where the norm class had priced them
 short; vit_b_16's 768-wide rows
 took 1.59x this (not fitted; NeuSight's LayerNorm sweeps, 264 columns and more, hold no
 short rows).
+
+ATen's NCHW depthwise convolution (``conv_depthwise2d_forward_kernel``, aten/src/ATen/
+native/cuda/DepthwiseConv2d.cu; fp32 and bf16, op_classes.ATEN_DEPTHWISE_DTYPES) is a
+thread per output element walking its kernel's taps with scalar loads. On the H200 each
+node took DEPTHWISE_OUTPUT_S + taps x DEPTHWISE_TAP_S an output element per SM (66 nodes
+of EfficientNet-B0 and MobileNetV2 at batch 64-256, 3x3 and 5x5, fp32 and bf16 alike:
+1.2-1.6 ns at 9 taps, 2.1-2.8 at 25; least squares on relative error), where the
+convolution class, fitted on cuDNN's dense kernels, had priced them 2.2-3.4x short. Its
+backward runs two kernels: the input gradient, again a thread per element walking the
+taps (DEPTHWISE_INPUT_GRAD_S an input element per SM), and the weight gradient, a block
+per channel and tap reducing over the batch and the output plane (DEPTHWISE_WEIGHT_GRAD_S
+a multiply-add per SM) -- fitted on MobileNetV2's 17 fp32 3x3 nodes at batch 64 (median
+node error 12%; those over 7 x 7 planes take 1.7x the bound), where the class had priced
+them 4.5x short; a bf16 backward, never timed, keeps its class's time
+(op_classes.ATEN_DEPTHWISE_BACKWARD_DTYPES).
 """
 from __future__ import annotations
 
@@ -76,6 +91,10 @@ BACKWARD_REDUCTION_ITERATION_S = 0.9e-6   # a round trip of the backward's two s
 POOL_OUTPUT_S = 1.73e-9         # an SM's time per output element of an NCHW pooling kernel
 LAYER_NORM_ROW_S = 148e-9       # an SM's time per layer-norm row ...
 LAYER_NORM_ELEMENT_S = 0.40e-9  # ... and per element of it
+DEPTHWISE_OUTPUT_S = 0.78e-9    # an SM's time per output element of a depthwise convolution
+DEPTHWISE_TAP_S = 0.061e-9      # ... and per tap of its kernel
+DEPTHWISE_INPUT_GRAD_S = 2.2e-9     # an SM's time per element of a depthwise input gradient
+DEPTHWISE_WEIGHT_GRAD_S = 0.15e-9   # ... and per multiply-add of the backward
 # (resident threads, resident blocks) per SM by compute capability (major, minor)
 RESIDENT = {(6, 0): (2048, 32), (6, 1): (2048, 32), (7, 0): (2048, 32), (7, 5): (1024, 16),
             (8, 0): (2048, 32), (8, 6): (1536, 16), (8, 7): (2048, 16), (8, 9): (1536, 24),
@@ -163,14 +182,39 @@ def layer_norm_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
     return rows * (LAYER_NORM_ROW_S + width * LAYER_NORM_ELEMENT_S) / multiprocessors
 
 
+def depthwise_conv_s(shape, macs: float, multiprocessors: Optional[int]) -> Optional[float]:
+    """Seconds of the thread-per-output depthwise convolution writing a ``shape`` output
+    with ``macs`` multiply-adds (the taps: macs per output element); None where the SMs are
+    unknown."""
+    if not multiprocessors or not shape:
+        return None
+    outputs = math.prod(shape)
+    return (outputs * DEPTHWISE_OUTPUT_S + macs * DEPTHWISE_TAP_S) / multiprocessors
+
+
+def depthwise_conv_backward_s(shape, macs: float,
+                              multiprocessors: Optional[int]) -> Optional[float]:
+    """Seconds of a depthwise convolution's backward whose input gradient has ``shape`` and
+    which makes ``macs`` multiply-adds (both gradients'); None where the SMs are unknown."""
+    if not multiprocessors or not shape:
+        return None
+    inputs = math.prod(shape)
+    return (inputs * DEPTHWISE_INPUT_GRAD_S + macs * DEPTHWISE_WEIGHT_GRAD_S) / multiprocessors
+
+
 def bound_s(kind: str, shape, multiprocessors: Optional[int],
-            compute_capability: Optional[tuple]) -> Optional[float]:
+            compute_capability: Optional[tuple], macs: float = 0.0) -> Optional[float]:
     """Seconds below which an ATen CUDA kernel of ``kind`` (op_classes.LAUNCH_KINDS) over a
-    ``shape`` output cannot run; None where the GPU's facts are unknown. A training batch
-    norm is its statistics and then its transform; a backward's bound is its two sums
-    alone, its elementwise pass being another launch than the forward's transform (at 7 x 7
-    planes the transform's bound exceeds the whole measured backward)."""
+    ``shape`` output (making ``macs`` multiply-adds, for a convolution) cannot run; None
+    where the GPU's facts are unknown. A training batch norm is its statistics and then its
+    transform; a backward's bound is its two sums alone, its elementwise pass being another
+    launch than the forward's transform (at 7 x 7 planes the transform's bound exceeds the
+    whole measured backward)."""
     shape = tuple(shape or ())
+    if kind == "dw_conv":
+        return depthwise_conv_s(shape, macs, multiprocessors)
+    if kind == "dw_conv_backward":
+        return depthwise_conv_backward_s(shape, macs, multiprocessors)
     transform = batch_norm_transform_s(shape, multiprocessors, compute_capability)
     if kind == "bn_eval":
         return transform

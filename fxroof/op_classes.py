@@ -106,7 +106,16 @@ def running_statistics_norm(record: dict) -> bool:
 
 
 # The kinds of kernel fxroof.launch_geometry bounds, by what a node record is
-LAUNCH_KINDS = ("bn_eval", "bn_train", "bn_backward", "pool", "layer_norm")
+LAUNCH_KINDS = ("bn_eval", "bn_train", "bn_backward", "pool", "layer_norm", "dw_conv",
+                "dw_conv_backward")
+# Eager PyTorch runs an NCHW depthwise convolution of these dtypes with ATen's own
+# conv_depthwise2d kernels (ConvBackend::CudaDepthwise2d); one of fp16 goes to cuDNN where
+# its workload filter says so (ConvParams::use_cudnn_depthwise, Convolution.cpp)
+ATEN_DEPTHWISE_DTYPES = ("float32", "bfloat16")
+# ... and the dtypes whose backward kernels were timed (fxroof.launch_geometry): a bf16
+# backward keeps its class's time -- bounded as fp32's, the H200's and H100's bf16 training
+# steps of the depthwise networks went from 0.90-1.08 to 1.03-1.16 of their measurements
+ATEN_DEPTHWISE_BACKWARD_DTYPES = ("float32",)
 # Eager PyTorch runs a CUDA batch norm of fp32 or fp16 input (fp32 weights, as under
 # autocast) as cuDNN's (at::native::_select_batch_norm_backend, Normalization.cpp), one of
 # bf16 input with ATen's own kernels -- the ones fxroof.launch_geometry models
@@ -117,7 +126,9 @@ def launch_kind(record: dict) -> Optional[str]:
     """Which of LAUNCH_KINDS an NCHW node's ATen CUDA kernel is, None for any other node
     (a channels-last one runs other kernels): a batch norm in eval (running statistics)
     or training (batch statistics) or its backward, a fixed-window pooling or its backward
-    (a thread per element; an adaptive pooling is not one), a layer norm's forward."""
+    (a thread per element; an adaptive pooling is not one), a layer norm's forward, a
+    depthwise convolution of ATEN_DEPTHWISE_DTYPES or its backward of
+    ATEN_DEPTHWISE_BACKWARD_DTYPES."""
     if record.get("layout") == "channels_last":
         return None
     op_class, op = op_class_of(record), record["op"]
@@ -128,6 +139,11 @@ def launch_kind(record: dict) -> Optional[str]:
         return "pool"
     if op_class == "norm" and "layer_norm" in op:
         return "layer_norm"
+    if depthwise(record) and op == "convolution" and record["dtype"] in ATEN_DEPTHWISE_DTYPES:
+        return "dw_conv"
+    if depthwise(record) and op == "convolution_backward" \
+            and record["dtype"] in ATEN_DEPTHWISE_BACKWARD_DTYPES:
+        return "dw_conv_backward"
     return None
 
 
@@ -155,12 +171,13 @@ def depthwise(record: dict) -> bool:
 
 
 def cudnn_depthwise(record: dict) -> bool:
-    """Whether a node is a channels-last depthwise convolution's forward, which eager PyTorch
-    hands to cuDNN whatever its dtype (ConvParams::use_cudnn_depthwise,
+    """Whether a node is a channels-last depthwise convolution or its backward, which eager
+    PyTorch hands to cuDNN whatever its dtype (ConvParams::use_cudnn_depthwise,
     aten/src/ATen/native/Convolution.cpp: "always use cudnn_depthwise for channels_last
-    format"); an NCHW one of fp32 or bf16 runs ATen's own conv_depthwise2d kernels."""
-    return depthwise(record) and record["op"] == "convolution" and \
-        record.get("layout") == "channels_last"
+    format"); an NCHW one of ATEN_DEPTHWISE_DTYPES runs ATen's own conv_depthwise2d
+    kernels (launch_kind)."""
+    return depthwise(record) and record["op"] in ("convolution", "convolution_backward") \
+        and record.get("layout") == "channels_last"
 
 
 def narrow(record: dict) -> bool:

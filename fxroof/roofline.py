@@ -159,19 +159,22 @@ HALF_PRECISION_BAND_WIDENING = 1.25
 # (the share is the whole kernel's). With TF32 off an fp32 one keeps the FP32 fit, whose
 # sweeps hold 3-channel convolutions.
 NARROW_CONV_COMPUTE = 0.30
-# A channels-last depthwise convolution runs cuDNN's depthwise kernels on the CUDA cores
-# (op_classes.cudnn_depthwise), not the dense kernels the conv class was fitted on:
-# ConvNeXt-T's 18 (7 x 7, bf16, batch 256) took 0.116-0.146 of the FP32 peak on the H100,
-# median 0.121, and 0.063-0.148, median 0.123, on the H200 (benchmarks/fit_launch_geometry.py),
-# where the class's rate and its rise with the reduction length priced them at 0.39: 2.7-3.3x
-# short.
-# The share prices such a node of the dtypes below in place of the class's rate: bf16, the
-# nodes timed, and fp32, checked on whole ConvNeXt steps only (H100 and H200 inference
-# 0.73-0.84x -> 0.77-0.90x). An fp16 one keeps the class's pricing: none was timed, and at
-# this share timm's fp16 ConvNeXt steps on the RTX 3090 and 4090 moved further from their
-# measurements, 1.01-1.23x -> 1.11-1.28x (benchmarks/README.md).
-DEPTHWISE_CONV_COMPUTE = 0.12
-DEPTHWISE_CONV_DTYPES = ("float32", "bfloat16")
+# A channels-last depthwise convolution and its backward run cuDNN's depthwise kernels on
+# the CUDA cores (op_classes.cudnn_depthwise), not the dense kernels the conv classes were
+# fitted on: timed per node (benchmarks/fit_launch_geometry.py, the median over the nodes),
+# ConvNeXt-T's 18 7 x 7 forwards in bf16 (batch 256) took 0.116-0.146 of the FP32 peak on
+# the H100 and 0.063-0.148 on the H200, median 0.12, where the class's rate and its rise
+# with the reduction length priced them at 0.39; in fp32 (batch 64, H200) 0.024-0.070,
+# median 0.040; their fp32 backwards 0.0089-0.0115, median 0.0097, where the class had
+# priced them 27-37x short (ConvNeXt-T's fp32 training step at 0.55x of its measurement).
+# Each share prices such a node in place of the class's rate, tiles and rise. An fp16
+# forward (0.123-0.152 on the H200, median 0.128) keeps the class's pricing, as a bf16
+# backward (never timed) does: at the share timm's fp16 ConvNeXt steps on the RTX 3090
+# and 4090 moved further from their measurements, 1.01-1.23x -> 1.11-1.28x
+# (benchmarks/README.md).
+CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.12,
+                           ("convolution", "float32"): 0.040,
+                           ("convolution_backward", "float32"): 0.0097}
 
 
 class NodeTime(NamedTuple):
@@ -320,14 +323,15 @@ def _cuda_core_conv_share(record: dict, chip: Chip) -> Optional[float]:
     """The measured share of the FP32 peak at which a GPU runs a convolution on its CUDA
     cores, in kernels other than those its conv class was fitted on; None for any other
     node: a narrow one its tensor cores would have run (NARROW_CONV_COMPUTE), a channels-last
-    depthwise one of DEPTHWISE_CONV_DTYPES on an NVIDIA GPU the shipped parameters price --
-    cuDNN's (DEPTHWISE_CONV_COMPUTE); a GPU measured by `chips measure` timed one among its
-    channels-last convolution probes (probes.GPU_CONV_PROBES), and its conv_cl class holds it."""
+    depthwise one (or its backward) of CUDNN_DEPTHWISE_COMPUTE's ops and dtypes on an
+    NVIDIA GPU the shipped parameters price -- cuDNN's; a GPU measured by `chips measure`
+    timed a depthwise forward among its channels-last convolution probes
+    (probes.GPU_CONV_PROBES), and its conv_cl class holds it."""
     if _narrow_off_tensor_cores(record, chip):
         return NARROW_CONV_COMPUTE
     if chip.cls == "gpu" and chip.vendor == "NVIDIA" and not chip.calibration \
-            and op_classes.cudnn_depthwise(record) and record["dtype"] in DEPTHWISE_CONV_DTYPES:
-        return DEPTHWISE_CONV_COMPUTE
+            and op_classes.cudnn_depthwise(record):
+        return CUDNN_DEPTHWISE_COMPUTE.get((record["op"], record["dtype"]))
     return None
 
 
@@ -352,7 +356,7 @@ def _launch_bound_s(record: dict, chip: Chip) -> float:
         return 0.0
     seconds = launch_geometry.bound_s(kind, record.get("shape"),
                                       chip.multiprocessors or calibration().units(chip.id),
-                                      chip.compute_capability)
+                                      chip.compute_capability, record.get("macs") or 0.0)
     return seconds or 0.0
 
 

@@ -257,6 +257,42 @@ def test_the_launch_geometry_fit_recovers_planted_constants():
     assert fit.fit_pool(found["pool"], chip)["POOL_OUTPUT_S"] == pytest.approx(2e-9)
 
 
+def test_the_depthwise_fits_recover_planted_constants():
+    """fit_launch_geometry.py on NCHW depthwise convolutions (3x3 and 5x5, and their
+    backwards) timed by known constants: 1 ns an output and 0.05 ns a multiply-add per SM
+    forward, 2.5 ns an input-gradient element and 0.2 ns a multiply-add backward -- each
+    recovered from the records fxroof writes on a 132-SM Hopper chip. One kernel size alone
+    cannot tell the forward's two apart, and the fit says so."""
+    import math
+
+    import torch
+
+    import fxroof
+    from benchmarks import fit_launch_geometry as fit
+    from fxroof.chips import load_chips
+
+    chip = load_chips()["h100_sxm"]
+
+    def timed(kernel):
+        conv = torch.nn.Conv2d(96, 96, kernel, padding=kernel // 2, groups=96, bias=False)
+        x = torch.empty(64, 96, 28, 28, requires_grad=True)
+        for r in fxroof.analyze(conv, x, device="cuda", backward=True).records():
+            n = math.prod(r.get("shape") or [0])
+            if fit.kind_of({**r, "time_s": 1.0}) == "dw_conv":
+                yield {**r, "time_s": (n * 1e-9 + r["macs"] * 0.05e-9) / 132}
+            elif fit.kind_of({**r, "time_s": 1.0}) == "dw_conv_backward":
+                yield {**r, "time_s": (n * 2.5e-9 + r["macs"] * 0.2e-9) / 132}
+
+    found = fit.gather([{"name": "dw", "nodes": [*timed(3), *timed(5)]}], chip)
+    assert len(found["dw_conv"]) == len(found["dw_conv_backward"]) == 2
+    assert fit.fit_depthwise(found["dw_conv"], chip) == \
+        {"DEPTHWISE_OUTPUT_S": pytest.approx(1e-9), "DEPTHWISE_TAP_S": pytest.approx(0.05e-9)}
+    assert fit.fit_depthwise_backward(found["dw_conv_backward"], chip) == \
+        {"DEPTHWISE_INPUT_GRAD_S": pytest.approx(2.5e-9),
+         "DEPTHWISE_WEIGHT_GRAD_S": pytest.approx(0.2e-9)}
+    assert set(fit.fit_depthwise(found["dw_conv"][:1], chip).values()) == {None}
+
+
 @pytest.mark.parametrize("chip", ["l4", "epyc_9654"])
 def test_the_launch_geometry_fit_refuses_a_chip_without_sms_or_capability(chip):
     """The L4 lists no SM count, a CPU neither: a clear error before any profile is read."""

@@ -1,6 +1,7 @@
 """The calibrated time model: its formula against hand-computed cases, the fit against data
 made from known parameters, the shipped parameters against the fitting script, and the
 roofline's use of it (expectation, band, ideal roof apart)."""
+import collections
 import dataclasses
 import math
 import os
@@ -1655,16 +1656,17 @@ def test_a_narrow_convolution_runs_on_the_cuda_cores_at_its_measured_share(monke
 
 @pytest.mark.parametrize("amp", [None, "bf16", "fp16"])
 def test_a_channels_last_depthwise_convolution_runs_at_cudnns_measured_share(monkeypatch, amp):
-    """A channels-last depthwise convolution's forward is cuDNN's on an NVIDIA GPU: in fp32
-    and bf16 its kernel takes FLOPs / (DEPTHWISE_CONV_COMPUTE x the FP32 peak), worked here
-    by hand. The share prices nothing else: its NCHW twin (ATen's own kernel), its backward,
-    an fp16 one, one on an AMD GPU and one on a GPU measured by `chips measure` (its own
-    conv_cl class) take the same time whatever the share is."""
+    """A channels-last depthwise convolution and its backward are cuDNN's on an NVIDIA GPU:
+    where CUDNN_DEPTHWISE_COMPUTE holds a share for the op and dtype (the forward in fp32
+    and bf16, the backward in fp32), the kernel takes FLOPs / (share x the FP32 peak),
+    worked here by hand. The shares price nothing else: an fp16 node, a bf16 backward, the
+    NCHW twins (ATen's kernels), a node on an AMD GPU and one on a GPU measured by `chips
+    measure` (its own conv_cl class) take the same time whatever the shares are."""
     h100, mi300x = load_chips()["h100_sxm"], load_chips()["mi300x"]
     measured = next(iter(chips.read_file(os.path.join(ROOT, "benchmarks", "measured",
                                                       "h100-chip.yaml"))))
     conv = torch.nn.Conv2d(96, 96, 7, padding=3, groups=96, bias=False)
-    x = torch.empty(32, 96, 28, 28)
+    x = torch.empty(32, 96, 28, 28).requires_grad_()  # both gradients, as inside a network
 
     def depthwise(layout, chip):
         g = fxroof.analyze(conv, x, device="cuda", chip=chip, backward=True, amp=amp,
@@ -1674,39 +1676,111 @@ def test_a_channels_last_depthwise_convolution_runs_at_cudnns_measured_share(mon
     def kernels(nodes):
         return [roofline.device_seconds(roofline.node_time(r, chip)) for r, chip in nodes]
 
-    (forward, _), backward = depthwise("channels_last", h100)
-    assert forward["layout"] == "channels_last" and op_classes.cudnn_depthwise(forward)
-    assert not op_classes.cudnn_depthwise(backward[0])
-    by_hand = 2 * 32 * 96 * 28 * 28 * 49 / (0.12 * 66.9e12)  # chips.yaml: H100 FP32 66.9T
-    if amp != "fp16":
-        assert kernels([(forward, h100)]) == [pytest.approx(by_hand, rel=1e-6)]
-    others = [backward, *depthwise("contiguous", h100), *depthwise("channels_last", mi300x),
-              *depthwise("channels_last", measured)] + ([(forward, h100)] if amp == "fp16" else [])
+    (forward, _), (backward, _) = depthwise("channels_last", h100)
+    assert forward["layout"] == backward["layout"] == "channels_last"
+    assert op_classes.cudnn_depthwise(forward) and op_classes.cudnn_depthwise(backward)
+    forward_flops = 2 * 32 * 96 * 28 * 28 * 49
+    assert forward["flops"] == forward_flops and backward["flops"] == 2 * forward_flops
+    shares = {None: (0.040, 0.0097), "bf16": (0.12, None), "fp16": (None, None)}[amp]
+    priced = [(node, share) for node, share in zip((forward, backward), shares) if share]
+    for node, share in priced:  # chips.yaml: H100 SXM FP32 66.9 TFLOP/s
+        assert kernels([(node, h100)]) == [pytest.approx(node["flops"] / (share * 66.9e12))]
+    others = [*depthwise("contiguous", h100), *depthwise("channels_last", mi300x),
+              *depthwise("channels_last", measured)] + \
+        [(node, h100) for node, share in zip((forward, backward), shares) if not share]
     before = kernels(others)
-    monkeypatch.setattr(roofline, "DEPTHWISE_CONV_COMPUTE", 0.06)
+    monkeypatch.setattr(roofline, "CUDNN_DEPTHWISE_COMPUTE",
+                        {key: share / 2 for key, share in
+                         roofline.CUDNN_DEPTHWISE_COMPUTE.items()})
     assert kernels(others) == before
-    if amp != "fp16":  # half the share, twice the time
-        assert kernels([(forward, h100)]) == [pytest.approx(2 * by_hand, rel=1e-6)]
+    for node, share in priced:  # half the share, twice the time
+        assert kernels([(node, h100)]) == \
+            [pytest.approx(2 * node["flops"] / (share * 66.9e12))]
 
 
-def test_the_shipped_depthwise_share_is_the_median_of_the_kept_profiles():
-    """DEPTHWISE_CONV_COMPUTE is read off the kept H100 and H200 profiles: the median, over
-    their channels-last depthwise nodes, of FLOP/s over the FP32 peak (66.9 TFLOP/s on both,
-    chips.yaml), to two places; fit_launch_geometry.py gathers those same 18 nodes a chip."""
+def test_the_shipped_cudnn_depthwise_shares_are_the_medians_of_the_kept_profiles():
+    """Each CUDNN_DEPTHWISE_COMPUTE share is read off the kept H100 and H200 profiles: the
+    median, over their channels-last depthwise nodes of that op and dtype, of FLOP/s over the
+    FP32 peak (66.9 TFLOP/s on both, chips.yaml), to two significant digits;
+    fit_launch_geometry.py gathers those same nodes."""
     from benchmarks import fit_launch_geometry as fit
     from benchmarks.gpu_classes import read_profile
 
     measured = os.path.join(ROOT, "benchmarks", "measured")
-    shares = []
-    for chip_id in ("h100", "h200"):
-        profile = read_profile(os.path.join(measured,
-                                            f"{chip_id}-profile-convnext_tiny-b256-bf16.json"))
-        nodes = [r for r in profile["nodes"] if r["rule"] == "convolution[depthwise]"
-                 and r["layout"] == "channels_last"]
-        assert len(fit.gather([profile], load_chips()[f"{chip_id}_sxm"])["depthwise"]) == \
-            len(nodes) == 18
-        shares += [r["flops"] / r["time_s"] / 66.9e12 for r in nodes]
-    assert round(statistics.median(shares), 2) == roofline.DEPTHWISE_CONV_COMPUTE
+    shares = collections.defaultdict(list)
+    for name in sorted(os.listdir(measured)):
+        if "-profile-" not in name:
+            continue
+        profile = read_profile(os.path.join(measured, name))
+        nodes = [r for r in profile["nodes"] if r["rule"].startswith("convolution")
+                 and "[depthwise" in r["rule"] and r["layout"] == "channels_last"]
+        gathered = fit.gather([profile], load_chips()[name.split("-")[0] + "_sxm"])
+        assert sum(len(v) for k, v in gathered.items() if "depthwise" in k
+                   and k.startswith("cudnn")) == len(nodes)
+        for r in nodes:
+            shares[r["op"], r["dtype"]].append(r["flops"] / r["time_s"] / 66.9e12)
+    assert set(roofline.CUDNN_DEPTHWISE_COMPUTE) <= set(shares)
+    for key, shipped in roofline.CUDNN_DEPTHWISE_COMPUTE.items():
+        assert float(f"{statistics.median(shares[key]):.2g}") == shipped, key
+
+
+def test_the_shipped_nchw_depthwise_constants_are_the_fits_of_the_kept_profiles():
+    """DEPTHWISE_OUTPUT_S, DEPTHWISE_TAP_S, DEPTHWISE_INPUT_GRAD_S and
+    DEPTHWISE_WEIGHT_GRAD_S are fit_launch_geometry.py's least squares over the kept H200
+    profiles' NCHW depthwise nodes (EfficientNet-B0's and MobileNetV2's), to two significant
+    digits."""
+    from benchmarks import fit_launch_geometry as fit
+    from benchmarks.gpu_classes import read_profile
+    from fxroof import launch_geometry
+
+    measured = os.path.join(ROOT, "benchmarks", "measured")
+    chip = load_chips()["h200_sxm"]
+    found = fit.gather([read_profile(os.path.join(measured, name))
+                        for name in sorted(os.listdir(measured))
+                        if name.startswith("h200-profile-")], chip)
+    assert len(found["dw_conv"]) == 66 and len(found["dw_conv_backward"]) == 17
+    fitted = {**fit.fit_depthwise(found["dw_conv"], chip),
+              **fit.fit_depthwise_backward(found["dw_conv_backward"], chip)}
+    for name, value in fitted.items():
+        assert float(f"{value:.2g}") == getattr(launch_geometry, name), name
+
+
+def test_an_nchw_depthwise_convolution_on_an_nvidia_gpu_lasts_at_least_its_taps():
+    """ATen's NCHW depthwise kernels run a thread per element walking the kernel's taps: on
+    an NVIDIA GPU of known SMs a forward of fp32 or bf16 lasts at least (outputs x 0.78 ns +
+    multiply-adds x 0.061 ns) / SMs, its backward (input-gradient elements x 2.2 ns +
+    multiply-adds x 0.15 ns) / SMs in fp32 -- worked by hand for a stride-2 3x3 one on the
+    H100's 132 SMs. An fp16 one (cuDNN's where its filter says so), a channels-last one and one on
+    an AMD GPU keep what the class prices."""
+    from fxroof import launch_geometry
+    conv = torch.nn.Conv2d(144, 144, 3, stride=2, padding=1, groups=144, bias=False)
+    h100, mi300x = load_chips()["h100_sxm"], load_chips()["mi300x"]
+
+    def depthwise(chip, dtype="float32", layout="contiguous"):
+        x = torch.empty(64, 144, 56, 56).requires_grad_()
+        g = fxroof.analyze(conv, x, device="cuda", chip=chip, backward=True, dtype=dtype,
+                           memory_format=layout)
+        return [r for r in g.records() if op_classes.depthwise(r)]
+
+    assert (launch_geometry.DEPTHWISE_OUTPUT_S, launch_geometry.DEPTHWISE_TAP_S) == \
+        (0.78e-9, 0.061e-9)
+    assert (launch_geometry.DEPTHWISE_INPUT_GRAD_S,
+            launch_geometry.DEPTHWISE_WEIGHT_GRAD_S) == (2.2e-9, 0.15e-9)
+    outputs, inputs = 64 * 144 * 28 * 28, 64 * 144 * 56 * 56
+    for dtype in ("float32", "bfloat16"):
+        forward, backward = depthwise(h100, dtype)
+        assert forward["macs"] == outputs * 9 and backward["macs"] == 2 * outputs * 9
+        by_hand = (outputs * 0.78e-9 + outputs * 9 * 0.061e-9) / 132
+        assert roofline.device_seconds(roofline.node_time(forward, h100)) == \
+            pytest.approx(by_hand)
+    forward, backward = depthwise(h100)
+    by_hand = (inputs * 2.2e-9 + 2 * outputs * 9 * 0.15e-9) / 132
+    assert roofline.device_seconds(roofline.node_time(backward, h100)) == pytest.approx(by_hand)
+    # a bf16 backward was never timed: its class prices it
+    assert roofline._launch_bound_s(depthwise(h100, "bfloat16")[1], h100) == 0
+    assert all(roofline._launch_bound_s(r, mi300x) == 0 for r in depthwise(mi300x))
+    assert all(roofline._launch_bound_s(r, h100) == 0
+               for r in depthwise(h100, "float16") + depthwise(h100, layout="channels_last"))
 
 
 def test_a_gpu_gemm_fit_recovers_a_small_tile_rate_a_single_start_misses():
