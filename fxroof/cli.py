@@ -102,9 +102,9 @@ def _cudnn_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cudnn-benchmark", action="store_true",
                    help="cuDNN searches its engines per convolution shape, as "
                         "torch.backends.cudnn.benchmark = True does (timm's, NVIDIA's and "
-                        "torchvision's scripts set it): on a GPU an NCHW tensor-core "
-                        "convolution then transposes its operands only, not its result; "
-                        "profile and study time a GPU with it on")
+                        "torchvision's scripts set it): on a GeForce board an NCHW "
+                        "tensor-core convolution then transposes its operands only, not its "
+                        "result; profile and study time a GPU with it on")
 
 
 def _target_argument(p: argparse.ArgumentParser) -> None:

@@ -105,7 +105,8 @@ def layout_bytes(record: dict) -> tuple[int, int]:
 # in NCHW themselves -- sm80_xmma_fprop_implicit_gemm_..._nhwckrsc_nchw: NHWC input, KRSC
 # filter, NCHW output -- and public traces of searched runs show them picked (ResNet-18 in
 # TF32 on an RTX 4090 and on Blackwell, cuDNN 9) beside the nchwToNhwc transposes of their
-# operands: only the operands are transposed then.
+# operands: only the operands are transposed then. On a datacenter H200 the search did not
+# shorten the steps so (fxroof.roofline.searched_result_layout says where it applies).
 TRANSPOSED_CLASSES = ("conv",) + BACKWARD_CONV_CLASSES
 
 

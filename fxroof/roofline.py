@@ -61,9 +61,21 @@ def cudnn_search(on: bool = True):
 def cudnn_searched() -> bool:
     """Whether cuDNN searches its engines for each convolution shape (PyTorch's
     ``torch.backends.cudnn.benchmark``: off by default; on in timm's, NVIDIA's and torchvision's
-    training and benchmark scripts, and set by ``--cudnn-benchmark``): it then finds kernels
-    that write NCHW results themselves (hidden_bytes.transpose_bytes)."""
+    training and benchmark scripts, and set by ``--cudnn-benchmark``): on a GeForce board it
+    then finds kernels that write NCHW results themselves (searched_result_layout)."""
     return bool(torch.backends.cudnn.benchmark)
+
+
+def searched_result_layout(chip: Chip) -> bool:
+    """Whether cuDNN's engine search (cudnn_searched) finds, on this GPU, convolutions that
+    write their NCHW result themselves, sparing its transpose: on GeForce boards, where
+    public traces show such kernels picked (hidden_bytes.TRANSPOSED_CLASSES) and timm's
+    layout ratios fit it (benchmarks/README.md). Not on a datacenter board: on the
+    workplace's H200 (cuDNN 9.19) the search left 17 models' steps at a median 0.97-1.00
+    of their unsearched times, batch by batch, where sparing the results' transposes
+    prices NCHW networks at 0.85-0.96 (benchmarks/measured/h200-run3-cudnn-benchmark.json
+    against h200-run1/2.json)."""
+    return cudnn_searched() and cal.GEFORCE_MARK in chip.name
 
 
 def roof_key(chip: Chip, dtype: str) -> Optional[str]:
@@ -385,11 +397,11 @@ def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
 def _transpose_s(record: dict, chip: Chip, key: str) -> float:
     """Seconds of the NHWC transposes around a convolution on an NVIDIA GPU's tensor cores
     (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (hidden_bytes.transpose_bytes:
-    of its operands alone where cuDNN searches its engines, cudnn_searched), each pass
-    streaming at the chip's copy rate."""
+    of its operands alone where the search spares the result's, searched_result_layout),
+    each pass streaming at the chip's copy rate."""
     if chip.cls != "gpu" or chip.vendor != "NVIDIA" or chip.units.get(key) != "matrix":
         return 0.0
-    moved = hidden_bytes.transpose_bytes(record, searched=cudnn_searched())
+    moved = hidden_bytes.transpose_bytes(record, searched=searched_result_layout(chip))
     copy = _params(chip, "copy") if moved else None
     return moved / (chip.bandwidth * copy.memory) if copy else 0.0
 
