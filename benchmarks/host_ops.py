@@ -37,12 +37,14 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import script_main  # noqa: E402
 from fxroof.device import Stopwatch, check_device  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import check_writable, read_text, write_json  # noqa: E402
 from fxroof.models import build_model, default_inputs  # noqa: E402
 from fxroof.validate import positive_int_arg  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16")
 CAST = "aten::_to_copy"
+MAX_FILE_CHARS = 64 << 20  # a recorded file of four models is about 1.4 MB
 
 
 def _step(module, x, precision: str):
@@ -123,8 +125,39 @@ def _median(xs: list[float]) -> str:
     return f"{statistics.median(xs):.1f}" if xs else "-"
 
 
+def _check_events(events: list, run: int) -> None:
+    """ValueError unless every event has a name, a start and end (us) and a parent that is
+    an earlier event's index or None -- what _ops_of reads."""
+    for j, e in enumerate(events):
+        parent = e.get("parent") if isinstance(e, dict) else -1
+        if not (isinstance(e, dict) and isinstance(e.get("name"), str)
+                and all(isinstance(e.get(k), (int, float)) for k in ("start_us", "end_us"))
+                and (parent is None or (isinstance(parent, int) and 0 <= parent < j))):
+            raise ValueError(f"run {run}'s event {j} is not a named span with an earlier "
+                             "parent or none")
+
+
+def read_recorded(path: str) -> dict:
+    """The runs a `record` file holds, or a clear error naming what is wrong with it."""
+    try:
+        found = json.loads(read_text(path, MAX_FILE_CHARS, "a host_ops file"))
+        if found.get("benchmark") == "host_ops" and isinstance(found.get("runs"), list):
+            for i, run in enumerate(found["runs"]):
+                lacking = [k for k in ("model", "precision", "batch", "wall_s", "events")
+                           if k not in run]
+                if lacking:
+                    raise ValueError(f"run {i} lacks {', '.join(lacking)}")
+                _check_events(run["events"], i)
+            return found
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError) as e:
+        raise FxroofError(f"Cannot read '{path}' ({e}): give the JSON file that "
+                          "`host_ops.py record --out` wrote.") from None
+    raise FxroofError(f"'{path}' is not a file of recorded host events: give the JSON file "
+                      "that `host_ops.py record --out` wrote.")
+
+
 def summary(args) -> int:
-    found = json.loads(read_text(args.file, 64 << 20, "a host_ops file"))
+    found = read_recorded(args.file)
     print("model precision batch | step ms | top-level ops (n, median us) | "
           "autocast casts (n, median us) | ops' share of the step")
     for run in found["runs"]:

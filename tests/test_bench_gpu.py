@@ -330,3 +330,21 @@ def test_host_ops_records_a_cpu_step_and_summarises_it(tmp_path, capsys):
     assert "resnet18 fp32 b1 |" in capsys.readouterr().out
     with pytest.raises(FxroofError, match="exists"):
         host_ops.main(["record", "--out", out, "--device", "cpu", "--models", "resnet18"])
+
+
+@pytest.mark.parametrize("text, says", [
+    ("{}", "is not a file of recorded host events"),
+    ("not json", "Cannot read"),
+    ('{"benchmark": "host_ops", "runs": [{"model": "m"}]}', "lacks precision"),
+    ('{"benchmark": "host_ops", "runs": [{"model": "m", "precision": "fp32", "batch": 1, '
+     '"wall_s": 1, "events": [{"name": "a", "start_us": 0, "end_us": 1, "parent": 0}]}]}',
+     "event 0 is not a named span")])
+def test_host_ops_summary_names_what_is_wrong_with_a_file(tmp_path, text, says):
+    """A file `record` did not write is refused in one sentence naming what is wrong."""
+    from benchmarks import host_ops
+    path = tmp_path / "host.json"
+    path.write_text(text)
+    with pytest.raises(FxroofError, match=says):
+        host_ops.main(["summary", str(path)])
+    with pytest.raises(FxroofError, match="No such file"):
+        host_ops.main(["summary", str(tmp_path / "missing.json")])
