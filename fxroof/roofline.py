@@ -179,9 +179,9 @@ NARROW_CONV_COMPUTE = 0.30
 # with the reduction length priced them at 0.39; in fp32 (batch 64, H200) 0.024-0.070,
 # median 0.040; their fp32 backwards 0.0089-0.0115, median 0.0097, where the class had
 # priced them 27-37x short (ConvNeXt-T's fp32 training step at 0.55x of its measurement).
-# Each share prices such a node in place of the class's rate, tiles and rise. An fp16
-# forward (0.123-0.152 on the H200, median 0.128) keeps the class's pricing, as a bf16
-# backward (never timed) does: at the share timm's fp16 ConvNeXt steps on the RTX 3090
+# Each share prices such a node in place of the class's rate, tiles and rise. Two keep
+# their class's pricing: a bf16 backward, never timed, and an fp16 forward -- 0.123-0.152
+# on the H200 (median 0.128), but priced so, timm's fp16 ConvNeXt steps on the RTX 3090
 # and 4090 moved further from their measurements, 1.01-1.23x -> 1.11-1.28x
 # (benchmarks/README.md).
 CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.12,
