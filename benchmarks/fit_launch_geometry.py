@@ -149,26 +149,29 @@ def _relative_least_squares(columns: list[list[float]], seconds: list[float]) ->
     return [float(c) for c in np.linalg.lstsq(a, np.ones(len(seconds)), rcond=None)[0]]
 
 
-def fit_depthwise(nodes, chip) -> dict:
-    """DEPTHWISE_OUTPUT_S and DEPTHWISE_TAP_S: seconds per SM = outputs x a + MACs x b (the
-    MACs are outputs x taps). Nodes of one kernel size alone cannot tell a from b."""
-    if len({round(r["macs"] / math.prod(r["shape"])) for _, r in nodes}) < 2:
-        return {"DEPTHWISE_OUTPUT_S": None, "DEPTHWISE_TAP_S": None}
+def _fit_elements_and_macs(nodes, chip, names: tuple) -> dict:
+    """``names`` (per element, per MAC): seconds per SM = elements x a + MACs x b, the
+    elements being each node's output (or input gradient, for a backward)."""
     units = _units(chip)
-    a, b = _relative_least_squares([[math.prod(r["shape"]) / units for _, r in nodes],
-                                    [r["macs"] / units for _, r in nodes]],
-                                   [r["time_s"] for _, r in nodes])
-    return {"DEPTHWISE_OUTPUT_S": a, "DEPTHWISE_TAP_S": b}
+    fitted = _relative_least_squares([[math.prod(r["shape"]) / units for _, r in nodes],
+                                      [r["macs"] / units for _, r in nodes]],
+                                     [r["time_s"] for _, r in nodes])
+    return dict(zip(names, fitted))
+
+
+def fit_depthwise(nodes, chip) -> dict:
+    """DEPTHWISE_OUTPUT_S and DEPTHWISE_TAP_S (the MACs are outputs x taps). Nodes of one
+    kernel size alone cannot tell the two apart."""
+    names = ("DEPTHWISE_OUTPUT_S", "DEPTHWISE_TAP_S")
+    if len({round(r["macs"] / math.prod(r["shape"])) for _, r in nodes}) < 2:
+        return dict.fromkeys(names)
+    return _fit_elements_and_macs(nodes, chip, names)
 
 
 def fit_depthwise_backward(nodes, chip) -> dict:
-    """DEPTHWISE_INPUT_GRAD_S and DEPTHWISE_WEIGHT_GRAD_S: seconds per SM = input-gradient
-    elements x g + MACs x w."""
-    units = _units(chip)
-    g, w = _relative_least_squares([[math.prod(r["shape"]) / units for _, r in nodes],
-                                    [r["macs"] / units for _, r in nodes]],
-                                   [r["time_s"] for _, r in nodes])
-    return {"DEPTHWISE_INPUT_GRAD_S": g, "DEPTHWISE_WEIGHT_GRAD_S": w}
+    """DEPTHWISE_INPUT_GRAD_S and DEPTHWISE_WEIGHT_GRAD_S, on input-gradient elements."""
+    return _fit_elements_and_macs(nodes, chip,
+                                  ("DEPTHWISE_INPUT_GRAD_S", "DEPTHWISE_WEIGHT_GRAD_S"))
 
 
 def fp32_shares(nodes, chip) -> list[float]:

@@ -452,9 +452,14 @@ def family_names(chip_class: str, tdp: Optional[float], name: str = "",
         return AMD_FAMILY, chip_class
     if chip_class == "gpu" and tdp is not None and tdp <= LOW_POWER_W:
         return LOW_POWER_FAMILY, chip_class
-    if chip_class == "gpu" and GEFORCE_MARK in name:
+    if chip_class == "gpu" and geforce(name):
         return GEFORCE_FAMILY, chip_class
     return (chip_class,)
+
+
+def geforce(name: str) -> bool:
+    """Whether a chip's name is one of NVIDIA's consumer GeForce boards."""
+    return GEFORCE_MARK in name
 
 
 # Each number of a calibration entry: its default (None: required) and the open-or-closed

@@ -182,24 +182,17 @@ def layer_norm_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
     return rows * (LAYER_NORM_ROW_S + width * LAYER_NORM_ELEMENT_S) / multiprocessors
 
 
-def depthwise_conv_s(shape, macs: float, multiprocessors: Optional[int]) -> Optional[float]:
-    """Seconds of the thread-per-output depthwise convolution writing a ``shape`` output
-    with ``macs`` multiply-adds (the taps: macs per output element); None where the SMs are
-    unknown."""
+def depthwise_conv_s(shape, macs: float, multiprocessors: Optional[int],
+                     backward: bool = False) -> Optional[float]:
+    """Seconds of ATen's depthwise convolution writing a ``shape`` output with ``macs``
+    multiply-adds (the taps: macs per output element), or of its backward whose input
+    gradient has ``shape`` (the MACs both gradients'); None where the SMs are unknown.
+    Either is elements x a + MACs x b per SM."""
     if not multiprocessors or not shape:
         return None
-    outputs = math.prod(shape)
-    return (outputs * DEPTHWISE_OUTPUT_S + macs * DEPTHWISE_TAP_S) / multiprocessors
-
-
-def depthwise_conv_backward_s(shape, macs: float,
-                              multiprocessors: Optional[int]) -> Optional[float]:
-    """Seconds of a depthwise convolution's backward whose input gradient has ``shape`` and
-    which makes ``macs`` multiply-adds (both gradients'); None where the SMs are unknown."""
-    if not multiprocessors or not shape:
-        return None
-    inputs = math.prod(shape)
-    return (inputs * DEPTHWISE_INPUT_GRAD_S + macs * DEPTHWISE_WEIGHT_GRAD_S) / multiprocessors
+    per_element, per_mac = (DEPTHWISE_INPUT_GRAD_S, DEPTHWISE_WEIGHT_GRAD_S) if backward \
+        else (DEPTHWISE_OUTPUT_S, DEPTHWISE_TAP_S)
+    return (math.prod(shape) * per_element + macs * per_mac) / multiprocessors
 
 
 def bound_s(kind: str, shape, multiprocessors: Optional[int],
@@ -211,10 +204,8 @@ def bound_s(kind: str, shape, multiprocessors: Optional[int],
     launch than the forward's transform (at 7 x 7 planes the transform's bound exceeds the
     whole measured backward)."""
     shape = tuple(shape or ())
-    if kind == "dw_conv":
-        return depthwise_conv_s(shape, macs, multiprocessors)
-    if kind == "dw_conv_backward":
-        return depthwise_conv_backward_s(shape, macs, multiprocessors)
+    if kind in ("dw_conv", "dw_conv_backward"):
+        return depthwise_conv_s(shape, macs, multiprocessors, kind == "dw_conv_backward")
     transform = batch_norm_transform_s(shape, multiprocessors, compute_capability)
     if kind == "bn_eval":
         return transform

@@ -75,7 +75,7 @@ def searched_result_layout(chip: Chip) -> bool:
     of their unsearched times, batch by batch, where sparing the results' transposes
     prices NCHW networks at 0.85-0.96 (benchmarks/measured/h200-run3-cudnn-benchmark.json
     against h200-run1/2.json)."""
-    return cudnn_searched() and cal.GEFORCE_MARK in chip.name
+    return cudnn_searched() and cal.geforce(chip.name)
 
 
 def roof_key(chip: Chip, dtype: str) -> Optional[str]:
