@@ -17,9 +17,10 @@ CPU event of the last step: name, start and end (us) and its parent's index. The
 wall time without the profiler is kept beside it, since the profiler's own cost per event
 (about a microsecond) inflates each op a little.
 
-``summary`` reads such a file and prints, per model and precision, the top-level ops (those
-Python called: no aten parent), the casts autocast issued inside another op, and the median
-host time of each, in us.
+``summary`` reads such a file and prints, per model and precision, the profiler's own cost
+an event and, with it taken off, the host cost (us) of an op Python called and of a cast
+autocast issued inside one (host_costs); and, where a model has both precisions, bf16's
+extra step time per cast against an fp32 op's share of its step.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import os
 import statistics
 import sys
 import time
+from collections import defaultdict
 
 import torch
 
@@ -96,38 +98,57 @@ def record(args) -> int:
     return 0
 
 
-def _ops_of(events: list[dict]) -> tuple[list[float], list[float], list[float]]:
-    """Host time (us) of the top-level aten ops, the casts among them and the casts nested
-    inside another aten op (autocast's), in that order."""
-    def is_aten(i):
-        return i is not None and events[i]["name"].startswith("aten::")
+# Top-level ops that launch no kernel: a view's host cost is not an op's
+VIEW_OPS = frozenset({"aten::view", "aten::reshape", "aten::flatten", "aten::permute",
+                      "aten::transpose", "aten::t", "aten::expand", "aten::select",
+                      "aten::slice", "aten::squeeze", "aten::unsqueeze", "aten::unflatten",
+                      "aten::chunk", "aten::split", "aten::contiguous", "aten::alias",
+                      "aten::detach", "aten::dropout"})
 
-    def has_aten_parent(e):
-        i = e["parent"]
-        while i is not None:
-            if is_aten(i):
-                return True
+
+def host_costs(events: list[dict], wall_s: float) -> dict:
+    """What a recorded step says of its host (us): the profiler's own cost per event (the
+    profiled span of the top-level ops over the unprofiled step, spread over their events);
+    with it taken off each event, an op's host cost -- the median non-view top-level op,
+    its nested casts taken off, plus the median gap between top-level ops (Python) -- and
+    an autocast cast's (an outermost ``aten::_to_copy`` inside a top-level op)."""
+    children = defaultdict(list)
+    for j, e in enumerate(events):
+        if e["parent"] is not None:
+            children[e["parent"]].append(j)
+
+    def aten_ancestor(j):
+        i = events[j]["parent"]
+        while i is not None and not events[i]["name"].startswith("aten::"):
             i = events[i]["parent"]
-        return False
-    top, top_casts, nested_casts = [], [], []
-    for e in events:
-        if not e["name"].startswith("aten::"):
-            continue
-        took = e["end_us"] - e["start_us"]
-        if not has_aten_parent(e):
-            (top_casts if e["name"] == CAST else top).append(took)
-        elif e["name"] == CAST:
-            nested_casts.append(took)
-    return top, top_casts, nested_casts
+        return i
 
+    def count(j):
+        return 1 + sum(count(c) for c in children[j])
 
-def _median(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.1f}" if xs else "-"
+    def casts_in(j):
+        return [c for k in children[j] for c in ([k] if events[k]["name"] == CAST
+                                                 else casts_in(k))]
+    top = [j for j, e in enumerate(events)
+           if e["name"].startswith("aten::") and aten_ancestor(j) is None]
+    span = max(events[j]["end_us"] for j in top) - events[top[0]]["start_us"]
+    overhead = max(span - wall_s * 1e6, 0.0) / sum(count(j) for j in top)
+
+    def own(j):
+        return events[j]["end_us"] - events[j]["start_us"] - overhead * count(j)
+    ops = [j for j in top if events[j]["name"] not in VIEW_OPS | {CAST}]
+    casts = [c for j in top for c in casts_in(j)]
+    gaps = [events[b]["start_us"] - events[a]["end_us"] for a, b in zip(top, top[1:])]
+    op_us = statistics.median(own(j) - sum(own(c) for c in casts_in(j)) for j in ops) + \
+        (statistics.median(gaps) if gaps else 0.0)
+    return {"ops": len(ops), "casts": len(casts), "overhead_us": overhead, "op_us": op_us,
+            "cast_us": statistics.median(own(c) for c in casts) if casts else None,
+            "wall_per_op_us": wall_s * 1e6 / len(ops)}
 
 
 def _check_events(events: list, run: int) -> None:
     """ValueError unless every event has a name, a start and end (us) and a parent that is
-    an earlier event's index or None -- what _ops_of reads."""
+    an earlier event's index or None -- what host_costs reads."""
     for j, e in enumerate(events):
         parent = e.get("parent") if isinstance(e, dict) else -1
         if not (isinstance(e, dict) and isinstance(e.get("name"), str)
@@ -158,14 +179,24 @@ def read_recorded(path: str) -> dict:
 
 def summary(args) -> int:
     found = read_recorded(args.file)
-    print("model precision batch | step ms | top-level ops (n, median us) | "
-          "autocast casts (n, median us) | ops' share of the step")
+    print("model precision batch | step ms | ops, casts | profiler us/event | "
+          "op us | cast us | cast / op")
+    costs = {}
     for run in found["runs"]:
-        top, top_casts, nested = _ops_of(run["events"])
-        share = (sum(top) + sum(top_casts)) / (run["wall_s"] * 1e6)
+        c = costs[run["model"], run["batch"], run["precision"]] = \
+            host_costs(run["events"], run["wall_s"])
+        cast = "-" if c["cast_us"] is None else f"{c['cast_us']:.1f} | " \
+            f"{c['cast_us'] / c['op_us']:.2f}"
         print(f"{run['model']} {run['precision']} b{run['batch']} | "
-              f"{run['wall_s'] * 1e3:.2f} | {len(top)}, {_median(top)} | "
-              f"{len(nested)}, {_median(nested)} | {share:.2f}")
+              f"{run['wall_s'] * 1e3:.2f} | {c['ops']}, {c['casts']} | "
+              f"{c['overhead_us']:.2f} | {c['op_us']:.1f} | {cast}")
+    for (model, batch, precision), bf16 in costs.items():
+        fp32 = costs.get((model, batch, "fp32"))
+        if precision == "bf16" and fp32 and bf16["casts"]:
+            extra = (bf16["wall_per_op_us"] * bf16["ops"] -
+                     fp32["wall_per_op_us"] * fp32["ops"]) / bf16["casts"]
+            print(f"{model} b{batch}: bf16's extra step time per cast {extra:.1f} us, "
+                  f"{extra / fp32['wall_per_op_us']:.2f} of an fp32 op's share of its step")
     return 0
 
 

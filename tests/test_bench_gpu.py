@@ -302,17 +302,21 @@ def test_the_launch_geometry_fit_refuses_a_chip_without_sms_or_capability(chip):
 
 
 def test_host_ops_tells_the_ops_python_called_from_the_casts_autocast_issued():
-    """host_ops.py reads a profiler's CPU events: an op with no aten parent is one Python
-    called (a view among them), a cast nested in another op is autocast's, and a cast Python
-    called itself is counted apart. Worked on a planted step of four events (us)."""
+    """host_ops.host_costs on a planted step (us): conv2d 0-30 holding a cast (3-13, inside
+    aten::to) and a launch, relu 40-50, a view 52-53; unprofiled, the step took 50. The
+    profiler's cost: (53 - 50) / 6 events = 0.5 an event. The cast: 10 - 0.5 = 9.5. The
+    ops (the view is none): conv2d 30 - 4 x 0.5 - 9.5 = 18.5 and relu 9.5, median 14, plus
+    the median gap between top-level ops (10 and 2) 6: 20. Two ops over 50 us: 25 each."""
     from benchmarks import host_ops
     events = [{"name": "aten::conv2d", "start_us": 0, "end_us": 30, "parent": None},
               {"name": "aten::to", "start_us": 2, "end_us": 14, "parent": 0},
               {"name": "aten::_to_copy", "start_us": 3, "end_us": 13, "parent": 1},
-              {"name": "aten::_to_copy", "start_us": 40, "end_us": 48, "parent": None},
+              {"name": "aten::relu", "start_us": 40, "end_us": 50, "parent": None},
+              {"name": "aten::view", "start_us": 52, "end_us": 53, "parent": None},
               {"name": "cudaLaunchKernel", "start_us": 20, "end_us": 25, "parent": 0}]
-    top, top_casts, nested = host_ops._ops_of(events)
-    assert (top, top_casts, nested) == ([30], [8], [10])
+    assert host_ops.host_costs(events, 50e-6) == {
+        "ops": 2, "casts": 1, "overhead_us": pytest.approx(0.5), "op_us": pytest.approx(20),
+        "cast_us": pytest.approx(9.5), "wall_per_op_us": pytest.approx(25)}
 
 
 def test_host_ops_records_a_cpu_step_and_summarises_it(tmp_path, capsys):
@@ -327,7 +331,7 @@ def test_host_ops_records_a_cpu_step_and_summarises_it(tmp_path, capsys):
     names = [e["name"] for e in run["events"]]
     assert names.count("aten::conv2d") == 20 and names.count("aten::linear") == 1
     assert host_ops.main(["summary", out]) == 0
-    assert "resnet18 fp32 b1 |" in capsys.readouterr().out
+    assert "resnet18 fp32 b1 | " in capsys.readouterr().out
     with pytest.raises(FxroofError, match="exists"):
         host_ops.main(["record", "--out", out, "--device", "cpu", "--models", "resnet18"])
 
