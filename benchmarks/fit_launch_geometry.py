@@ -31,8 +31,11 @@ kind, on ``--chip``'s SMs and compute capability:
   node (each shipped constant is the median over the nodes of the H100's and the H200's
   profiles; run once per chip).
 
-Then every node's measured / predicted under the shipped constants, and each constant fitted
-again leaving each model out.
+A pooling, layer-norm or depthwise node's time is counted in the SM's cycles
+(launch_geometry.CLOCKED_KINDS): it is taken to the reference boards' clock first (x the
+chip's SM clock / REFERENCE_CLOCK_HZ; 1 on an H100 or H200), so the constants fitted are
+the ones the module ships. Then every node's measured / predicted under the shipped
+constants, and each constant fitted again leaving each model out.
 """
 from __future__ import annotations
 
@@ -77,11 +80,15 @@ def narrow_conv(record: dict, model: str) -> bool:
 
 
 def gather(profiles: list[dict], chip) -> dict:
-    """{kind: [(model, record), ...]} of the nodes each constant reads."""
+    """{kind: [(model, record), ...]} of the nodes each constant reads, a CLOCKED_KINDS
+    node's time taken to the reference boards' SM clock (launch_geometry's docstring)."""
     found = defaultdict(list)
+    clock = roofline.sm_clock_hz(chip, _units(chip)) or lg.REFERENCE_CLOCK_HZ
     for profile in profiles:
         for record in profile["nodes"]:
             kind = kind_of(record)
+            if kind in lg.CLOCKED_KINDS:
+                record = {**record, "time_s": record["time_s"] * clock / lg.REFERENCE_CLOCK_HZ}
             if kind:
                 found[kind].append((profile["name"], record))
             elif narrow_conv(record, profile["name"]) and record.get("time_s"):

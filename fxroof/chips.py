@@ -68,6 +68,7 @@ class Chip:
     calibration: dict = field(default_factory=dict)  # op class -> calibration.Params (measured)
     compute_capability: Optional[tuple] = None  # CUDA (major, minor): what dispatch rules read
     multiprocessors: Optional[int] = None  # a GPU's SMs (CUs): the waves its tiles run in
+    clock: Optional[float] = None  # Hz: a GPU's SM boost clock, where a measurement read it
 
     def as_record(self) -> dict:
         return {"id": self.id, "name": self.name, "class": self.cls, "vendor": self.vendor,
@@ -82,7 +83,8 @@ SCHEMA_VERSION = 1  # of a chips file (fxroof chips measure writes it)
 # The fields a chip entry may have: any other is a slip (a misspelled tdp would silently leave
 # a 70 W board priced as a datacenter GPU), named by a warning.
 FIELDS = ("id", "name", "class", "vendor", "peaks", "bandwidth", "capacity", "tdp", "sparse",
-          "sources", "op_overhead", "calibration", "compute_capability", "multiprocessors")
+          "sources", "op_overhead", "calibration", "compute_capability", "multiprocessors",
+          "clock")
 
 
 def _bad(path, chip, field_name, problem) -> FxroofError:
@@ -158,7 +160,7 @@ def parse_chip(entry: dict, path: str) -> Chip:
                  for k, v in _mapping(entry, "sparse", path, chip_id).items()},
                 list(entry.get("sources") or []), memory, _overhead(entry, path, chip_id),
                 _calibration(entry, path, chip_id), _capability(entry, path, chip_id),
-                _multiprocessors(entry, path, chip_id))
+                _multiprocessors(entry, path, chip_id), _clock(entry, path, chip_id))
 
 
 def _capability(entry: dict, path: str, chip_id: str) -> Optional[tuple]:
@@ -184,6 +186,19 @@ def _multiprocessors(entry: dict, path: str, chip_id: str) -> Optional[int]:
         raise _bad(path, chip_id, "multiprocessors", f"must be a whole number of "
                                                      f"multiprocessors (SMs, CUs) from 1 to "
                                                      f"100000, not {value!r:.40}")
+    return value
+
+
+def _clock(entry: dict, path: str, chip_id: str) -> Optional[float]:
+    """``clock: {value: 1.98e9, source: ...}`` -> 1.98e9 Hz, the SM boost clock."""
+    value = entry.get("clock")
+    if value is None:
+        return None
+    value = _number(value.get("value") if isinstance(value, dict) else value,
+                    path, chip_id, "clock")
+    if not 1e6 <= value <= 1e11:
+        raise _bad(path, chip_id, "clock", f"is the SM clock in Hz (1.98 GHz is 1.98e9), "
+                                           f"not {value:g}")
     return value
 
 

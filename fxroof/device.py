@@ -44,6 +44,7 @@ class GpuShape(NamedTuple):
     l2_bytes: float   # L2 cache: a kernel moving several times it streams from DRAM
     vendor: str = "NVIDIA"        # "AMD" under ROCm, whose kernels are not CUDA's
     capability: tuple = ()        # CUDA compute capability (major, minor); () under ROCm
+    clock_hz: float = 0.0         # the SMs' boost clock (Hz); 0 where the driver gives none
 
 
 def gpu_shape(device: torch.device) -> Optional[GpuShape]:
@@ -54,7 +55,8 @@ def gpu_shape(device: torch.device) -> Optional[GpuShape]:
     if torch.version.hip:
         return GpuShape(int(props.multi_processor_count), float(props.L2_cache_size), "AMD")
     return GpuShape(int(props.multi_processor_count), float(props.L2_cache_size), "NVIDIA",
-                    (int(props.major), int(props.minor)))
+                    (int(props.major), int(props.minor)),
+                    1e3 * float(getattr(props, "clock_rate", 0) or 0))  # clock_rate: kHz
 
 
 def host_allocator(maps: Optional[str] = None) -> str:

@@ -78,6 +78,17 @@ a multiply-add per SM) -- fitted on MobileNetV2's 17 fp32 3x3 nodes at batch 64 
 node error 12%; those over 7 x 7 planes take 1.7x the bound), where the class had priced
 them 4.5x short; a bf16 backward, never timed, keeps its class's time
 (op_classes.ATEN_DEPTHWISE_BACKWARD_DTYPES).
+
+Other GPUs' clocks. Every constant was timed on Hopper boards, the H100 SXM and the H200,
+whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm or depthwise kernel spends
+its time issuing loads and arithmetic that hit the SM's own cache, so its per-SM time is a
+count of clock cycles: on another GPU those kinds (CLOCKED_KINDS) take the constants in
+cycles, scaled by REFERENCE_CLOCK_HZ / the GPU's SM clock (an A100's 1.41 GHz: 1.40x). A
+batch norm's round trips wait on DRAM, whose latency is in nanoseconds, not SM cycles:
+those keep their seconds. The scaling is a stated assumption, no node of a GPU other than
+a Hopper board was timed. DeepLearningExamples' EfficientNet-B0 inference at batch 64-256
+on the A100 and the V100 (benchmarks/bench_public_gpu.py, never fitted on) went from
+0.63-0.86 to 0.66-0.90 of its measured times with it.
 """
 from __future__ import annotations
 
@@ -95,6 +106,16 @@ DEPTHWISE_OUTPUT_S = 0.78e-9    # an SM's time per output element of a depthwise
 DEPTHWISE_TAP_S = 0.061e-9      # ... and per tap of its kernel
 DEPTHWISE_INPUT_GRAD_S = 2.2e-9     # an SM's time per element of a depthwise input gradient
 DEPTHWISE_WEIGHT_GRAD_S = 0.15e-9   # ... and per multiply-add of the backward
+# The SM boost clock of the boards the constants were timed on (H100 SXM, H200: 1.98 GHz)
+REFERENCE_CLOCK_HZ = 66.9e12 / (2 * 128 * 132)  # chips.yaml: 66.9 TFLOP/s FP32 over 132 SMs
+# The kinds whose time is the SM's clock cycles (the module's docstring)
+CLOCKED_KINDS = ("pool", "layer_norm", "dw_conv", "dw_conv_backward")
+# FP32 lanes an SM has, by compute capability: the CUDA C++ Programming Guide's "32-bit
+# floating-point add, multiply, multiply-add" results per clock cycle per multiprocessor
+# (Throughput of Native Arithmetic Instructions), with which a datasheet's FP32 peak is
+# SMs x lanes x 2 FLOP x the boost clock
+FP32_LANES = {(6, 0): 64, (6, 1): 128, (7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128,
+              (8, 7): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128, (12, 0): 128}
 # (resident threads, resident blocks) per SM by compute capability (major, minor)
 RESIDENT = {(6, 0): (2048, 32), (6, 1): (2048, 32), (7, 0): (2048, 32), (7, 5): (1024, 16),
             (8, 0): (2048, 32), (8, 6): (1536, 16), (8, 7): (2048, 16), (8, 9): (1536, 24),
@@ -195,15 +216,37 @@ def depthwise_conv_s(shape, macs: float, multiprocessors: Optional[int],
     return (math.prod(shape) * per_element + macs * per_mac) / multiprocessors
 
 
+def sm_clock_hz(fp32_peak: Optional[float], multiprocessors: Optional[int],
+                compute_capability: Optional[tuple]) -> Optional[float]:
+    """An NVIDIA GPU's SM boost clock (Hz) from its datasheet FP32 peak (FLOP/s, the CUDA
+    cores' -- not a measured GEMM rate), SMs and compute capability (FP32_LANES); None
+    where any is unknown."""
+    lanes = FP32_LANES.get(tuple(compute_capability or ()))
+    if not fp32_peak or not multiprocessors or lanes is None:
+        return None
+    return fp32_peak / (2 * lanes * multiprocessors)
+
+
 def bound_s(kind: str, shape, multiprocessors: Optional[int],
-            compute_capability: Optional[tuple], macs: float = 0.0) -> Optional[float]:
+            compute_capability: Optional[tuple], macs: float = 0.0,
+            clock_hz: Optional[float] = None) -> Optional[float]:
     """Seconds below which an ATen CUDA kernel of ``kind`` (op_classes.LAUNCH_KINDS) over a
-    ``shape`` output (making ``macs`` multiply-adds, for a convolution) cannot run; None
-    where the GPU's facts are unknown. A training batch norm is its statistics and then its
-    transform; a backward's bound is its two sums alone, its elementwise pass being another
-    launch than the forward's transform (at 7 x 7 planes the transform's bound exceeds the
-    whole measured backward)."""
-    shape = tuple(shape or ())
+    ``shape`` output (making ``macs`` multiply-adds, for a convolution) cannot run on a GPU
+    whose SMs run at ``clock_hz`` (None: the reference boards' clock); None where the GPU's
+    facts are unknown. A CLOCKED_KINDS kernel takes its constants in SM cycles."""
+    seconds = _reference_bound_s(kind, tuple(shape or ()), multiprocessors,
+                                 compute_capability, macs)
+    if seconds is None or not clock_hz or kind not in CLOCKED_KINDS:
+        return seconds
+    return seconds * REFERENCE_CLOCK_HZ / clock_hz
+
+
+def _reference_bound_s(kind: str, shape: tuple, multiprocessors: Optional[int],
+                       compute_capability: Optional[tuple], macs: float) -> Optional[float]:
+    """bound_s at the reference boards' clock. A training batch norm is its statistics and
+    then its transform; a backward's bound is its two sums alone, its elementwise pass being
+    another launch than the forward's transform (at 7 x 7 planes the transform's bound
+    exceeds the whole measured backward)."""
     if kind in ("dw_conv", "dw_conv_backward"):
         return depthwise_conv_s(shape, macs, multiprocessors, kind == "dw_conv_backward")
     transform = batch_norm_transform_s(shape, multiprocessors, compute_capability)

@@ -172,6 +172,9 @@ def measure(device: str = "cpu", quick: bool = True,
             "value": ".".join(map(str, shape.capability)),
             "source": "torch.cuda.get_device_properties: major, minor"}}
            if shape and shape.capability else {}),
+        **({"clock": {"value": shape.clock_hz,
+                      "source": "torch.cuda.get_device_properties: clock_rate"}}
+           if shape and shape.clock_hz else {}),
         "sources": [f"fxroof chips measure --device {device}"
                     f"{' --full' if not quick else ''} on {datetime.date.today().isoformat()}, "
                     f"torch {torch.__version__}, {torch.get_num_threads()} threads, "

@@ -366,10 +366,23 @@ def _launch_bound_s(record: dict, chip: Chip) -> float:
     if chip.cls != "gpu" or chip.vendor != "NVIDIA" or kind is None \
             or op_classes.cudnn_batch_norm(record):
         return 0.0
-    seconds = launch_geometry.bound_s(kind, record.get("shape"),
-                                      chip.multiprocessors or calibration().units(chip.id),
-                                      chip.compute_capability, record.get("macs") or 0.0)
+    multiprocessors = chip.multiprocessors or calibration().units(chip.id)
+    seconds = launch_geometry.bound_s(kind, record.get("shape"), multiprocessors,
+                                      chip.compute_capability, record.get("macs") or 0.0,
+                                      sm_clock_hz(chip, multiprocessors))
     return seconds or 0.0
+
+
+def sm_clock_hz(chip: Chip, multiprocessors: Optional[int]) -> Optional[float]:
+    """A GPU's SM clock (Hz): the one a measurement recorded, else the one its datasheet's
+    FP32 peak implies where that peak is the CUDA cores' (a measured chip's FP32 peak is a
+    GEMM's sustained rate, which would understate it); None where neither is known."""
+    if chip.clock:
+        return chip.clock
+    if chip.units.get("fp32") != "vector":
+        return None
+    return launch_geometry.sm_clock_hz(chip.peaks.get("fp32"), multiprocessors,
+                                       chip.compute_capability)
 
 
 def _tile_units(chip: Chip, op_class: str) -> Optional[int]:

@@ -5,6 +5,7 @@ import collections
 import dataclasses
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -1787,6 +1788,79 @@ def test_an_nchw_depthwise_convolution_on_an_nvidia_gpu_lasts_at_least_its_taps(
     assert all(roofline._launch_bound_s(r, mi300x) == 0 for r in depthwise(mi300x))
     assert all(roofline._launch_bound_s(r, h100) == 0
                for r in depthwise(h100, "float16") + depthwise(h100, layout="channels_last"))
+
+
+def test_an_nvidia_gpus_sm_clock_is_the_one_its_datasheet_states():
+    """launch_geometry.sm_clock_hz (FP32 peak / (SMs x FP32 lanes x 2)) against the boost
+    clock each chips.yaml FP32 derivation states ("6912 CUDA cores x 1.41 GHz x 2"): within
+    1% for every NVIDIA GPU whose SMs and compute capability are known and whose derivation
+    names a clock; the H100 SXM's and the H200's is the reference the constants were timed
+    at, so neither is scaled."""
+    from fxroof import launch_geometry
+    checked = []
+    for chip in load_chips().values():
+        units = chip.multiprocessors or roofline.calibration().units(chip.id)
+        stated = re.search(r"([\d.]+) ?(GHz|MHz)", chips_text_of(chip.id))
+        if chip.vendor != "NVIDIA" or chip.cls != "gpu" or not units or not stated:
+            continue
+        clock = roofline.sm_clock_hz(chip, units)
+        if clock is None:
+            continue
+        hz = float(stated.group(1)) * (1e9 if stated.group(2) == "GHz" else 1e6)
+        assert clock == pytest.approx(hz, rel=0.01), chip.id
+        checked.append(chip.id)
+    assert {"a100_sxm_80gb", "v100_sxm2", "t4", "h100_sxm"} <= set(checked)
+    for chip_id in ("h100_sxm", "h200_sxm"):
+        chip = load_chips()[chip_id]
+        assert roofline.sm_clock_hz(chip, 132) == launch_geometry.REFERENCE_CLOCK_HZ
+
+
+def chips_text_of(chip_id: str) -> str:
+    """The FP32 peak's derivation text of a chip in the shipped chips.yaml."""
+    with open(os.path.join(ROOT, "chips.yaml")) as f:
+        entry = next(c for c in yaml.safe_load(f)["chips"] if c["id"] == chip_id)
+    fp32 = entry["peaks"].get("fp32", {})
+    return str(fp32.get("derivation", "")) if isinstance(fp32, dict) else ""
+
+
+def test_a_cycle_bound_kernel_takes_longer_on_a_slower_clocked_gpu_by_hand():
+    """On an A100 (chips.yaml: 19.5 TFLOP/s FP32 from 108 SMs of 64 lanes, so 1.41 GHz)
+    an NCHW depthwise convolution's bound is the H100's per-SM constants scaled by the
+    clocks, 1.98 / 1.41 GHz (66.9 TFLOP/s over 132 SMs of 128 lanes); an eval batch norm,
+    whose round trips wait on DRAM, keeps its seconds; a chip that recorded its clock
+    takes that one, and a measured chip without one (its FP32 peak a GEMM's rate) is not
+    scaled."""
+    from fxroof import launch_geometry
+    a100 = load_chips()["a100_sxm_80gb"]
+    conv = torch.nn.Conv2d(144, 144, 3, stride=2, padding=1, groups=144, bias=False)
+    g = fxroof.analyze(conv, torch.empty(64, 144, 56, 56), device="cuda", chip=a100)
+    (record,) = [r for r in g.records() if op_classes.depthwise(r)]
+    outputs = 64 * 144 * 28 * 28
+    at_h100 = (outputs * 0.78e-9 + outputs * 9 * 0.061e-9) / 108
+    ratio = (66.9e12 / (2 * 128 * 132)) / (19.5e12 / (2 * 64 * 108))
+    assert ratio == pytest.approx(1.98 / 1.41, rel=0.01)
+    assert roofline._launch_bound_s(record, a100) == pytest.approx(at_h100 * ratio)
+    recorded = dataclasses.replace(a100, clock=0.99e9)
+    assert roofline._launch_bound_s(record, recorded) == pytest.approx(at_h100 * 2, rel=1e-3)
+    measured = dataclasses.replace(a100, units={**a100.units, "fp32": "matrix"})
+    assert roofline._launch_bound_s(record, measured) == pytest.approx(at_h100)
+    shape = [64, 64, 56, 56]
+    assert launch_geometry.bound_s("bn_eval", shape, 108, (8, 0), clock_hz=1.41e9) == \
+        launch_geometry.batch_norm_transform_s(shape, 108, (8, 0))
+
+
+def test_a_chips_clock_must_be_hertz():
+    """A chip's ``clock`` is its SMs' clock in Hz: 1.98e9 loads; 1.98 (GHz written as a
+    number of Hz) and a negative or text value are refused with what to write."""
+    def chip(clock):
+        return parse_chip({"id": "g", "name": "a GPU", "class": "gpu", "vendor": "NVIDIA",
+                           "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                           "bandwidth": {"value": 1e12},
+                           "clock": {"value": clock, "source": "(test)"}}, "(test)")
+    assert chip(1.98e9).clock == 1.98e9
+    for bad in (1.98, -1e9, "fast"):
+        with pytest.raises(fxroof.FxroofError, match="clock"):
+            chip(bad)
 
 
 def test_a_gpu_gemm_fit_recovers_a_small_tile_rate_a_single_start_misses():

@@ -273,15 +273,16 @@ def test_a_gpu_calibration_fits_its_probes_alone(monkeypatch):
     assert "nodes of" not in entries["elementwise"]["source"]
 
 
-@pytest.mark.parametrize("shape, vendor, capability", [
-    (GpuShape(132, 50e6, "NVIDIA", (9, 0)), "NVIDIA", (9, 0)),
-    (GpuShape(304, 256e6, "AMD"), "AMD", None),  # ROCm: no CUDA compute capability
+@pytest.mark.parametrize("shape, vendor, capability, clock", [
+    (GpuShape(132, 50e6, "NVIDIA", (9, 0), 1.98e9), "NVIDIA", (9, 0), 1.98e9),
+    (GpuShape(304, 256e6, "AMD"), "AMD", None, None),  # ROCm: no CUDA compute capability
 ])
 def test_a_measured_gpu_records_its_vendor_and_compute_capability(monkeypatch, shape, vendor,
-                                                                  capability):
+                                                                  capability, clock):
     """What the launch-geometry bounds read of a chip (fxroof.launch_geometry): a measured
-    GPU's entry names its vendor and, under CUDA, its compute capability, beside its SMs,
-    and loads back with them (the device's measurements stubbed: no GPU needed)."""
+    GPU's entry names its vendor and, under CUDA, its compute capability and SM clock,
+    beside its SMs, and loads back with them (the device's measurements stubbed: no GPU
+    needed)."""
     from fxroof import measure
     from fxroof.timers import summarize
     monkeypatch.setattr(measure, "check_device", lambda device: torch.device("cuda"))
@@ -293,5 +294,5 @@ def test_a_measured_gpu_records_its_vendor_and_compute_capability(monkeypatch, s
     monkeypatch.setattr(measure, "op_overhead", lambda dev, runs: 5e-6)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev: "a GPU")
     chip = parse_chip(measure.measure("cuda"), "(test)")
-    assert (chip.vendor, chip.compute_capability, chip.multiprocessors) == \
-        (vendor, capability, shape.units)
+    assert (chip.vendor, chip.compute_capability, chip.multiprocessors, chip.clock) == \
+        (vendor, capability, shape.units, clock)
