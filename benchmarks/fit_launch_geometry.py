@@ -26,6 +26,9 @@ kind, on ``--chip``'s SMs and compute capability:
   DEPTHWISE_TAP_S, least squares (relative) of its seconds per SM on its outputs and
   multiply-adds; its backward's DEPTHWISE_INPUT_GRAD_S and DEPTHWISE_WEIGHT_GRAD_S, on its
   input-gradient elements and multiply-adds;
+* a mean or sum over the innermost dimensions (op_classes.row_reduction):
+  REDUCTION_ROW_S and REDUCTION_BYTE_S, least squares (relative) of its seconds per SM on
+  its rows and the bytes it reads, over ROW_REDUCTION_FIT_MODELS' nodes;
 * a narrow convolution, and a channels-last depthwise one or its backward (cuDNN's:
   op_classes.cudnn_depthwise), one key per op and dtype: its share of the FP32 peak per
   node (each shipped constant is the median over the nodes of the H100's and the H200's
@@ -63,6 +66,9 @@ MIN_LAYER_NORM_ROWS_PER_SM = 32
 # vit_b_16's layer norms read a bf16 input that autocast casts to fp32 first, and took 1.6x
 # the rows of ConvNeXt's; kept as a check, not fitted
 LAYER_NORM_FIT_MODELS = ("convnext_tiny",)
+# The reductions fitted on: EfficientNet-B0's SE and pool means span rows of 49 to 12,544
+# elements in fp32 and bf16; the other models' one global pool each is kept as a check
+ROW_REDUCTION_FIT_MODELS = ("efficientnet_b0",)
 # Profiles kept from before convolutions were named narrow (op_costs.conv.NARROW): their
 # 3-channel convolutions, by module
 NARROW_MODULES = {("resnet50", "conv1"), ("vit_b_16", "conv_proj")}
@@ -181,6 +187,19 @@ def fit_depthwise_backward(nodes, chip) -> dict:
                                   ("DEPTHWISE_INPUT_GRAD_S", "DEPTHWISE_WEIGHT_GRAD_S"))
 
 
+def fit_row_reduction(nodes, chip) -> dict:
+    """REDUCTION_ROW_S and REDUCTION_BYTE_S: least squares (relative) of seconds per SM on
+    the rows (outputs) and the bytes read, over ROW_REDUCTION_FIT_MODELS' nodes."""
+    names = ("REDUCTION_ROW_S", "REDUCTION_BYTE_S")
+    fitted = [(m, r) for m, r in nodes if m in ROW_REDUCTION_FIT_MODELS]
+    if len({r["bytes_read"] // math.prod(r["shape"]) for _, r in fitted}) < 2:
+        return dict.fromkeys(names)  # one row width cannot tell the two apart
+    units = _units(chip)
+    return dict(zip(names, _relative_least_squares(
+        [[math.prod(r["shape"]) / units for _, r in fitted],
+         [r["bytes_read"] / units for _, r in fitted]], [r["time_s"] for _, r in fitted])))
+
+
 def fp32_shares(nodes, chip) -> list[float]:
     """Each node's FLOP/s over the chip's FP32 peak."""
     return [r["flops"] / r["time_s"] / chip.peaks["fp32"] for _, r in nodes]
@@ -194,13 +213,13 @@ FITS = {"bn_eval": fit_transform,
         "bn_train": lambda n, c: fit_reduction(n, c, "STATISTICS_ITERATION_S"),
         "bn_backward": lambda n, c: fit_reduction(n, c, "BACKWARD_REDUCTION_ITERATION_S"),
         "pool": fit_pool, "layer_norm": fit_layer_norm, "dw_conv": fit_depthwise,
-        "dw_conv_backward": fit_depthwise_backward}
+        "dw_conv_backward": fit_depthwise_backward, "row_reduction": fit_row_reduction}
 
 
 def shipped_ratio(kind: str, record: dict, chip) -> float | None:
     """measured / the shipped bound (launch_geometry.bound_s) for one node."""
     bound = lg.bound_s(kind, record["shape"], _units(chip), chip.compute_capability,
-                       record.get("macs") or 0.0)
+                       record.get("macs") or 0.0, read_bytes=record.get("bytes_read") or 0.0)
     return record["time_s"] / bound if bound else None
 
 

@@ -79,6 +79,18 @@ node error 12%; those over 7 x 7 planes take 1.7x the bound), where the class ha
 them 4.5x short; a bf16 backward, never timed, keeps its class's time
 (op_classes.ATEN_DEPTHWISE_BACKWARD_DTYPES).
 
+ATen's reduction over a tensor's innermost dimensions (``reduce_kernel``, aten/src/ATen/
+native/cuda/Reduce.cuh; op_classes.row_reduction: an SE block's or a global pool's mean over
+H x W) gives each output row a group of threads that loads the row, reduces it across the
+group and writes one element: a fixed cost a row on top of the row's bytes. On the H200
+(EfficientNet-B0's 34 means at batch 256, fp32 and bf16, rows of 49 to 12,544 elements)
+an SM took REDUCTION_ROW_S + row bytes x REDUCTION_BYTE_S a row (least squares on relative
+error; median node error 4.5%), where the elementwise class, bandwidth alone, had priced
+those means 1.8x (fp32) and 2.7x (bf16) short in sum, their 7 x 7 rows 4.7x and 8.5x; fitted on EfficientNet alone it predicts MobileNetV2's,
+ResNet-50's, Inception-v3's and SqueezeNet's global pools at 0.90-1.06x of their times (two
+of six nodes, one on each GPU, took 1.5x and 2.0x: the same shapes measured 1.0x on the
+other board).
+
 Other GPUs' clocks. Every constant was timed on Hopper boards, the H100 SXM and the H200,
 whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm or depthwise kernel spends
 its time issuing loads and arithmetic that hit the SM's own cache, so its per-SM time is a
@@ -106,10 +118,12 @@ DEPTHWISE_OUTPUT_S = 0.78e-9    # an SM's time per output element of a depthwise
 DEPTHWISE_TAP_S = 0.061e-9      # ... and per tap of its kernel
 DEPTHWISE_INPUT_GRAD_S = 2.2e-9     # an SM's time per element of a depthwise input gradient
 DEPTHWISE_WEIGHT_GRAD_S = 0.15e-9   # ... and per multiply-add of the backward
+REDUCTION_ROW_S = 25e-9         # an SM's time per row of an innermost-dimension reduction ...
+REDUCTION_BYTE_S = 0.039e-9     # ... and per byte the row reads
 # The SM boost clock of the boards the constants were timed on (H100 SXM, H200: 1.98 GHz)
 REFERENCE_CLOCK_HZ = 66.9e12 / (2 * 128 * 132)  # chips.yaml: 66.9 TFLOP/s FP32 over 132 SMs
 # The kinds whose time is the SM's clock cycles (the module's docstring)
-CLOCKED_KINDS = ("pool", "layer_norm", "dw_conv", "dw_conv_backward")
+CLOCKED_KINDS = ("pool", "layer_norm", "dw_conv", "dw_conv_backward", "row_reduction")
 # FP32 lanes an SM has, by compute capability: the CUDA C++ Programming Guide's "32-bit
 # floating-point add, multiply, multiply-add" results per clock cycle per multiprocessor
 # (Throughput of Native Arithmetic Instructions), with which a datasheet's FP32 peak is
@@ -216,6 +230,16 @@ def depthwise_conv_s(shape, macs: float, multiprocessors: Optional[int],
     return (math.prod(shape) * per_element + macs * per_mac) / multiprocessors
 
 
+def row_reduction_s(shape, read_bytes: float, multiprocessors: Optional[int]) -> Optional[float]:
+    """Seconds of ATen's reduction over the innermost dimensions writing a ``shape`` output
+    (one element a row) from ``read_bytes`` of input on an NVIDIA GPU of ``multiprocessors``
+    SMs; None where the SMs are unknown."""
+    if not multiprocessors or not shape:
+        return None
+    return (math.prod(shape) * REDUCTION_ROW_S + read_bytes * REDUCTION_BYTE_S) \
+        / multiprocessors
+
+
 def sm_clock_hz(fp32_peak: Optional[float], multiprocessors: Optional[int],
                 compute_capability: Optional[tuple]) -> Optional[float]:
     """An NVIDIA GPU's SM boost clock (Hz) from its datasheet FP32 peak (FLOP/s, the CUDA
@@ -229,13 +253,17 @@ def sm_clock_hz(fp32_peak: Optional[float], multiprocessors: Optional[int],
 
 def bound_s(kind: str, shape, multiprocessors: Optional[int],
             compute_capability: Optional[tuple], macs: float = 0.0,
-            clock_hz: Optional[float] = None) -> Optional[float]:
+            clock_hz: Optional[float] = None, read_bytes: float = 0.0) -> Optional[float]:
     """Seconds below which an ATen CUDA kernel of ``kind`` (op_classes.LAUNCH_KINDS) over a
-    ``shape`` output (making ``macs`` multiply-adds, for a convolution) cannot run on a GPU
-    whose SMs run at ``clock_hz`` (None: the reference boards' clock); None where the GPU's
-    facts are unknown. A CLOCKED_KINDS kernel takes its constants in SM cycles."""
-    seconds = _reference_bound_s(kind, tuple(shape or ()), multiprocessors,
-                                 compute_capability, macs)
+    ``shape`` output (making ``macs`` multiply-adds, for a convolution; reading
+    ``read_bytes``, for a reduction) cannot run on a GPU whose SMs run at ``clock_hz``
+    (None: the reference boards' clock); None where the GPU's facts are unknown. A
+    CLOCKED_KINDS kernel takes its constants in SM cycles."""
+    shape = tuple(shape or ())
+    if kind == "row_reduction":
+        seconds = row_reduction_s(shape, read_bytes, multiprocessors)
+    else:
+        seconds = _reference_bound_s(kind, shape, multiprocessors, compute_capability, macs)
     if seconds is None or not clock_hz or kind not in CLOCKED_KINDS:
         return seconds
     return seconds * REFERENCE_CLOCK_HZ / clock_hz

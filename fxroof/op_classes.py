@@ -107,7 +107,10 @@ def running_statistics_norm(record: dict) -> bool:
 
 # The kinds of kernel fxroof.launch_geometry bounds, by what a node record is
 LAUNCH_KINDS = ("bn_eval", "bn_train", "bn_backward", "pool", "layer_norm", "dw_conv",
-                "dw_conv_backward")
+                "dw_conv_backward", "row_reduction")
+# The reductions ATen runs with its reduce kernel, a group of threads a row when the reduced
+# dimensions are the innermost (mean shares sum's kernel: MeanOps, SharedReduceOps.h)
+ROW_REDUCTION_OPS = ("mean", "sum")
 # Eager PyTorch runs an NCHW depthwise convolution of these dtypes with ATen's own
 # conv_depthwise2d kernels (ConvBackend::CudaDepthwise2d); one of fp16 goes to cuDNN where
 # its workload filter says so (ConvParams::use_cudnn_depthwise, Convolution.cpp)
@@ -128,7 +131,8 @@ def launch_kind(record: dict) -> Optional[str]:
     or training (batch statistics) or its backward, a fixed-window pooling or its backward
     (a thread per element; an adaptive pooling is not one), a layer norm's forward, a
     depthwise convolution of ATEN_DEPTHWISE_DTYPES or its backward of
-    ATEN_DEPTHWISE_BACKWARD_DTYPES."""
+    ATEN_DEPTHWISE_BACKWARD_DTYPES, a reduction over the innermost dimensions
+    (row_reduction)."""
     if record.get("layout") == "channels_last":
         return None
     op_class, op = op_class_of(record), record["op"]
@@ -139,12 +143,26 @@ def launch_kind(record: dict) -> Optional[str]:
         return "pool"
     if op_class == "norm" and "layer_norm" in op:
         return "layer_norm"
+    if row_reduction(record):
+        return "row_reduction"
     if depthwise(record) and op == "convolution" and record["dtype"] in ATEN_DEPTHWISE_DTYPES:
         return "dw_conv"
     if depthwise(record) and op == "convolution_backward" \
             and record["dtype"] in ATEN_DEPTHWISE_BACKWARD_DTYPES:
         return "dw_conv_backward"
     return None
+
+
+def row_reduction(record: dict) -> bool:
+    """Whether a node is a mean or sum over its input's innermost dimensions, each output a
+    row of contiguous elements: one that keeps the reduced dimensions (``keepdim``) and so
+    ends in a 1 -- an SE block's or a global pool's mean over H x W, an RMS norm's over the
+    channels. Without keepdim (or over leading dimensions) the output cannot tell which
+    dimensions were reduced. Assumes a contiguous input: a mean over a channels-last-strided
+    one (ConvNeXt's global pool) runs another kernel, 2-3x faster than the bound."""
+    shape = record.get("shape") or ()
+    return record["op"] in ROW_REDUCTION_OPS and record.get("rule", "").startswith("reduction[") \
+        and len(shape) >= 2 and shape[-1] == 1 and record.get("flops", 0) > math.prod(shape)
 
 
 def cudnn_batch_norm(record: dict) -> bool:

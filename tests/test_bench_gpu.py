@@ -293,6 +293,43 @@ def test_the_depthwise_fits_recover_planted_constants():
     assert set(fit.fit_depthwise(found["dw_conv"][:1], chip).values()) == {None}
 
 
+def test_the_row_reduction_fit_recovers_planted_constants_at_any_clock():
+    """fit_launch_geometry.py on means over H x W (rows of 49 and 196 elements) timed by
+    known constants, 30 ns a row and 0.05 ns a byte per SM at the H100's clock: recovered on
+    the H100, and on an A100 (1.41 GHz against 1.98) from times 1.40x as long -- the fit
+    takes a clocked kind's times to the reference clock first. One row width alone cannot
+    tell the two apart, and the fit says so."""
+    import math
+
+    import torch
+
+    import fxroof
+    from benchmarks import fit_launch_geometry as fit
+    from fxroof import launch_geometry
+    from fxroof.chips import load_chips
+
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return x.mean((2, 3), keepdim=True)
+
+    def timed(side, slower):
+        g = fxroof.analyze(Pool(), torch.empty(64, 480, side, side), device="cuda")
+        (r,) = [r for r in g.records() if fit.kind_of({**r, "time_s": 1.0})]
+        rows = math.prod(r["shape"])
+        return {**r, "time_s": (rows * 30e-9 + r["bytes_read"] * 0.05e-9) / 132 * slower}
+
+    for chip_id, units in (("h100_sxm", 132), ("a100_sxm_80gb", 108)):
+        chip = load_chips()[chip_id]
+        slower = launch_geometry.REFERENCE_CLOCK_HZ / (19.5e12 / (2 * 64 * 108)) \
+            if chip_id.startswith("a100") else 1.0
+        nodes = [{**n, "time_s": n["time_s"] * 132 / units} for n in
+                 (timed(7, slower), timed(14, slower))]
+        found = fit.gather([{"name": "efficientnet_b0", "nodes": nodes}], chip)
+        assert fit.fit_row_reduction(found["row_reduction"], chip) == \
+            {"REDUCTION_ROW_S": pytest.approx(30e-9), "REDUCTION_BYTE_S": pytest.approx(0.05e-9)}
+        assert set(fit.fit_row_reduction(found["row_reduction"][:1], chip).values()) == {None}
+
+
 @pytest.mark.parametrize("chip", ["l4", "epyc_9654"])
 def test_the_launch_geometry_fit_refuses_a_chip_without_sms_or_capability(chip):
     """The L4 lists no SM count, a CPU neither: a clear error before any profile is read."""

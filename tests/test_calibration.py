@@ -1863,6 +1863,70 @@ def test_a_chips_clock_must_be_hertz():
             chip(bad)
 
 
+def test_an_innermost_reduction_on_an_nvidia_gpu_lasts_at_least_its_rows():
+    """A mean over H x W keeping its dimensions (an SE block's) runs ATen's reduce kernel, a
+    group of threads a row: on an NVIDIA GPU of known SMs it lasts at least (rows x 25 ns +
+    bytes read x 0.039 ns) / SMs -- worked by hand for 64 x 480 rows of 7 x 7 fp32 on 132
+    SMs, where the elementwise class's bandwidth gives far less; a sum over H x W too. A
+    mean without keepdim, one over the channels and one on a CPU keep the class's time."""
+    from fxroof import launch_geometry
+
+    class Mean(torch.nn.Module):
+        def __init__(self, dims, keepdim=True, op="mean"):
+            super().__init__()
+            self.dims, self.keepdim, self.op = dims, keepdim, op
+
+        def forward(self, x):
+            return getattr(x, self.op)(self.dims, keepdim=self.keepdim)
+
+    def record(module):
+        g = fxroof.analyze(module, torch.empty(64, 480, 7, 7), device="cuda")
+        (r,) = [r for r in g.records() if op_classes.op_class_of(r)]
+        return r
+
+    def chip(cls):
+        elementwise = {"t0": 2e-5, "compute": 0.5, "memory": 0.8, "band": [1, 1]}
+        return parse_chip({"id": "g", "name": "a chip", "class": cls, "vendor": "NVIDIA",
+                           "multiprocessors": {"value": 132, "source": "(test)"},
+                           "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                           "bandwidth": {"value": 3e12},
+                           "calibration": {"elementwise": elementwise}}, "(test)")
+    assert (launch_geometry.REDUCTION_ROW_S, launch_geometry.REDUCTION_BYTE_S) == \
+        (25e-9, 0.039e-9)
+    mean = record(Mean((2, 3)))
+    read = 64 * 480 * 7 * 7 * 4
+    assert mean["bytes_read"] == read and op_classes.launch_kind(mean) == "row_reduction"
+    by_hand = (64 * 480 * 25e-9 + read * 0.039e-9) / 132
+    streamed = mean["bytes"] / (0.8 * 3e12)
+    assert by_hand > 2 * streamed
+    assert roofline.device_seconds(roofline.node_time(mean, chip("gpu"))) == \
+        pytest.approx(by_hand)
+    assert op_classes.launch_kind(record(Mean((2, 3), op="sum"))) == "row_reduction"
+    for other in (record(Mean((2, 3), keepdim=False)), record(Mean(1))):
+        assert op_classes.launch_kind(other) is None
+        assert roofline.device_seconds(roofline.node_time(other, chip("gpu"))) < by_hand / 1.5
+    assert roofline._launch_bound_s(mean, chip("cpu")) == 0
+    assert roofline.device_seconds(roofline.node_time(mean, chip("cpu"))) < by_hand / 2
+
+
+def test_the_shipped_row_reduction_constants_are_the_fit_of_the_kept_profiles():
+    """REDUCTION_ROW_S and REDUCTION_BYTE_S are fit_launch_geometry.py's least squares over
+    the kept H200 profiles' EfficientNet-B0 means (34: fp32 and bf16 at batch 256), to two
+    significant digits; the fit is checked on planted constants in test_bench_gpu.py."""
+    from benchmarks import fit_launch_geometry as fit
+    from benchmarks.gpu_classes import read_profile
+    from fxroof import launch_geometry
+
+    measured = os.path.join(ROOT, "benchmarks", "measured")
+    chip = load_chips()["h200_sxm"]
+    found = fit.gather([read_profile(os.path.join(measured, name))
+                        for name in sorted(os.listdir(measured))
+                        if name.startswith("h200-profile-")], chip)
+    assert sum(m == "efficientnet_b0" for m, _ in found["row_reduction"]) == 34
+    for name, value in fit.fit_row_reduction(found["row_reduction"], chip).items():
+        assert float(f"{value:.2g}") == getattr(launch_geometry, name), name
+
+
 def test_a_gpu_gemm_fit_recovers_a_small_tile_rate_a_single_start_misses():
     """Timings made by the model itself from known parameters (a 108-SM GPU whose 64- and
     32-wide tiles run at 0.25 of the 128-wide one's rate per step down, 3% noise): the fit
