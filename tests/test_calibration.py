@@ -1868,7 +1868,8 @@ def test_an_innermost_reduction_on_an_nvidia_gpu_lasts_at_least_its_rows():
     group of threads a row: on an NVIDIA GPU of known SMs it lasts at least (rows x 25 ns +
     bytes read x 0.039 ns) / SMs -- worked by hand for 64 x 480 rows of 7 x 7 fp32 on 132
     SMs, where the elementwise class's bandwidth gives far less; a sum over H x W too. A
-    mean without keepdim, one over the channels and one on a CPU keep the class's time."""
+    mean without keepdim, one over the channels, a bias gradient's sum over N, H and W
+    ((1, C, 1, 1): its rows are not innermost) and one on a CPU keep the class's time."""
     from fxroof import launch_geometry
 
     class Mean(torch.nn.Module):
@@ -1902,7 +1903,9 @@ def test_an_innermost_reduction_on_an_nvidia_gpu_lasts_at_least_its_rows():
     assert roofline.device_seconds(roofline.node_time(mean, chip("gpu"))) == \
         pytest.approx(by_hand)
     assert op_classes.launch_kind(record(Mean((2, 3), op="sum"))) == "row_reduction"
-    for other in (record(Mean((2, 3), keepdim=False)), record(Mean(1))):
+    bias_gradient = record(Mean((0, 2, 3), op="sum"))
+    assert bias_gradient["shape"] == [1, 480, 1, 1]
+    for other in (record(Mean((2, 3), keepdim=False)), record(Mean(1)), bias_gradient):
         assert op_classes.launch_kind(other) is None
         assert roofline.device_seconds(roofline.node_time(other, chip("gpu"))) < by_hand / 1.5
     assert roofline._launch_bound_s(mean, chip("cpu")) == 0
