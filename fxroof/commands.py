@@ -328,7 +328,8 @@ def run_chips_list(args) -> int:
 
 def run_chips_show(args) -> int:
     chip = get_chip(args.id, load_chips(args.chips_file))
-    print(render.chip_details(chip, roofline.time_model_source(chip)))
+    print(render.chip_details(chip, roofline.time_model_source(chip),
+                              roofline.multiprocessor_facts(chip)))
     return 0
 
 

@@ -189,9 +189,10 @@ def chips_table(chips, wide: bool = False) -> str:
               "`fxroof chips show ID`: one chip, with its sources.")
 
 
-def chip_details(chip, time_model: str = "") -> str:
+def chip_details(chip, time_model: str = "", multiprocessors: str = "") -> str:
     """Everything fxroof knows about one chip, one fact per line, sources last;
-    ``time_model``: where its shipped time-model parameters come from, in words."""
+    ``time_model``: where its shipped time-model parameters come from, in words;
+    ``multiprocessors``: a GPU's SMs and clock as the time model reads them."""
     lines = [f"{chip.id}: {chip.name}", f"  class: {chip.cls}"
              + (f", vendor {chip.vendor}" if chip.vendor else "")]
     if chip.capacity or chip.memory:
@@ -200,6 +201,8 @@ def chip_details(chip, time_model: str = "") -> str:
     lines.append(f"  bandwidth: {si(chip.bandwidth, 'B/s')}")
     if chip.tdp:
         lines.append(f"  TDP: {chip.tdp:g} W")
+    if multiprocessors:
+        lines.append(f"  multiprocessors: {multiprocessors}")
     lines.append("  dense peaks:")
     for key, value in chip.peaks.items():
         lines.append(f"    {key}: {si(value, op_unit(key) + '/s')} ({chip.units.get(key, '')} "

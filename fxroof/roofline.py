@@ -247,6 +247,21 @@ def time_model_source(chip: Chip) -> str:
             f"({origin.split(' (')[0] or 'fxroof.calibration'})")
 
 
+def multiprocessor_facts(chip: Chip) -> str:
+    """A GPU's SMs and SM clock as the time model reads them, with where each comes from,
+    in words ("" where neither is known)."""
+    units = chip.multiprocessors or calibration().units(chip.id)
+    clock = sm_clock_hz(chip, units)
+    facts = []
+    if units:
+        origin = "the chip entry's" if chip.multiprocessors else "the shipped calibration's"
+        facts.append(f"{units} SMs ({origin})")
+    if clock:
+        origin = "the chip entry's" if chip.clock else "its FP32 peak / (SMs x FP32 lanes x 2)"
+        facts.append(f"SM clock {clock / 1e9:.3g} GHz ({origin})")
+    return ", ".join(facts)
+
+
 def node_time(record: dict, chip: Chip, roof: str = "calibrated",
               roof_of_node: Optional[NodeRoof] = None) -> NodeTime:
     """The predicted time of one node on ``chip`` (seconds), with its band."""
