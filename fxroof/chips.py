@@ -68,7 +68,7 @@ class Chip:
     calibration: dict = field(default_factory=dict)  # op class -> calibration.Params (measured)
     compute_capability: Optional[tuple] = None  # CUDA (major, minor): what dispatch rules read
     multiprocessors: Optional[int] = None  # a GPU's SMs (CUs): the waves its tiles run in
-    clock: Optional[float] = None  # Hz: a GPU's SM boost clock, where a measurement read it
+    clock: Optional[float] = None  # Hz: a GPU's SM boost clock, where its entry states one
 
     def as_record(self) -> dict:
         return {"id": self.id, "name": self.name, "class": self.cls, "vendor": self.vendor,

@@ -86,16 +86,17 @@ group and writes one element: a fixed cost a row on top of the row's bytes. On t
 (EfficientNet-B0's 34 means at batch 256, fp32 and bf16, rows of 49 to 12,544 elements)
 an SM took REDUCTION_ROW_S + row bytes x REDUCTION_BYTE_S a row (least squares on relative
 error; median node error 4.5%), where the elementwise class, bandwidth alone, had priced
-those means 1.8x (fp32) and 2.7x (bf16) short in sum, their 7 x 7 rows 4.7x and 8.5x; fitted on EfficientNet alone it predicts MobileNetV2's,
-ResNet-50's, Inception-v3's and SqueezeNet's global pools at 0.90-1.06x of their times (two
-of six nodes, one on each GPU, took 1.5x and 2.0x: the same shapes measured 1.0x on the
-other board).
+those means 1.8x (fp32) and 2.7x (bf16) short in sum, their 7 x 7 rows 4.7x and 8.5x.
+Fitted on EfficientNet alone, it puts MobileNetV2's, ResNet-50's, Inception-v3's and
+SqueezeNet's global pools at 0.90-1.06x of their times (two of six nodes, one on each GPU,
+took 1.5x and 2.0x: the same shapes measured 1.0x on the other board).
 
 Other GPUs' clocks. Every constant was timed on Hopper boards, the H100 SXM and the H200,
-whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm or depthwise kernel spends
-its time issuing loads and arithmetic that hit the SM's own cache, so its per-SM time is a
-count of clock cycles: on another GPU those kinds (CLOCKED_KINDS) take the constants in
-cycles, scaled by REFERENCE_CLOCK_HZ / the GPU's SM clock (an A100's 1.41 GHz: 1.40x). A
+whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm, depthwise or row-reduction
+kernel spends its time issuing loads and arithmetic that hit the SM's own cache, so its
+per-SM time is a count of clock cycles: on another GPU those kinds (CLOCKED_KINDS) take
+the constants in cycles, scaled by REFERENCE_CLOCK_HZ / the GPU's SM clock (an A100's
+1.41 GHz: 1.40x). A
 batch norm's round trips wait on DRAM, whose latency is in nanoseconds, not SM cycles:
 those keep their seconds. The scaling is a stated assumption, no node of a GPU other than
 a Hopper board was timed. DeepLearningExamples' EfficientNet-B0 inference at batch 64-256
