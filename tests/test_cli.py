@@ -72,6 +72,8 @@ def test_cudnn_benchmark_is_said_and_prices_fewer_transposes_then_is_put_back(ca
     assert code == 0, err
     assert "(cuDNN engine search on)" in searched.splitlines()[0]
     assert "search" not in plain.splitlines()[0]
+    # the note names every adjustment the step's time holds, the launch-geometry bounds too
+    assert "launch geometry holds back" in plain and "SM clock" in plain
     assert (forward_ms(searched) < forward_ms(plain)) == shorter
     if not shorter:
         assert forward_ms(searched) == forward_ms(plain)
