@@ -162,12 +162,13 @@ def _relative_least_squares(columns: list[list[float]], seconds: list[float]) ->
     return [float(c) for c in np.linalg.lstsq(a, np.ones(len(seconds)), rcond=None)[0]]
 
 
-def _fit_elements_and_macs(nodes, chip, names: tuple) -> dict:
-    """``names`` (per element, per MAC): seconds per SM = elements x a + MACs x b, the
-    elements being each node's output (or input gradient, for a backward)."""
+def _fit_per_sm(nodes, chip, names: tuple, second: str) -> dict:
+    """``names`` (per element, per unit of ``second``): seconds per SM = elements x a +
+    record[second] x b, the elements being each node's output (a backward's input
+    gradient; a reduction's rows)."""
     units = _units(chip)
     fitted = _relative_least_squares([[math.prod(r["shape"]) / units for _, r in nodes],
-                                      [r["macs"] / units for _, r in nodes]],
+                                      [r[second] / units for _, r in nodes]],
                                      [r["time_s"] for _, r in nodes])
     return dict(zip(names, fitted))
 
@@ -178,13 +179,13 @@ def fit_depthwise(nodes, chip) -> dict:
     names = ("DEPTHWISE_OUTPUT_S", "DEPTHWISE_TAP_S")
     if len({round(r["macs"] / math.prod(r["shape"])) for _, r in nodes}) < 2:
         return dict.fromkeys(names)
-    return _fit_elements_and_macs(nodes, chip, names)
+    return _fit_per_sm(nodes, chip, names, "macs")
 
 
 def fit_depthwise_backward(nodes, chip) -> dict:
     """DEPTHWISE_INPUT_GRAD_S and DEPTHWISE_WEIGHT_GRAD_S, on input-gradient elements."""
-    return _fit_elements_and_macs(nodes, chip,
-                                  ("DEPTHWISE_INPUT_GRAD_S", "DEPTHWISE_WEIGHT_GRAD_S"))
+    return _fit_per_sm(nodes, chip, ("DEPTHWISE_INPUT_GRAD_S", "DEPTHWISE_WEIGHT_GRAD_S"),
+                       "macs")
 
 
 def fit_row_reduction(nodes, chip) -> dict:
@@ -194,10 +195,7 @@ def fit_row_reduction(nodes, chip) -> dict:
     fitted = [(m, r) for m, r in nodes if m in ROW_REDUCTION_FIT_MODELS]
     if len({r["bytes_read"] // math.prod(r["shape"]) for _, r in fitted}) < 2:
         return dict.fromkeys(names)  # one row width cannot tell the two apart
-    units = _units(chip)
-    return dict(zip(names, _relative_least_squares(
-        [[math.prod(r["shape"]) / units for _, r in fitted],
-         [r["bytes_read"] / units for _, r in fitted]], [r["time_s"] for _, r in fitted])))
+    return _fit_per_sm(fitted, chip, names, "bytes_read")
 
 
 def fp32_shares(nodes, chip) -> list[float]:

@@ -260,24 +260,24 @@ def bound_s(kind: str, shape, multiprocessors: Optional[int],
     ``read_bytes``, for a reduction) cannot run on a GPU whose SMs run at ``clock_hz``
     (None: the reference boards' clock); None where the GPU's facts are unknown. A
     CLOCKED_KINDS kernel takes its constants in SM cycles."""
-    shape = tuple(shape or ())
-    if kind == "row_reduction":
-        seconds = row_reduction_s(shape, read_bytes, multiprocessors)
-    else:
-        seconds = _reference_bound_s(kind, shape, multiprocessors, compute_capability, macs)
+    seconds = _reference_bound_s(kind, tuple(shape or ()), multiprocessors,
+                                 compute_capability, macs, read_bytes)
     if seconds is None or not clock_hz or kind not in CLOCKED_KINDS:
         return seconds
     return seconds * REFERENCE_CLOCK_HZ / clock_hz
 
 
 def _reference_bound_s(kind: str, shape: tuple, multiprocessors: Optional[int],
-                       compute_capability: Optional[tuple], macs: float) -> Optional[float]:
+                       compute_capability: Optional[tuple], macs: float,
+                       read_bytes: float) -> Optional[float]:
     """bound_s at the reference boards' clock. A training batch norm is its statistics and
     then its transform; a backward's bound is its two sums alone, its elementwise pass being
     another launch than the forward's transform (at 7 x 7 planes the transform's bound
     exceeds the whole measured backward)."""
     if kind in ("dw_conv", "dw_conv_backward"):
         return depthwise_conv_s(shape, macs, multiprocessors, kind == "dw_conv_backward")
+    if kind == "row_reduction":
+        return row_reduction_s(shape, read_bytes, multiprocessors)
     transform = batch_norm_transform_s(shape, multiprocessors, compute_capability)
     if kind == "bn_eval":
         return transform
