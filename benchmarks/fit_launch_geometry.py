@@ -29,6 +29,12 @@ kind, on ``--chip``'s SMs and compute capability:
 * a mean or sum over the innermost dimensions (op_classes.row_reduction):
   REDUCTION_ROW_S and REDUCTION_BYTE_S, least squares (relative) of its seconds per SM on
   its rows and the bytes it reads, over ROW_REDUCTION_FIT_MODELS' nodes;
+* an elementwise op that runs ATen's legacy or casting loop (op_classes.elementwise_loop):
+  LOOP_ELEMENT_S per kind and LOOP_BYTE_S, least squares (relative) of its seconds per SM on
+  its elements, by kind, and the bytes it moves, over LOOP_FIT_MODELS' nodes of
+  MIN_LOOP_ELEMENTS or more. A profile recorded before the rules named the loop (every kept
+  one) is traced again on fake tensors as it was profiled, and its nodes take the rules'
+  names from the nodes of the same name, op and shape (with_loop_variants);
 * a narrow convolution, and a channels-last depthwise one or its backward (cuDNN's:
   op_classes.cudnn_depthwise), one key per op and dtype: its share of the FP32 peak per
   node (each shipped constant is the median over the nodes of the H100's and the H200's
@@ -55,6 +61,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
 from benchmarks.gpu_classes import read_profile  # noqa: E402
+import fxroof  # noqa: E402
 from fxroof import launch_geometry as lg, op_classes, roofline  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
@@ -69,6 +76,15 @@ LAYER_NORM_FIT_MODELS = ("convnext_tiny",)
 # The reductions fitted on: EfficientNet-B0's SE and pool means span rows of 49 to 12,544
 # elements in fp32 and bf16; the other models' one global pool each is kept as a check
 ROW_REDUCTION_FIT_MODELS = ("efficientnet_b0",)
+# The elementwise loops fitted on: EfficientNet-B0's SE scales, ConvNeXt-T's layer scales and
+# ViT-B/16's bias and residual adds; the b64 training profiles of ResNet-50 and MobileNetV2
+# hold one such node each, a global pool's backward just after the classifier, where the
+# GPU starves and the events hold the host's launch (the reductions' note above)
+LOOP_FIT_MODELS = ("efficientnet_b0", "convnext_tiny", "vit_b_16")
+# Fewer elements than a wave of the legacy kernel's blocks on every SM many times over
+# (128 threads of 2-4 elements) are a launch, not a rate
+MIN_LOOP_ELEMENTS = 1_000_000
+ELEMENTWISE_LOOP = "elementwise loop"  # gather's key of the loops' nodes
 # Profiles kept from before convolutions were named narrow (op_costs.conv.NARROW): their
 # 3-channel convolutions, by module
 NARROW_MODULES = {("resnet50", "conv1"), ("vit_b_16", "conv_proj")}
@@ -87,7 +103,9 @@ def narrow_conv(record: dict, model: str) -> bool:
 
 def gather(profiles: list[dict], chip) -> dict:
     """{kind: [(model, record), ...]} of the nodes each constant reads, a CLOCKED_KINDS
-    node's time taken to the reference boards' SM clock (launch_geometry's docstring)."""
+    node's time taken to the reference boards' SM clock (launch_geometry's docstring); the
+    elementwise loops' kinds, fitted together, under ELEMENTWISE_LOOP, each record naming
+    its own ("kind")."""
     found = defaultdict(list)
     clock = roofline.sm_clock_hz(chip, _units(chip)) or lg.REFERENCE_CLOCK_HZ
     for profile in profiles:
@@ -95,7 +113,9 @@ def gather(profiles: list[dict], chip) -> dict:
             kind = kind_of(record)
             if kind in lg.CLOCKED_KINDS:
                 record = {**record, "time_s": record["time_s"] * clock / lg.REFERENCE_CLOCK_HZ}
-            if kind:
+            if kind in lg.LOOP_ELEMENT_S:
+                found[ELEMENTWISE_LOOP].append((profile["name"], {**record, "kind": kind}))
+            elif kind:
                 found[kind].append((profile["name"], record))
             elif narrow_conv(record, profile["name"]) and record.get("time_s"):
                 found["narrow"].append((profile["name"], record))
@@ -188,6 +208,44 @@ def fit_depthwise_backward(nodes, chip) -> dict:
                        "macs")
 
 
+def fit_elementwise_loops(nodes, chip) -> dict:
+    """LOOP_ELEMENT_S of each kind and LOOP_BYTE_S: one least squares (relative) over every
+    kind's nodes of LOOP_FIT_MODELS and MIN_LOOP_ELEMENTS or more, seconds per SM =
+    elements x (the node's kind's constant) + bytes moved x LOOP_BYTE_S; a kind no node
+    informs is None."""
+    fitted = [(m, r) for m, r in nodes
+              if m in LOOP_FIT_MODELS and math.prod(r["shape"]) >= MIN_LOOP_ELEMENTS]
+    kinds = [k for k in lg.LOOP_ELEMENT_S if any(r["kind"] == k for _, r in fitted)]
+    if not kinds or len(fitted) <= len(kinds):
+        return {"LOOP_ELEMENT_S": None, "LOOP_BYTE_S": None}
+    units = _units(chip)
+    columns = [[math.prod(r["shape"]) / units * (r["kind"] == k) for _, r in fitted]
+               for k in kinds] + [[r["bytes"] / units for _, r in fitted]]
+    *per_element, per_byte = _relative_least_squares(columns, [r["time_s"] for _, r in fitted])
+    return {"LOOP_ELEMENT_S": dict(zip(kinds, per_element)), "LOOP_BYTE_S": per_byte}
+
+
+def with_loop_variants(profile: dict) -> dict:
+    """``profile`` with its elementwise nodes' rules as today's rules name them, where none
+    names its loop: the model traced again on fake tensors (fxroof.analyze, for the
+    profiled model, batch, mode, autocast and loss), each node taking the rule of the
+    node of its name, op and shape."""
+    if any(op_classes.elementwise_loop(r) for r in profile["nodes"]):
+        return profile
+    config = profile["model"]
+    # a profile names its optimizer and implementation so: "sgd (foreach)"
+    optimizer, _, implementation = (config.get("optimizer") or "").partition(" (")
+    graph = fxroof.analyze(config["name"], batch=config["batch"], device="cuda",
+                           amp=config.get("amp"), loss=config.get("loss"),
+                           optimizer=optimizer or None,
+                           optimizer_impl=implementation.rstrip(")") or None,
+                           backward=bool(config.get("backward")), mode=config.get("mode"))
+    fresh = {(r["name"], r["op"], tuple(r["shape"] or ())): r["rule"] for r in graph.records()}
+    nodes = [{**r, "rule": fresh.get((r["name"], r["op"], tuple(r["shape"] or ())), r["rule"])}
+             for r in profile["nodes"]]
+    return {**profile, "nodes": nodes}
+
+
 def fit_row_reduction(nodes, chip) -> dict:
     """REDUCTION_ROW_S and REDUCTION_BYTE_S: least squares (relative) of seconds per SM on
     the rows (outputs) and the bytes read, over ROW_REDUCTION_FIT_MODELS' nodes."""
@@ -211,13 +269,16 @@ FITS = {"bn_eval": fit_transform,
         "bn_train": lambda n, c: fit_reduction(n, c, "STATISTICS_ITERATION_S"),
         "bn_backward": lambda n, c: fit_reduction(n, c, "BACKWARD_REDUCTION_ITERATION_S"),
         "pool": fit_pool, "layer_norm": fit_layer_norm, "dw_conv": fit_depthwise,
-        "dw_conv_backward": fit_depthwise_backward, "row_reduction": fit_row_reduction}
+        "dw_conv_backward": fit_depthwise_backward, "row_reduction": fit_row_reduction,
+        ELEMENTWISE_LOOP: fit_elementwise_loops}
 
 
 def shipped_ratio(kind: str, record: dict, chip) -> float | None:
     """measured / the shipped bound (launch_geometry.bound_s) for one node."""
-    bound = lg.bound_s(kind, record["shape"], _units(chip), chip.compute_capability,
-                       record.get("macs") or 0.0, read_bytes=record.get("bytes_read") or 0.0)
+    bound = lg.bound_s(record.get("kind", kind), record["shape"], _units(chip),
+                       chip.compute_capability, record.get("macs") or 0.0,
+                       read_bytes=record.get("bytes_read") or 0.0,
+                       moved_bytes=record.get("bytes") or 0.0)
     return record["time_s"] / bound if bound else None
 
 
@@ -256,7 +317,7 @@ def main(argv=None) -> int:
                           "capability fxroof knows, which the launch-geometry bounds need: "
                           "name one (h100_sxm, h200_sxm, a100_sxm_80gb, ...) or a measured "
                           "chip from `fxroof chips measure --device cuda`.")
-    found = gather([read_profile(path) for path in args.profiles], chip)
+    found = gather([with_loop_variants(read_profile(path)) for path in args.profiles], chip)
     result = {"chip": chip.id, "kinds": summary(found, chip)}
     for kind, entry in result["kinds"].items():
         print(f"{kind}: {entry}")

@@ -49,7 +49,7 @@ def read_profile(path: str) -> dict:
                           "their times hold the GPU's wait for the host, not its kernels. "
                           "Profile a larger batch.")
     return {"name": profile["model"]["name"], "batch": profile["model"]["batch"],
-            "device": timing["device"], "nodes": nodes}
+            "device": timing["device"], "nodes": nodes, "model": profile["model"]}
 
 
 def by_class(nodes: list[dict], chip) -> dict:

@@ -91,13 +91,28 @@ Fitted on EfficientNet alone, it puts MobileNetV2's, ResNet-50's, Inception-v3's
 SqueezeNet's global pools at 0.90-1.06x of their times (two of six nodes, one on each GPU,
 took 1.5x and 2.0x: the same shapes measured 1.0x on the other board).
 
+ATen's elementwise loops other than the vectorised one (fxroof's rules name them as their
+variant, op_costs.pointwise.loop_variant): an operand broadcast or strided unlike the output
+sends TensorIterator's CUDA loop to its legacy kernel (``launch_legacy_kernel`` in
+aten/src/ATen/native/cuda/CUDALoops.cuh: 128 threads of 2 or 4 elements, every operand's
+offset computed per element with integer divisions), and operands of different dtypes to a
+loop that converts each element (``fetch_and_cast``; with a contiguous layout the unrolled
+kernel's ``LoadWithCast``). Per node on the kept profiles (EfficientNet-B0's SE scales,
+ConvNeXt-T's layer scales forward and backward, ViT-B/16's bias and residual adds; fp32,
+bf16 and fp16; H100 and H200), such a loop took elements x LOOP_ELEMENT_S[its kind] +
+bytes moved x LOOP_BYTE_S an SM (235 nodes, median node error 4.6%), where the elementwise
+class, bandwidth alone, had priced them a median 1.6x short (bf16 broadcasts 2.2x). Nearly
+the same per SM on the H100 and the H200, whose bandwidths differ 1.43x: the SM's issue of
+scalar loads and offsets, not DRAM, sets the pace (benchmarks/README.md, "GPU: ATen's
+elementwise loops"). They are clocked kinds, as the others below.
+
 Other GPUs' clocks. Every constant was timed on Hopper boards, the H100 SXM and the H200,
-whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm, depthwise or row-reduction
-kernel spends its time issuing loads and arithmetic that hit the SM's own cache, so its
-per-SM time is a count of clock cycles: on another GPU those kinds (CLOCKED_KINDS) take
-the constants in cycles, scaled by REFERENCE_CLOCK_HZ / the GPU's SM clock (an A100's
-1.41 GHz: 1.40x). A
-batch norm's round trips wait on DRAM, whose latency is in nanoseconds, not SM cycles:
+whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm, depthwise, row-reduction or
+non-vectorised elementwise kernel spends its time issuing loads and arithmetic (offsets,
+casts) that hit the SM's own cache, so its per-SM time is a count of clock cycles: on
+another GPU those kinds (CLOCKED_KINDS) take the constants in cycles, scaled by
+REFERENCE_CLOCK_HZ / the GPU's SM clock (an A100's 1.41 GHz: 1.40x). A batch norm's round
+trips wait on DRAM, whose latency is in nanoseconds, not SM cycles:
 those keep their seconds. The scaling is a stated assumption, no node of a GPU other than
 a Hopper board was timed. DeepLearningExamples' EfficientNet-B0 inference at batch 64-256
 on the A100 and the V100 (benchmarks/bench_public_gpu.py, never fitted on) went from
@@ -121,10 +136,15 @@ DEPTHWISE_INPUT_GRAD_S = 2.2e-9     # an SM's time per element of a depthwise in
 DEPTHWISE_WEIGHT_GRAD_S = 0.15e-9   # ... and per multiply-add of the backward
 REDUCTION_ROW_S = 25e-9         # an SM's time per row of an innermost-dimension reduction ...
 REDUCTION_BYTE_S = 0.039e-9     # ... and per byte the row reads
+# An SM's time per element of an elementwise loop of each kind (the module's docstring) ...
+LOOP_ELEMENT_S = {"strided_loop": 0.237e-9, "strided_casting_loop": 0.408e-9,
+                  "casting_loop": 0.297e-9}
+LOOP_BYTE_S = 0.026e-9          # ... and per byte it reads and writes
 # The SM boost clock of the boards the constants were timed on (H100 SXM, H200: 1.98 GHz)
 REFERENCE_CLOCK_HZ = 66.9e12 / (2 * 128 * 132)  # chips.yaml: 66.9 TFLOP/s FP32 over 132 SMs
 # The kinds whose time is the SM's clock cycles (the module's docstring)
-CLOCKED_KINDS = ("pool", "layer_norm", "dw_conv", "dw_conv_backward", "row_reduction")
+CLOCKED_KINDS = ("pool", "layer_norm", "dw_conv", "dw_conv_backward", "row_reduction",
+                 *LOOP_ELEMENT_S)
 # FP32 lanes an SM has, by compute capability: the CUDA C++ Programming Guide's "32-bit
 # floating-point add, multiply, multiply-add" results per clock cycle per multiprocessor
 # (Throughput of Native Arithmetic Instructions), with which a datasheet's FP32 peak is
@@ -241,6 +261,17 @@ def row_reduction_s(shape, read_bytes: float, multiprocessors: Optional[int]) ->
         / multiprocessors
 
 
+def elementwise_loop_s(kind: str, shape, moved_bytes: float,
+                       multiprocessors: Optional[int]) -> Optional[float]:
+    """Seconds of ATen's elementwise loop of ``kind`` (a key of LOOP_ELEMENT_S) writing a
+    ``shape`` output and moving ``moved_bytes`` (read and written) on an NVIDIA GPU of
+    ``multiprocessors`` SMs; None where the SMs are unknown."""
+    if not multiprocessors or not shape:
+        return None
+    return (math.prod(shape) * LOOP_ELEMENT_S[kind] + moved_bytes * LOOP_BYTE_S) \
+        / multiprocessors
+
+
 def sm_clock_hz(fp32_peak: Optional[float], multiprocessors: Optional[int],
                 compute_capability: Optional[tuple]) -> Optional[float]:
     """An NVIDIA GPU's SM boost clock (Hz) from its datasheet FP32 peak (FLOP/s, the CUDA
@@ -254,14 +285,16 @@ def sm_clock_hz(fp32_peak: Optional[float], multiprocessors: Optional[int],
 
 def bound_s(kind: str, shape, multiprocessors: Optional[int],
             compute_capability: Optional[tuple], macs: float = 0.0,
-            clock_hz: Optional[float] = None, read_bytes: float = 0.0) -> Optional[float]:
+            clock_hz: Optional[float] = None, read_bytes: float = 0.0,
+            moved_bytes: float = 0.0) -> Optional[float]:
     """Seconds below which an ATen CUDA kernel of ``kind`` (op_classes.LAUNCH_KINDS) over a
     ``shape`` output (making ``macs`` multiply-adds, for a convolution; reading
-    ``read_bytes``, for a reduction) cannot run on a GPU whose SMs run at ``clock_hz``
-    (None: the reference boards' clock); None where the GPU's facts are unknown. A
-    CLOCKED_KINDS kernel takes its constants in SM cycles."""
+    ``read_bytes``, for a reduction; moving ``moved_bytes``, for an elementwise loop) cannot
+    run on a GPU whose SMs run at ``clock_hz`` (None: the reference boards' clock); None
+    where the GPU's facts are unknown. A CLOCKED_KINDS kernel takes its constants in SM
+    cycles."""
     seconds = _reference_bound_s(kind, tuple(shape or ()), multiprocessors,
-                                 compute_capability, macs, read_bytes)
+                                 compute_capability, macs, read_bytes, moved_bytes)
     if seconds is None or not clock_hz or kind not in CLOCKED_KINDS:
         return seconds
     return seconds * REFERENCE_CLOCK_HZ / clock_hz
@@ -269,7 +302,7 @@ def bound_s(kind: str, shape, multiprocessors: Optional[int],
 
 def _reference_bound_s(kind: str, shape: tuple, multiprocessors: Optional[int],
                        compute_capability: Optional[tuple], macs: float,
-                       read_bytes: float) -> Optional[float]:
+                       read_bytes: float, moved_bytes: float) -> Optional[float]:
     """bound_s at the reference boards' clock. A training batch norm is its statistics and
     then its transform; a backward's bound is its two sums alone, its elementwise pass being
     another launch than the forward's transform (at 7 x 7 planes the transform's bound
@@ -278,6 +311,8 @@ def _reference_bound_s(kind: str, shape: tuple, multiprocessors: Optional[int],
         return depthwise_conv_s(shape, macs, multiprocessors, kind == "dw_conv_backward")
     if kind == "row_reduction":
         return row_reduction_s(shape, read_bytes, multiprocessors)
+    if kind in LOOP_ELEMENT_S:
+        return elementwise_loop_s(kind, shape, moved_bytes, multiprocessors)
     transform = batch_norm_transform_s(shape, multiprocessors, compute_capability)
     if kind == "bn_eval":
         return transform

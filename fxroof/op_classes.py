@@ -107,7 +107,13 @@ def running_statistics_norm(record: dict) -> bool:
 
 # The kinds of kernel fxroof.launch_geometry bounds, by what a node record is
 LAUNCH_KINDS = ("bn_eval", "bn_train", "bn_backward", "pool", "layer_norm", "dw_conv",
-                "dw_conv_backward", "row_reduction")
+                "dw_conv_backward", "row_reduction", "strided_loop", "strided_casting_loop",
+                "casting_loop")
+# The launch kind of an elementwise node by the loop its rule names (op_costs.pointwise's
+# loop_variant: "pointwise[mul][strided]"): ATen's legacy or casting loops, whose time is
+# the SM's per element, not the bytes (fxroof.launch_geometry)
+ELEMENTWISE_LOOPS = {"[strided]": "strided_loop", "[strided casting]": "strided_casting_loop",
+                     "[casting]": "casting_loop"}
 # The reductions ATen runs with its reduce kernel, a group of threads a row when the reduced
 # dimensions are the innermost (mean shares sum's kernel: MeanOps, SharedReduceOps.h)
 ROW_REDUCTION_OPS = ("mean", "sum")
@@ -126,15 +132,17 @@ CUDNN_BATCH_NORM_DTYPES = ("float32", "float16")
 
 
 def launch_kind(record: dict) -> Optional[str]:
-    """Which of LAUNCH_KINDS an NCHW node's ATen CUDA kernel is, None for any other node
-    (a channels-last one runs other kernels): a batch norm in eval (running statistics)
-    or training (batch statistics) or its backward, a fixed-window pooling or its backward
-    (a thread per element; an adaptive pooling is not one), a layer norm's forward, a
-    depthwise convolution of ATEN_DEPTHWISE_DTYPES or its backward of
-    ATEN_DEPTHWISE_BACKWARD_DTYPES, a reduction over the innermost dimensions
+    """Which of LAUNCH_KINDS a node's ATen CUDA kernel is, None for any other node: an
+    elementwise op whose rule names a legacy or casting loop (elementwise_loop), whatever
+    its layout; then, of NCHW nodes only (a channels-last one runs other kernels), a batch
+    norm in eval (running statistics) or training (batch statistics) or its backward, a
+    fixed-window pooling or its backward (a thread per element; an adaptive pooling is not
+    one), a layer norm's forward, a depthwise convolution of ATEN_DEPTHWISE_DTYPES or its
+    backward of ATEN_DEPTHWISE_BACKWARD_DTYPES, a reduction over the innermost dimensions
     (row_reduction)."""
-    if record.get("layout") == "channels_last":
-        return None
+    loop = elementwise_loop(record)
+    if loop or record.get("layout") == "channels_last":
+        return loop
     op_class, op = op_class_of(record), record["op"]
     if "batch_norm" in op:
         return {"norm": "bn_eval", "norm_train": "bn_train",
@@ -151,6 +159,15 @@ def launch_kind(record: dict) -> Optional[str]:
             and record["dtype"] in ATEN_DEPTHWISE_BACKWARD_DTYPES:
         return "dw_conv_backward"
     return None
+
+
+def elementwise_loop(record: dict) -> Optional[str]:
+    """The ELEMENTWISE_LOOPS kind of an elementwise node whose rule names a loop other than
+    the vectorised one, None for any other node."""
+    rule = record.get("rule", "")
+    if op_class_of(record) != "elementwise" or not rule.endswith("]"):
+        return None
+    return ELEMENTWISE_LOOPS.get(rule[rule.rfind("["):])
 
 
 def row_reduction(record: dict) -> bool:

@@ -385,7 +385,8 @@ def _launch_bound_s(record: dict, chip: Chip) -> float:
     seconds = launch_geometry.bound_s(kind, record.get("shape"), multiprocessors,
                                       chip.compute_capability, record.get("macs") or 0.0,
                                       sm_clock_hz(chip, multiprocessors),
-                                      record.get("bytes_read") or 0.0)
+                                      record.get("bytes_read") or 0.0,
+                                      record.get("bytes") or 0.0)
     return seconds or 0.0
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from op_costs.registry import VECTOR, Cost, aten_op, first_output, register, register_tag
+from op_costs.registry import (VECTOR, Cost, TensorMeta, aten_op, first_output, register,
+                               register_tag, tensors_in)
 
 aten = torch.ops.aten
 
@@ -84,6 +85,45 @@ GELU_ERF_BACKWARD = 11  # g * (Phi(x) [4] + x * phi(x) [exp(-x^2/2)/sqrt(2 pi): 
 GELU_TANH_BACKWARD = 18  # g * d/dx of the tanh form: re-evaluate it (9), sech^2 and chain (9)
 DROPOUT = 3             # sample compare, mask multiply, 1/(1-p) scale
 
+# The loop a GPU runs an elementwise op with (ATen's CUDA TensorIterator, gpu_kernel_impl in
+# aten/src/ATen/native/cuda/CUDALoops.cuh), which the rule names as its variant. Operands
+# that all share the output's dense strides and dtype take the vectorised loop (no
+# variant). Any other layout -- an operand broadcast (an SE block's scale, a layer scale, a
+# bias) or strided unlike the output -- takes the legacy loop, which computes every
+# operand's offset per element (STRIDED); operands of different dtypes are converted per
+# element (CASTING: a bf16 activation times an fp32 parameter under autocast).
+STRIDED, CASTING = "strided", "casting"
+
+
+def _dense_strides(meta: TensorMeta) -> bool:
+    """Whether a tensor's elements fill its memory without gaps or overlaps, in some order of
+    its dimensions (size-1 dimensions, whose stride is never used, aside)."""
+    expected = 1
+    for size, stride in sorted((d for d in zip(meta.shape, meta.stride) if d[0] > 1),
+                               key=lambda d: d[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _used_strides(meta: TensorMeta) -> tuple:
+    return tuple(stride for size, stride in zip(meta.shape, meta.stride) if size > 1)
+
+
+def loop_variant(args, out) -> str | None:
+    """STRIDED, CASTING, both ("strided casting") or None (the vectorised loop) for an
+    elementwise op of these operands. A 0-dim tensor counts as a scalar, which TensorIterator
+    passes by value (a CPU scalar; a 0-dim CUDA tensor would be broadcast), and a bool
+    operand (a mask, where's condition) is read as bool by the op's own functor."""
+    result = first_output(out)
+    operands = [t for t in tensors_in(args) if t.shape != ()]
+    strided = not _dense_strides(result) or any(
+        t.shape != result.shape or _used_strides(t) != _used_strides(result) for t in operands)
+    casting = len({t.dtype for t in operands if t.dtype != torch.bool}) > 1
+    found = [name for name, present in ((STRIDED, strided), (CASTING, casting)) if present]
+    return " ".join(found) or None
+
 
 def _register_weights():
     for name, weight in WEIGHTS.items():
@@ -91,7 +131,8 @@ def _register_weights():
 
         def rule(*args, out, _weight=weight, _complex=complex_weight, **kwargs):
             result = first_output(out)
-            return Cost(flops=(_complex if result.dtype.is_complex else _weight) * result.numel)
+            return Cost(flops=(_complex if result.dtype.is_complex else _weight) * result.numel,
+                        variant=loop_variant(args + tuple(kwargs.values()), out))
 
         register(aten_op(name), op_class=VECTOR, name=f"pointwise[{name}]")(rule)
 
@@ -101,13 +142,14 @@ _register_weights()
 
 @register(aten.gelu, op_class=VECTOR)
 def gelu(x, *, out, approximate="none", **_):
-    return Cost(flops=(GELU_TANH if approximate == "tanh" else GELU_ERF) * out.numel)
+    return Cost(flops=(GELU_TANH if approximate == "tanh" else GELU_ERF) * out.numel,
+                variant=loop_variant((x,), out))
 
 
 @register(aten.gelu_backward, op_class=VECTOR)
 def gelu_backward(grad, x, *, out, approximate="none", **_):
     weight = GELU_TANH_BACKWARD if approximate == "tanh" else GELU_ERF_BACKWARD
-    return Cost(flops=weight * out.numel)
+    return Cost(flops=weight * out.numel, variant=loop_variant((grad, x), out))
 
 
 @register(aten.native_dropout, op_class=VECTOR)
@@ -143,4 +185,5 @@ def log_sigmoid(x, *, out, **_):
 
 @register_tag(torch.Tag.pointwise, "pointwise[tagged]")
 def tagged_pointwise(*args, out, **kwargs):
-    return Cost(flops=TAGGED_POINTWISE * first_output(out).numel)
+    return Cost(flops=TAGGED_POINTWISE * first_output(out).numel,
+                variant=loop_variant(args + tuple(kwargs.values()), out))
