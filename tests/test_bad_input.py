@@ -180,6 +180,9 @@ CLI = [
     ("annotate --input-shape 100000000,100000000,100000,100000", USAGE,
      ["more than any tensor's storage"]),
     ("annotate --input-shape 1,-3,8,8", USAGE, ["Cannot read the input shape"]),
+    # a named model's input of a batch no tensor can hold was torch's overflow, a traceback
+    ("predict resnet18 --batch 99999999999999 --chip h100_sxm", USAGE,
+     ["batch 99999999999999", "more than any tensor's storage"]),
     # a --batch the given shapes contradict was dropped without a word
     ("annotate --input-shape 1,3,224,224 --batch 4", USAGE,
      ["batch=4", "inputs of shape (1, 3, 224, 224), batch 1", "--input-shape 4,..."]),

@@ -22,6 +22,7 @@ from fxroof.errors import FxroofError, UsageError
 from fxroof.models import hf, timm_zoo, user, vision
 from fxroof.models.base import construct, ensure_module
 from fxroof.suggest import did_you_mean
+from fxroof.validate import shape as checked_shape
 
 __all__ = ["DEFAULT_MODEL", "MODEL_SOURCES", "build_model", "capture_context", "model_names",
            "construct", "default_input_shape",
@@ -93,7 +94,10 @@ def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[in
         name = spec or type(model).__name__
         raise UsageError(f"--seq-len (seq_len) sets the tokens of an hf: text model; '{name}' "
                          "takes images. Drop it, or give the inputs' shapes (--input-shape).")
-    return (torch.empty(default_input_shape(spec, model, batch), device="meta"),), {}
+    # a batch too large for any tensor (1e14 images) is a typo to name, not torch's overflow
+    images = checked_shape(default_input_shape(spec, model, batch),
+                           f"the input of batch {batch}")
+    return (torch.empty(images, device="meta"),), {}
 
 
 def capture_context(spec: Optional[str], kwargs: Optional[dict]):
