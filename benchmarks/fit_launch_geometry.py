@@ -35,6 +35,11 @@ kind, on ``--chip``'s SMs and compute capability:
   MIN_LOOP_ELEMENTS or more. A profile recorded before the rules named the loop (every kept
   one) is traced again on fake tensors as it was profiled, and its nodes take the rules'
   names from the nodes of the same name, op and shape (with_loop_variants);
+* a sum or mean over the outer dimensions (op_classes.column_reduction: a bias gradient):
+  PARTIAL_TRIP_S and GLOBAL_REDUCE_FIXED_S, least squares (relative) of the node's time
+  less its class's (its bytes) on the round trips of the block that combines the others
+  (launch_geometry.column_reduction_blocks), over COLUMN_FIT_MODELS' nodes whose rows
+  are split across blocks; re-traced as the loops are;
 * a narrow convolution, and a channels-last depthwise one or its backward (cuDNN's:
   op_classes.cudnn_depthwise), one key per op and dtype: its share of the FP32 peak per
   node (each shipped constant is the median over the nodes of the H100's and the H200's
@@ -85,6 +90,11 @@ LOOP_FIT_MODELS = ("efficientnet_b0", "convnext_tiny", "vit_b_16")
 # (128 threads of 2-4 elements) are a launch, not a rate
 MIN_LOOP_ELEMENTS = 1_000_000
 ELEMENTWISE_LOOP = "elementwise loop"  # gather's key of the loops' nodes
+# The column reductions fitted on: the bias gradients of ConvNeXt-T's training step (fp32,
+# H200; 8 shapes, 96 to 3072 columns of 3136 to 200704 rows, 13 to 196 round trips); ViT's
+# (3 shapes of 22 to 25 trips, which cannot tell a trip from the fixed cost) are a check
+COLUMN_FIT_MODELS = ("convnext_tiny",)
+GLOBAL_REDUCE = "column reduction"  # gather's key of those nodes
 # Profiles kept from before convolutions were named narrow (op_costs.conv.NARROW): their
 # 3-channel convolutions, by module
 NARROW_MODULES = {("resnet50", "conv1"), ("vit_b_16", "conv_proj")}
@@ -117,6 +127,8 @@ def gather(profiles: list[dict], chip) -> dict:
                 found[ELEMENTWISE_LOOP].append((profile["name"], {**record, "kind": kind}))
             elif kind:
                 found[kind].append((profile["name"], record))
+            elif op_classes.column_reduction(record) and record.get("time_s"):
+                found[GLOBAL_REDUCE].append((profile["name"], record))
             elif narrow_conv(record, profile["name"]) and record.get("time_s"):
                 found["narrow"].append((profile["name"], record))
             elif op_classes.cudnn_depthwise(record) and record.get("time_s"):
@@ -226,11 +238,12 @@ def fit_elementwise_loops(nodes, chip) -> dict:
 
 
 def with_loop_variants(profile: dict) -> dict:
-    """``profile`` with its elementwise nodes' rules as today's rules name them, where none
-    names its loop: the model traced again on fake tensors (fxroof.analyze, for the
+    """``profile`` with its nodes' rules as today's rules name them, where none names a
+    loop or a column reduction: the model traced again on fake tensors (fxroof.analyze, for the
     profiled model, batch, mode, autocast and loss), each node taking the rule of the
     node of its name, op and shape."""
-    if any(op_classes.elementwise_loop(r) for r in profile["nodes"]):
+    if any(op_classes.elementwise_loop(r) or op_classes.column_reduction(r)
+           for r in profile["nodes"]):
         return profile
     config = profile["model"]
     # a profile names its optimizer and implementation so: "sgd (foreach)"
@@ -244,6 +257,41 @@ def with_loop_variants(profile: dict) -> dict:
     nodes = [{**r, "rule": fresh.get((r["name"], r["op"], tuple(r["shape"] or ())), r["rule"])}
              for r in profile["nodes"]]
     return {**profile, "nodes": nodes}
+
+
+def class_seconds(record: dict, chip) -> float:
+    """A node's device seconds on ``chip`` as its class prices its bytes, without the
+    combining of blocks (its rule's variant dropped)."""
+    rule = record["rule"].removesuffix(op_classes.COLUMNS_VARIANT)
+    return roofline.device_seconds(roofline.node_time({**record, "rule": rule}, chip))
+
+
+def combining_trips(record: dict, chip) -> int:
+    """The round trips of the block that combines a column reduction's others (0: none)."""
+    rows, columns = op_classes.column_reduction(record)
+    blocks, height = lg.column_reduction_blocks(
+        rows, columns, _units(chip), lg.RESIDENT[tuple(chip.compute_capability)][0])
+    return math.ceil(blocks / height) if blocks > 1 else 0
+
+
+def fit_global_reduce(nodes, chip) -> dict:
+    """PARTIAL_TRIP_S and GLOBAL_REDUCE_FIXED_S: least squares of (class seconds + trips x a
+    + b) / seconds on 1, one point per shape (its nodes' median time: a layer repeated nine
+    times does not outvote one seen once), over COLUMN_FIT_MODELS' nodes whose rows are
+    split across blocks; None where fewer than two trip counts inform them."""
+    names = ("PARTIAL_TRIP_S", "GLOBAL_REDUCE_FIXED_S")
+    by_shape = defaultdict(list)
+    for model, r in nodes:
+        if model in COLUMN_FIT_MODELS and combining_trips(r, chip):
+            by_shape[op_classes.column_reduction(r)].append(r)
+    if len({combining_trips(found[0], chip) for found in by_shape.values()}) < 2:
+        return dict.fromkeys(names)
+    seconds = np.array([statistics.median(r["time_s"] for r in found)
+                        for found in by_shape.values()])
+    a = np.array([[combining_trips(found[0], chip), 1.0]
+                  for found in by_shape.values()]) / seconds[:, None]
+    rest = 1 - np.array([class_seconds(found[0], chip) for found in by_shape.values()]) / seconds
+    return dict(zip(names, (float(c) for c in np.linalg.lstsq(a, rest, rcond=None)[0])))
 
 
 def fit_row_reduction(nodes, chip) -> dict:
@@ -270,11 +318,14 @@ FITS = {"bn_eval": fit_transform,
         "bn_backward": lambda n, c: fit_reduction(n, c, "BACKWARD_REDUCTION_ITERATION_S"),
         "pool": fit_pool, "layer_norm": fit_layer_norm, "dw_conv": fit_depthwise,
         "dw_conv_backward": fit_depthwise_backward, "row_reduction": fit_row_reduction,
-        ELEMENTWISE_LOOP: fit_elementwise_loops}
+        ELEMENTWISE_LOOP: fit_elementwise_loops, GLOBAL_REDUCE: fit_global_reduce}
 
 
 def shipped_ratio(kind: str, record: dict, chip) -> float | None:
-    """measured / the shipped bound (launch_geometry.bound_s) for one node."""
+    """measured / the shipped bound (launch_geometry.bound_s) for one node; a column
+    reduction's, measured / its class's seconds and the combining of its blocks."""
+    if kind == GLOBAL_REDUCE:
+        return record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
     bound = lg.bound_s(record.get("kind", kind), record["shape"], _units(chip),
                        chip.compute_capability, record.get("macs") or 0.0,
                        read_bytes=record.get("bytes_read") or 0.0,
@@ -310,7 +361,8 @@ def summary(found: dict, chip) -> dict:
 
 
 def main(argv=None) -> int:
-    args, chip = parsed_chip_arguments(__doc__, "profiles", "`fxroof profile --json` files of a GPU", argv)
+    args, chip = parsed_chip_arguments(__doc__, "profiles",
+                                       "`fxroof profile --json` files of a GPU", argv)
     if chip.cls != "gpu" or not _units(chip) or \
             tuple(chip.compute_capability or ()) not in lg.RESIDENT:
         raise FxroofError(f"Chip '{chip.id}' is not an NVIDIA GPU whose SMs and compute "

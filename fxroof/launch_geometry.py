@@ -106,6 +106,19 @@ the same per SM on the H100 and the H200, whose bandwidths differ 1.43x: the SM'
 scalar loads and offsets, not DRAM, sets the pace (benchmarks/README.md, "GPU: ATen's
 elementwise loops"). They are clocked kinds, as the others below.
 
+ATen's reduce kernel summing over the outer dimensions (op_costs.reduction names it
+``[columns]``: a bias gradient, (N x H x W, C) summed over its rows) puts its threads across
+the outputs and, where a thread would still sum 256 rows or more, splits the rows across
+blocks until the GPU is full (``setReduceConfig``, Reduce.cuh; column_reduction_blocks);
+the last block of each column to finish then reads every other block's partial sums,
+ceil(blocks / the block's height) round trips a thread. Per node on the H200 (ConvNeXt-T's
+training step at batch 64, fp32: 8 shapes of 96 to 3072 columns and 3136 to 200704 rows,
+13 to 196 trips), the node took its class's time for the bytes plus trips x PARTIAL_TRIP_S
++ GLOBAL_REDUCE_FIXED_S (least squares, one point per shape; global_reduce_s), where the
+class alone had priced them 0.10-0.60 of their times; ViT-B/16's, never fitted on, come
+out 0.90-1.00x. These are seconds, not cycles: the partials come back from L2, and the
+fixed cost is the semaphores' memset and the hand-off between blocks.
+
 Other GPUs' clocks. Every constant was timed on Hopper boards, the H100 SXM and the H200,
 whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm, depthwise, row-reduction or
 non-vectorised elementwise kernel spends its time issuing loads and arithmetic (offsets,
@@ -140,6 +153,8 @@ REDUCTION_BYTE_S = 0.039e-9     # ... and per byte the row reads
 LOOP_ELEMENT_S = {"strided_loop": 0.237e-9, "strided_casting_loop": 0.408e-9,
                   "casting_loop": 0.297e-9}
 LOOP_BYTE_S = 0.026e-9          # ... and per byte it reads and writes
+PARTIAL_TRIP_S = 0.36e-6        # a round trip of the reduce kernel's last block over partials
+GLOBAL_REDUCE_FIXED_S = 6.4e-6  # ... and the fixed cost of combining blocks at all
 # The SM boost clock of the boards the constants were timed on (H100 SXM, H200: 1.98 GHz)
 REFERENCE_CLOCK_HZ = 66.9e12 / (2 * 128 * 132)  # chips.yaml: 66.9 TFLOP/s FP32 over 132 SMs
 # The kinds whose time is the SM's clock cycles (the module's docstring)
@@ -270,6 +285,56 @@ def elementwise_loop_s(kind: str, shape, moved_bytes: float,
         return None
     return (math.prod(shape) * LOOP_ELEMENT_S[kind] + moved_bytes * LOOP_BYTE_S) \
         / multiprocessors
+
+
+def column_reduction_blocks(rows: int, columns: int, multiprocessors: int,
+                            resident_threads: int) -> tuple[int, int]:
+    """(blocks a column combines, threads a block spends on them side by side) of ATen's
+    reduce kernel summing ``rows`` rows of ``columns`` contiguous outputs (setReduceConfig,
+    Reduce.cuh, "vectorize along output"): threads take up to 4 outputs each across a
+    block's width, its height splits the rows, and where a thread would still sum 256
+    rows or more the rows are split across blocks too -- enough to fill the GPU, each
+    thread keeping at least 16. (1, 0) where no block is split."""
+    vector = next(v for v in (4, 2, 1) if columns % v == 0)
+    most = 512 // vector
+    across = _last_pow2(columns // vector) if columns // vector < most else most
+    down = _last_pow2(rows) if rows < most else most
+    width = min(across, 32)
+    height = min(down, most // width)
+    width = min(across, most // height)
+    per_thread = rows
+    if per_thread >= height * 16 or per_thread >= 256:
+        per_thread = math.ceil(rows / height)
+    else:
+        return 1, 0  # the block's height takes more outputs: no split of the rows
+    grid = math.ceil(columns // vector / width)
+    target = multiprocessors * (resident_threads // (width * height))
+    if per_thread < 256 or grid > target:
+        return 1, 0
+    split = max(min(math.ceil(target / grid), math.ceil(per_thread / 16)),
+                math.ceil(per_thread / 256))
+    return (split, height) if split > 1 else (1, 0)
+
+
+def _last_pow2(n: int) -> int:
+    """Reduce.cuh's last_pow2: the largest power of two at most n (1 at least)."""
+    return 1 << max(int(n).bit_length() - 1, 0)
+
+
+def global_reduce_s(rows: int, columns: int, multiprocessors: Optional[int],
+                    compute_capability: Optional[tuple]) -> float:
+    """Seconds the reduce kernel spends combining a column's blocks (column_reduction_blocks)
+    after its rows are read: the last block to finish reads every other block's partial
+    sums, ceil(blocks / height) dependent round trips a thread, behind a fixed cost (the
+    semaphores' cudaMemsetAsync and the blocks' hand-off); 0 where no block is split or
+    the GPU's SMs or resident threads are unknown."""
+    limits = RESIDENT.get(tuple(compute_capability or ()))
+    if not multiprocessors or limits is None or rows < 2 or columns < 1:
+        return 0.0
+    blocks, height = column_reduction_blocks(rows, columns, multiprocessors, limits[0])
+    if blocks < 2:
+        return 0.0
+    return math.ceil(blocks / height) * PARTIAL_TRIP_S + GLOBAL_REDUCE_FIXED_S
 
 
 def sm_clock_hz(fp32_peak: Optional[float], multiprocessors: Optional[int],

@@ -117,6 +117,8 @@ ELEMENTWISE_LOOPS = {"[strided]": "strided_loop", "[strided casting]": "strided_
 # The reductions ATen runs with its reduce kernel, a group of threads a row when the reduced
 # dimensions are the innermost (mean shares sum's kernel: MeanOps, SharedReduceOps.h)
 ROW_REDUCTION_OPS = ("mean", "sum")
+# op_costs/reduction.py names a reduction over the outer dimensions so (its COLUMNS)
+COLUMNS_VARIANT = "[columns]"
 # Eager PyTorch runs an NCHW depthwise convolution of these dtypes with ATen's own
 # conv_depthwise2d kernels (ConvBackend::CudaDepthwise2d); one of fp16 goes to cuDNN where
 # its workload filter says so (ConvParams::use_cudnn_depthwise, Convolution.cpp)
@@ -170,17 +172,33 @@ def elementwise_loop(record: dict) -> Optional[str]:
     return ELEMENTWISE_LOOPS.get(rule[rule.rfind("["):])
 
 
+def column_reduction(record: dict) -> Optional[tuple]:
+    """(rows, columns) of a sum or mean over the outer dimensions, which its rule names
+    (op_costs.reduction.COLUMNS: a bias gradient, a channels-last pool), None for any other
+    node. The columns are its outputs; the rows come from its FLOPs (a sum's N - m, a
+    mean's N: op_costs.reduction), whatever its dtypes."""
+    if record["op"] not in ROW_REDUCTION_OPS or not record.get("rule", "").endswith(
+            COLUMNS_VARIANT) or not record.get("shape"):
+        return None
+    columns = math.prod(record["shape"])
+    inputs = record["flops"] + (columns if record["op"] == "sum" else 0)
+    return (round(inputs / columns), columns) if columns else None
+
+
 def row_reduction(record: dict) -> bool:
     """Whether a node is a mean or sum over its input's innermost dimensions, each output a
     row of contiguous elements: one that keeps the reduced dimensions (``keepdim``) and so
     ends in a 1 -- an SE block's or a global pool's mean over H x W, an RMS norm's over the
     channels. Without keepdim the output cannot tell which dimensions were reduced, nor
     with a leading 1 (a bias gradient's sum over N, H and W is (1, C, 1, 1)): a batch of one
-    is left out with those, where the bound is a fraction of a microsecond. Assumes a
-    contiguous input: a mean over a channels-last-strided one (ConvNeXt's global pool) runs
-    another kernel, 2-3x faster than the bound."""
+    is left out with those, where the bound is a fraction of a microsecond. Not one whose
+    rule says it reduces over the outer dimensions (column_reduction): a mean over a
+    channels-last input (ConvNeXt's global pool) runs the column configuration, 2-3x
+    faster than this bound."""
     shape = record.get("shape") or ()
-    return record["op"] in ROW_REDUCTION_OPS and record.get("rule", "").startswith("reduction[") \
+    rule = record.get("rule", "")
+    return record["op"] in ROW_REDUCTION_OPS and rule.startswith("reduction[") \
+        and not rule.endswith(COLUMNS_VARIANT) \
         and len(shape) >= 2 and shape[-1] == 1 and shape[0] > 1 \
         and record.get("flops", 0) > math.prod(shape)
 

@@ -281,7 +281,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
                                  used, fresh, layout, layout_fresh)) \
-        + _transpose_s(record, chip, key)
+        + _transpose_s(record, chip, key) + _global_reduce_s(record, chip)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
                                       used))
     bound = _launch_bound_s(record, chip)  # a kernel its grid holds back, not its bytes
@@ -388,6 +388,18 @@ def _launch_bound_s(record: dict, chip: Chip) -> float:
                                       record.get("bytes_read") or 0.0,
                                       record.get("bytes") or 0.0)
     return seconds or 0.0
+
+
+def _global_reduce_s(record: dict, chip: Chip) -> float:
+    """Seconds an NVIDIA GPU's reduce kernel spends combining blocks after a reduction over
+    the outer dimensions has read its rows (launch_geometry.global_reduce_s), on top of the
+    class's time for the bytes; 0 for any other node or device."""
+    shape = op_classes.column_reduction(record)
+    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or shape is None:
+        return 0.0
+    return launch_geometry.global_reduce_s(*shape, chip.multiprocessors
+                                           or calibration().units(chip.id),
+                                           chip.compute_capability)
 
 
 def sm_clock_hz(chip: Chip, multiprocessors: Optional[int]) -> Optional[float]:

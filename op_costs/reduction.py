@@ -44,11 +44,38 @@ def log2_ceil(n: int) -> int:
     return max(math.ceil(math.log2(n)), 1) if n > 1 else 1
 
 
-def reduction(per_input: int, per_output: int = 0):
-    """(per_input * N + per_output * m) FLOPs for N inputs and m outputs."""
+def reduction(per_input: int, per_output: int = 0, names_layout: bool = False):
+    """(per_input * N + per_output * m) FLOPs for N inputs and m outputs; ``names_layout``:
+    the rule names a reduction over the outer dimensions (COLUMNS) as its variant."""
     def rule(x, *args, out, **kwargs):
-        return Cost(flops=per_input * x.numel + per_output * first_output(out).numel)
+        dims = kwargs.get("dim", args[0] if args else None)
+        variant = COLUMNS if names_layout and _over_columns(x, dims) else None
+        return Cost(flops=per_input * x.numel + per_output * first_output(out).numel,
+                    variant=variant)
     return rule
+
+
+# A sum or mean whose reduced dimensions all lie outside the kept ones in memory (a bias
+# gradient: (N x H x W, C) summed over the rows) runs ATen's CUDA reduce kernel in its
+# column configuration (setReduceConfig, aten/src/ATen/native/cuda/Reduce.cuh: threads
+# across the outputs, the rows split across blocks that a last block combines), which the
+# rule names as its variant; one over the innermost dimensions (a global pool) does not
+COLUMNS = "columns"
+LAYOUT_NAMED = ("sum", "mean")
+
+
+def _over_columns(x: TensorMeta, dims) -> bool:
+    """Whether every reduced dimension (of more than one element) strides farther than some
+    kept one: TensorIterator then reduces "not on the fastest striding dimension"."""
+    if dims is None or isinstance(dims, bool):
+        return False
+    rank = len(x.shape)
+    reduced = {d % rank for d in ((dims,) if isinstance(dims, int) else dims)} if rank else set()
+    sizes = [(size, stride, d in reduced) for d, (size, stride)
+             in enumerate(zip(x.shape, x.stride)) if size > 1]
+    kept = [stride for size, stride, is_reduced in sizes if not is_reduced]
+    folded = [stride for size, stride, is_reduced in sizes if is_reduced]
+    return bool(kept and folded) and min(kept) < min(folded)
 
 
 # (FLOPs per input element, per output element, ops) -- see the module docstring
@@ -67,7 +94,7 @@ _REDUCTIONS = [
 for per_input, per_output, names in _REDUCTIONS:
     for name in names.split():
         register(aten_op(name), op_class=VECTOR, name=f"reduction[{name}]")(
-            reduction(per_input, per_output))
+            reduction(per_input, per_output, names_layout=name in LAYOUT_NAMED))
 
 
 @register_tag(torch.Tag.reduction, "reduction[tagged]")
