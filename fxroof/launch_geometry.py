@@ -289,8 +289,9 @@ def elementwise_loop_s(kind: str, shape, moved_bytes: float,
 
 def column_reduction_blocks(rows: int, columns: int, multiprocessors: int,
                             resident_threads: int) -> tuple[int, int]:
-    """(blocks a column combines, threads a block spends on them side by side) of ATen's
-    reduce kernel summing ``rows`` rows of ``columns`` contiguous outputs (setReduceConfig,
+    """(blocks a column's rows are split across, the block's height: how many of its threads
+    read their partial sums side by side) of ATen's reduce kernel summing ``rows`` rows of
+    ``columns`` contiguous outputs (setReduceConfig,
     Reduce.cuh, "vectorize along output"): threads take up to 4 outputs each across a
     block's width, its height splits the rows, and where a thread would still sum 256
     rows or more the rows are split across blocks too -- enough to fill the GPU, each
