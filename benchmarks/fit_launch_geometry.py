@@ -142,7 +142,7 @@ def cudnn_depthwise_key(record: dict) -> str:
 
 
 def _units(chip):
-    return chip.multiprocessors or roofline.calibration().units(chip.id)
+    return roofline.multiprocessors(chip)
 
 
 def fit_transform(nodes, chip) -> dict:

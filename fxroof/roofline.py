@@ -247,10 +247,22 @@ def time_model_source(chip: Chip) -> str:
             f"({origin.split(' (')[0] or 'fxroof.calibration'})")
 
 
+def multiprocessors(chip: Chip) -> Optional[int]:
+    """A GPU's SMs (CUs) as the time model reads them: its entry's (or measurement's) count,
+    else the one its shipped calibration was fitted with; None where neither is known."""
+    return chip.multiprocessors or calibration().units(chip.id)
+
+
+def _nvidia_gpu(chip: Chip) -> bool:
+    """Whether a chip is an NVIDIA GPU, whose ATen and cuDNN kernels the geometry models and
+    the transposes describe."""
+    return chip.cls == "gpu" and chip.vendor == "NVIDIA"
+
+
 def multiprocessor_facts(chip: Chip) -> str:
     """A GPU's SMs and SM clock as the time model reads them, with where each comes from,
     in words ("" where neither is known)."""
-    units = chip.multiprocessors or calibration().units(chip.id)
+    units = multiprocessors(chip)
     clock = sm_clock_hz(chip, units)
     facts = []
     if units:
@@ -356,8 +368,7 @@ def _cuda_core_conv_share(record: dict, chip: Chip) -> Optional[float]:
     (probes.GPU_CONV_PROBES), and its conv_cl class holds it."""
     if _narrow_off_tensor_cores(record, chip):
         return NARROW_CONV_COMPUTE
-    if chip.cls == "gpu" and chip.vendor == "NVIDIA" and not chip.calibration \
-            and op_classes.cudnn_depthwise(record):
+    if _nvidia_gpu(chip) and not chip.calibration and op_classes.cudnn_depthwise(record):
         return CUDNN_DEPTHWISE_COMPUTE.get((record["op"], record["dtype"]))
     return None
 
@@ -378,13 +389,12 @@ def _launch_bound_s(record: dict, chip: Chip) -> float:
     do not describe (the timing pass runs the graph's native_batch_norm, so no profile
     timed them: those nodes keep their class's time)."""
     kind = op_classes.launch_kind(record)
-    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or kind is None \
-            or op_classes.cudnn_batch_norm(record):
+    if not _nvidia_gpu(chip) or kind is None or op_classes.cudnn_batch_norm(record):
         return 0.0
-    multiprocessors = chip.multiprocessors or calibration().units(chip.id)
-    seconds = launch_geometry.bound_s(kind, record.get("shape"), multiprocessors,
+    units = multiprocessors(chip)
+    seconds = launch_geometry.bound_s(kind, record.get("shape"), units,
                                       chip.compute_capability, record.get("macs") or 0.0,
-                                      sm_clock_hz(chip, multiprocessors),
+                                      sm_clock_hz(chip, units),
                                       record.get("bytes_read") or 0.0,
                                       record.get("bytes") or 0.0)
     return seconds or 0.0
@@ -395,23 +405,22 @@ def _global_reduce_s(record: dict, chip: Chip) -> float:
     the outer dimensions has read its rows (launch_geometry.global_reduce_s), on top of the
     class's time for the bytes; 0 for any other node or device."""
     shape = op_classes.column_reduction(record)
-    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or shape is None:
+    if not _nvidia_gpu(chip) or shape is None:
         return 0.0
-    return launch_geometry.global_reduce_s(*shape, chip.multiprocessors
-                                           or calibration().units(chip.id),
+    return launch_geometry.global_reduce_s(*shape, multiprocessors(chip),
                                            chip.compute_capability)
 
 
-def sm_clock_hz(chip: Chip, multiprocessors: Optional[int]) -> Optional[float]:
-    """A GPU's SM clock (Hz): the one a measurement recorded, else the one its datasheet's
-    FP32 peak implies where that peak is the CUDA cores' (a measured chip's FP32 peak is a
-    GEMM's sustained rate, which would understate it); None where neither is known."""
+def sm_clock_hz(chip: Chip, units: Optional[int]) -> Optional[float]:
+    """A GPU's SM clock (Hz): the one its entry states (a measurement records it), else the
+    one its datasheet's FP32 peak over ``units`` SMs implies where that peak is the CUDA
+    cores' (a measured chip's FP32 peak is a GEMM's sustained rate, which would understate
+    it); None where neither is known."""
     if chip.clock:
         return chip.clock
     if chip.units.get("fp32") != "vector":
         return None
-    return launch_geometry.sm_clock_hz(chip.peaks.get("fp32"), multiprocessors,
-                                       chip.compute_capability)
+    return launch_geometry.sm_clock_hz(chip.peaks.get("fp32"), units, chip.compute_capability)
 
 
 def _tile_units(chip: Chip, op_class: str) -> Optional[int]:
@@ -419,9 +428,7 @@ def _tile_units(chip: Chip, op_class: str) -> Optional[int]:
     the one its shipped fit was made with), None where it has no tiles: a CPU, a GPU of
     unknown count, and a class outside op_classes.TILED_CLASSES (a matrix-vector product,
     which cuBLAS runs as one pass over the matrix, not cut in a GEMM's output tiles)."""
-    if op_class not in op_classes.TILED_CLASSES:
-        return None
-    return chip.multiprocessors or calibration().units(chip.id)
+    return multiprocessors(chip) if op_class in op_classes.TILED_CLASSES else None
 
 
 def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
@@ -441,7 +448,7 @@ def _transpose_s(record: dict, chip: Chip, key: str) -> float:
     (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (hidden_bytes.transpose_bytes:
     of its operands alone where the search spares the result's, searched_result_layout),
     each pass streaming at the chip's copy rate."""
-    if chip.cls != "gpu" or chip.vendor != "NVIDIA" or chip.units.get(key) != "matrix":
+    if not _nvidia_gpu(chip) or chip.units.get(key) != "matrix":
         return 0.0
     moved = hidden_bytes.transpose_bytes(record, searched=searched_result_layout(chip))
     copy = _params(chip, "copy") if moved else None
