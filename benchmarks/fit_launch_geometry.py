@@ -360,6 +360,16 @@ def summary(found: dict, chip) -> dict:
     return result
 
 
+def _traced(path: str) -> dict:
+    """read_profile's ``path`` through with_loop_variants, an error naming the file."""
+    profile = read_profile(path)
+    try:
+        return with_loop_variants(profile)
+    except FxroofError as e:
+        raise FxroofError(f"'{path}': tracing the model it profiled again, to name its "
+                          f"nodes' loops and column reductions, failed: {e}") from None
+
+
 def main(argv=None) -> int:
     args, chip = parsed_chip_arguments(__doc__, "profiles",
                                        "`fxroof profile --json` files of a GPU", argv)
@@ -369,7 +379,7 @@ def main(argv=None) -> int:
                           "capability fxroof knows, which the launch-geometry bounds need: "
                           "name one (h100_sxm, h200_sxm, a100_sxm_80gb, ...) or a measured "
                           "chip from `fxroof chips measure --device cuda`.")
-    found = gather([with_loop_variants(read_profile(path)) for path in args.profiles], chip)
+    found = gather([_traced(path) for path in args.profiles], chip)
     result = {"chip": chip.id, "kinds": summary(found, chip)}
     for kind, entry in result["kinds"].items():
         print(f"{kind}: {entry}")

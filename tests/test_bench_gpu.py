@@ -338,6 +338,24 @@ def test_the_launch_geometry_fit_refuses_a_chip_without_sms_or_capability(chip):
         fit_launch_geometry.main(["no-such-profile.json", "--chip", chip])
 
 
+def test_the_launch_geometry_fit_names_a_profile_whose_model_it_cannot_trace(tmp_path):
+    """A kept profile is traced again to name its loops (with_loop_variants): a model name
+    fxroof cannot build is an error naming the file and the model, and --json writes
+    nothing."""
+    from benchmarks import fit_launch_geometry
+    kept = os.path.join(ROOT, "benchmarks", "measured", "h200-profile-efficientnet_b0-b256.json")
+    with open(kept) as f:
+        profile = json.load(f)
+    profile["model"]["name"] = "no_such_model"
+    path = tmp_path / "renamed.json"
+    path.write_text(json.dumps(profile))
+    out = tmp_path / "fit.json"
+    with pytest.raises(FxroofError, match=r"'.*renamed.json': tracing the model .*"
+                                          r"'no_such_model'"):
+        fit_launch_geometry.main([str(path), "--chip", "h200_sxm", "--json", str(out)])
+    assert not out.exists()
+
+
 def test_host_ops_tells_the_ops_python_called_from_the_casts_autocast_issued():
     """host_ops.host_costs on a planted step (us): conv2d 0-30 holding a cast (3-13, inside
     aten::to) and a launch, relu 40-50, a view 52-53; unprofiled, the step took 50. The
