@@ -92,17 +92,18 @@ def test_the_combining_is_added_to_the_class_time_on_an_nvidia_gpu_only():
 
 
 def test_the_global_reduce_fit_recovers_planted_constants():
-    """Nodes timed as their class's seconds + trips x 0.5 us + 3 us (two shapes of each of
-    three trip counts, one shape repeated): recovered; one trip count alone cannot tell the
-    two apart, and a model outside COLUMN_FIT_MODELS is left out."""
+    """Nodes timed as their class's seconds + trips x 0.5 us + 3 us, the trips worked by
+    hand as in the test above (50176 x 192: 784 / 4; 200704 x 96: 1056 / 8; 3136 x 768:
+    ceil(49 / 4); 12544 x 1536: 176 / 4), one shape repeated: recovered; one trip count
+    alone cannot tell the two apart, and a model outside COLUMN_FIT_MODELS is left out."""
     from benchmarks import fit_launch_geometry as fit
 
     chip = load_chips()["h200_sxm"]
     nodes = []
-    for rows, columns in ((50176, 192), (200704, 96), (3136, 768), (12544, 1536)):
+    for rows, columns, trips in ((50176, 192, 196), (200704, 96, 132), (3136, 768, 13),
+                                 (12544, 1536, 44)):
         r = record("sum", 0, torch.empty(rows, columns))
-        trips = fit.combining_trips(r, chip)
-        assert trips > 0
+        assert fit.combining_trips(r, chip) == trips
         seconds = fit.class_seconds(r, chip) + trips * 0.5e-6 + 3e-6
         nodes += [{**r, "time_s": seconds}] * (3 if columns == 96 else 1)
     wrong = {**nodes[0], "time_s": nodes[0]["time_s"] * 9}

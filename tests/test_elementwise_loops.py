@@ -133,8 +133,8 @@ def test_a_loop_on_a_slower_clock_takes_longer():
     shape = (256, 240, 14, 14)
     node = record(shape, "pointwise[mul][strided casting]")
     clock = 19.5e12 / (2 * 64 * 108)
-    by_hand = (math.prod(shape) * 0.408e-9 + node["bytes"] * 0.026e-9) / 108 \
-        * launch_geometry.REFERENCE_CLOCK_HZ / clock
+    hopper = 66.9e12 / (2 * 128 * 132)  # the H100's 66.9 TFLOP/s over 132 SMs of 128 lanes
+    by_hand = (math.prod(shape) * 0.408e-9 + node["bytes"] * 0.026e-9) / 108 * hopper / clock
     assert roofline._launch_bound_s(node, a100) == pytest.approx(by_hand, rel=1e-6)
 
 
