@@ -106,13 +106,16 @@ def _target_chip(args):
 def _check_outputs(args, **methods) -> list:
     """[(path, AnnotatedGraph method)] for the output options given; refuses an existing
     file, or one path named twice, before any work is done, not after it."""
+    # `is not None`: an empty path the shell passed (--json "$UNSET") is an error, not an
+    # output silently skipped
     outputs = [(getattr(args, option), method) for option, method in methods.items()
-               if getattr(args, option)]
-    paths = [path for path, _ in outputs]
-    twice = sorted({p for p in paths if paths.count(p) > 1})
+               if getattr(args, option) is not None]
+    files = [os.path.realpath(path) for path, _ in outputs if path]
+    twice = sorted({path for path, _ in outputs
+                    if path and files.count(os.path.realpath(path)) > 1})
     if twice:
-        raise FxroofError(f"'{twice[0]}' is named by two output options; each output needs "
-                          "its own path.")
+        raise FxroofError(f"'{twice[0]}' is one file named by two output options (perhaps "
+                          "spelled two ways); each output needs its own path.")
     for path, _ in outputs:
         check_writable(path, args.force)
     return outputs
@@ -340,7 +343,7 @@ def run_chips_show(args) -> int:
 
 
 def run_chips_measure(args) -> int:
-    target = args.out or default_path("this-gpu" if "cuda" in args.device else "this-cpu")
+    target = args.out if args.out is not None else default_path("this-gpu" if "cuda" in args.device else "this-cpu")
     check_target(target, args.force)  # refuse before measuring, not after
     entry = measure_calibrated(args.device, quick=not args.full,
                                progress=lambda message: print(f"measuring {message}",

@@ -33,8 +33,10 @@ def check_writable(path: str, overwrite: bool) -> None:
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"A file to write is named by a path (a str or os.PathLike), not "
                          f"{type(path).__name__} {path!r:.40}: e.g. 'r.json' or 'r.png'.")
-    if not os.fspath(path):
-        raise UsageError("The path of the file to write is empty: name a file, e.g. 'out.json'.")
+    if not os.fspath(path).strip():
+        raise UsageError(f"The path of the file to write is {'blank' if path else 'empty'}"
+                         f"{f' ({os.fspath(path)!r})' if path else ''}: name a file, e.g. "
+                         "'out.json' (a shell variable left unset passes an empty one).")
     _refuse_special(path)
     folder = os.path.dirname(written_path(path))
     if os.path.isdir(path):
@@ -102,6 +104,9 @@ def read_text(path: str, limit: int, what: str) -> str:
 def make_folder(folder: str, what: str) -> None:
     """Create ``folder`` and its parents for ``what`` (e.g. "the study folder"); a clear
     error where that cannot be."""
+    if not os.fspath(folder).strip():
+        raise UsageError(f"The path of {what} is {'blank' if folder else 'empty'}: name a "
+                         "folder, e.g. 'out'.")
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import resource
+import shlex
 import signal
 import stat
 import subprocess
@@ -167,6 +168,13 @@ CLI = [
     ("annotate --json no/such/dir/x.json", FAILED, ["does not exist"]),
     ("annotate --json exists.json", FAILED, ["already exists", "--force"]),
     ("annotate --json same.out --csv same.out", FAILED, ["named by two output options"]),
+    # one file spelled two ways was written twice, the second output over the first
+    ("annotate --json same.out --csv ./same.out", FAILED, ["named by two output options"]),
+    # an empty path (a shell variable left unset) skipped the output without a word
+    ("annotate --json ''", USAGE, ["path of the file to write is empty"]),
+    ("annotate --csv ' '", USAGE, ["is blank"]),
+    ("chips measure --out ''", FAILED, ["is empty", "Nothing was measured"]),
+    ("study --out ''", USAGE, ["the study folder is empty"]),
     ("roofline resnet18 --chip t4 --out noext", FAILED, ["no extension"]),
     ("roofline resnet18 --chip t4 --out fig.xyz", FAILED, ["'.xyz'", ".png"]),
     ("chips plot --out chips.xyz", FAILED, ["'.xyz'"]),
@@ -252,7 +260,7 @@ def workdir(tmp_path, monkeypatch):
 @pytest.mark.parametrize("command,status,fragments", CLI, ids=[c for c, _, _ in CLI])
 def test_cli_bad_input(workdir, capsys, command, status, fragments):
     before = _snapshot(workdir)
-    code = main(command.split())
+    code = main(shlex.split(command))
     out, err = capsys.readouterr()
     assert code == status, err
     assert "Traceback" not in err + out
