@@ -65,8 +65,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
-from benchmarks.gpu_classes import read_profile  # noqa: E402
-import fxroof  # noqa: E402
+from benchmarks.gpu_classes import read_traced_profile, with_loop_variants  # noqa: E402,F401
 from fxroof import launch_geometry as lg, op_classes, roofline  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
@@ -237,28 +236,6 @@ def fit_elementwise_loops(nodes, chip) -> dict:
     return {"LOOP_ELEMENT_S": dict(zip(kinds, per_element)), "LOOP_BYTE_S": per_byte}
 
 
-def with_loop_variants(profile: dict) -> dict:
-    """``profile`` with its nodes' rules as today's rules name them, where none names a
-    loop or a column reduction: the model traced again on fake tensors (fxroof.analyze, for the
-    profiled model, batch, mode, autocast and loss), each node taking the rule of the
-    node of its name, op and shape."""
-    if any(op_classes.elementwise_loop(r) or op_classes.column_reduction(r)
-           for r in profile["nodes"]):
-        return profile
-    config = profile["model"]
-    # a profile names its optimizer and implementation so: "sgd (foreach)"
-    optimizer, _, implementation = (config.get("optimizer") or "").partition(" (")
-    graph = fxroof.analyze(config["name"], batch=config["batch"], device="cuda",
-                           amp=config.get("amp"), loss=config.get("loss"),
-                           optimizer=optimizer or None,
-                           optimizer_impl=implementation.rstrip(")") or None,
-                           backward=bool(config.get("backward")), mode=config.get("mode"))
-    fresh = {(r["name"], r["op"], tuple(r["shape"] or ())): r["rule"] for r in graph.records()}
-    nodes = [{**r, "rule": fresh.get((r["name"], r["op"], tuple(r["shape"] or ())), r["rule"])}
-             for r in profile["nodes"]]
-    return {**profile, "nodes": nodes}
-
-
 def class_seconds(record: dict, chip) -> float:
     """A node's device seconds on ``chip`` as its class prices its bytes, without the
     combining of blocks (its rule's variant dropped)."""
@@ -360,16 +337,6 @@ def summary(found: dict, chip) -> dict:
     return result
 
 
-def _traced(path: str) -> dict:
-    """read_profile's ``path`` through with_loop_variants, an error naming the file."""
-    profile = read_profile(path)
-    try:
-        return with_loop_variants(profile)
-    except FxroofError as e:
-        raise FxroofError(f"'{path}': tracing the model it profiled again, to name its "
-                          f"nodes' loops and column reductions, failed: {e}") from None
-
-
 def main(argv=None) -> int:
     args, chip = parsed_chip_arguments(__doc__, "profiles",
                                        "`fxroof profile --json` files of a GPU", argv)
@@ -379,7 +346,7 @@ def main(argv=None) -> int:
                           "capability fxroof knows, which the launch-geometry bounds need: "
                           "name one (h100_sxm, h200_sxm, a100_sxm_80gb, ...) or a measured "
                           "chip from `fxroof chips measure --device cuda`.")
-    found = gather([_traced(path) for path in args.profiles], chip)
+    found = gather([read_traced_profile(path) for path in args.profiles], chip)
     result = {"chip": chip.id, "kinds": summary(found, chip)}
     for kind, entry in result["kinds"].items():
         print(f"{kind}: {entry}")

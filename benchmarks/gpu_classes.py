@@ -7,7 +7,10 @@ Each file is `fxroof profile ... --device cuda --json` output: every node with i
 CUDA-event time. Summed per (phase, op class): the measured seconds, the predicted kernel
 seconds on ``--chip`` (fxroof.roofline.device_seconds: the node's time without the host's
 fixed cost, which a node's events do not hold) and their ratio -- which classes make a
-GPU-bound step slower or faster than predicted. A profile whose nodes sum to more than
+GPU-bound step slower or faster than predicted. A profile kept from before fxroof's rules
+named ATen's elementwise loops and column reductions is traced again on fake tensors to
+take today's rule names (with_loop_variants), so its nodes are priced as a fresh one's
+would be. A profile whose nodes sum to more than
 render.HOST_BOUND_RATIO times its eager step is refused: there the events hold the device's
 wait for the interpreter, not the kernels (use a larger batch). A CPU's profile is read
 as it is: its nodes' times are its kernels'.
@@ -23,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
+import fxroof  # noqa: E402
 from fxroof import op_classes, roofline  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
@@ -52,6 +56,38 @@ def read_profile(path: str) -> dict:
             "device": timing["device"], "nodes": nodes, "model": profile["model"]}
 
 
+def with_loop_variants(profile: dict) -> dict:
+    """``profile`` with its nodes' rules as today's rules name them, where none names a
+    loop or a column reduction: the model traced again on fake tensors (fxroof.analyze, for the
+    profiled model, batch, mode, autocast and loss), each node taking the rule of the
+    node of its name, op and shape."""
+    if any(op_classes.elementwise_loop(r) or op_classes.column_reduction(r)
+           for r in profile["nodes"]):
+        return profile
+    config = profile["model"]
+    # a profile names its optimizer and implementation so: "sgd (foreach)"
+    optimizer, _, implementation = (config.get("optimizer") or "").partition(" (")
+    graph = fxroof.analyze(config["name"], batch=config["batch"], device="cuda",
+                           amp=config.get("amp"), loss=config.get("loss"),
+                           optimizer=optimizer or None,
+                           optimizer_impl=implementation.rstrip(")") or None,
+                           backward=bool(config.get("backward")), mode=config.get("mode"))
+    fresh = {(r["name"], r["op"], tuple(r["shape"] or ())): r["rule"] for r in graph.records()}
+    nodes = [{**r, "rule": fresh.get((r["name"], r["op"], tuple(r["shape"] or ())), r["rule"])}
+             for r in profile["nodes"]]
+    return {**profile, "nodes": nodes}
+
+
+def read_traced_profile(path: str) -> dict:
+    """read_profile's ``path`` through with_loop_variants, an error naming the file."""
+    profile = read_profile(path)
+    try:
+        return with_loop_variants(profile)
+    except FxroofError as e:
+        raise FxroofError(f"'{path}': tracing the model it profiled again, to name its "
+                          f"nodes' loops and column reductions, failed: {e}") from None
+
+
 def by_class(nodes: list[dict], chip) -> dict:
     """{(phase, op class): {"nodes", "measured_s", "kernel_s", "ratio"}} over the timed
     nodes that run a kernel."""
@@ -73,7 +109,7 @@ def main(argv=None) -> int:
     args, chip = parsed_chip_arguments(__doc__, "profiles", "`fxroof profile --json` files (a GPU's)", argv)
     result = []
     for path in args.profiles:
-        profile = read_profile(path)
+        profile = read_traced_profile(path)
         for (phase, op_class), entry in sorted(by_class(profile["nodes"], chip).items(),
                                                key=lambda kv: -kv[1]["measured_s"]):
             result.append({"model": profile["name"], "batch": profile["batch"],
