@@ -305,8 +305,10 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
 # H200 is the H100 SXM's GH100 -- 132 SMs, 50 MB L2, 1980 MHz, the same peaks in chips.yaml
 # ("identical compute", its sources) -- with HBM3e, and a memory rate is a fraction of each
 # chip's own bandwidth. Checked on whole models measured on an H200 (benchmarks/README.md):
-# fp32 inference's median error 26% -> 23% against the family median it took before.
-SAME_DIE = {"h200_sxm": "h100_sxm"}
+# fp32 inference's median error 26% -> 23% against the family median it took before. The
+# H100 PCIe is the same die with 114 SMs enabled, a 1755 MHz boost and HBM2e: its fractions
+# are of its own peaks and bandwidth, its tiles run over its own SMs (chips.yaml gives them).
+SAME_DIE = {"h200_sxm": "h100_sxm", "h100_pcie": "h100_sxm"}
 
 
 def parameters(gpus: dict, sweeps: dict, own: dict, report: list) -> dict:

@@ -195,7 +195,7 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
     assert set(calibration.chips) == {"t4", "v100_sxm2", "a100_sxm_40gb", "a100_sxm_80gb",
                                       "h100_sxm", "h200_sxm", "p100_pcie_16gb", "p4",
                                       "mi100", "mi210", "a100_pcie_40gb", "a100_pcie_80gb",
-                                      "v100_pcie_32gb"}
+                                      "v100_pcie_32gb", "h100_pcie"}
     # a PCIe board NeuSight swept has its fits, and so has the SXM part of its die
     for board, sxm in (("a100_pcie_40gb", "a100_sxm_40gb"), ("a100_pcie_80gb", "a100_sxm_80gb"),
                        ("v100_pcie_32gb", "v100_sxm2")):
@@ -203,6 +203,16 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
     # the H200 is the H100 SXM's die with other memory: its fits, tiled over the same SMs
     assert calibration.chips["h200_sxm"] == calibration.chips["h100_sxm"]
     assert calibration.units("h200_sxm") == calibration.units("h100_sxm") == 132
+    # the H100 PCIe is that die with 114 SMs enabled: the fits carry, the tiles run over its
+    # own SMs (its chips.yaml entry), not over the 132 the fits were made with
+    assert calibration.chips["h100_pcie"] == calibration.chips["h100_sxm"]
+    assert roofline.multiprocessors(load_chips()["h100_pcie"]) == 114
+    # a workstation board of a GeForce die (no "GeForce" in its name, no sweep of its own)
+    # takes the all-GPU family, not the GeForce one
+    for board in ("rtx_a6000", "rtx_6000_ada", "quadro_rtx_8000"):
+        chip = load_chips()[board]
+        assert calibration.params(board, "gpu", "elementwise", chip.tdp, chip.name,
+                                  chip.vendor) == calibration.families["gpu"]["elementwise"]
     # the convolution sweep has no memory-bound kernel: its memory fraction is the GPU's
     # streaming one (the elementwise fit), not a free parameter fitting something else
     for chip_id, classes in calibration.chips.items():
