@@ -117,6 +117,21 @@ RESNET50_TRAINING = [
     ("Lambda", "a100_sxm_80gb", "fp16", None, 1280, 1582),
     ("Lambda", "h100_sxm", None, None, 640, 1753),
     ("Lambda", "h100_sxm", "fp16", None, 1280, 2616),
+    # added 2026-11-27 (session 62), the rest of Lambda's 1-GPU rows with a batch in its
+    # pytorch-train-bs-*.csv: "LambdaCloud A100 40GB PCIe", "A100 80GB PCIe", "H100 80GB PCIe
+    # Gen5", "RTX A6000", "RTX 6000 Ada" (the batch file's "Ada A6000") and "Quadro RTX 8000"
+    ("Lambda", "a100_pcie_40gb", None, None, 360, 882),
+    ("Lambda", "a100_pcie_40gb", "fp16", None, 720, 1396),
+    ("Lambda", "a100_pcie_80gb", None, None, 640, 1014),
+    ("Lambda", "a100_pcie_80gb", "fp16", None, 1280, 1527),
+    ("Lambda", "h100_pcie", None, None, 640, 1197),
+    ("Lambda", "h100_pcie", "fp16", None, 1280, 1866),
+    ("Lambda", "rtx_a6000", None, None, 496, 514),
+    ("Lambda", "rtx_a6000", "fp16", None, 928, 916),
+    ("Lambda", "rtx_6000_ada", None, None, 496, 647),
+    ("Lambda", "rtx_6000_ada", "fp16", None, 928, 1146),
+    ("Lambda", "quadro_rtx_8000", None, None, 496, 274),
+    ("Lambda", "quadro_rtx_8000", "fp16", None, 928, 651),
 ]
 
 
@@ -127,6 +142,13 @@ BERT_BASE_SQUAD_TRAINING = [
     ("rtx_4090", None, 48, 137), ("rtx_4090", "fp16", 96, 297),
     ("a100_sxm_80gb", None, 172, 239), ("a100_sxm_80gb", "fp16", 320, 443),
     ("h100_sxm", None, 172, 408), ("h100_sxm", "fp16", 320, 812),
+    # added 2026-11-27 (session 62), as the ResNet-50 rows above
+    ("a100_pcie_40gb", None, 80, 179), ("a100_pcie_40gb", "fp16", 160, 368),
+    ("a100_pcie_80gb", None, 172, 224), ("a100_pcie_80gb", "fp16", 320, 415),
+    ("h100_pcie", None, 172, 292), ("h100_pcie", "fp16", 320, 567),
+    ("rtx_a6000", None, 96, 101), ("rtx_a6000", "fp16", 192, 198),
+    ("rtx_6000_ada", None, 96, 136), ("rtx_6000_ada", "fp16", 192, 255),
+    ("quadro_rtx_8000", None, 96, 41), ("quadro_rtx_8000", "fp16", 192, 146),
 ]
 SQUAD_TOKENS = 384
 # mag-/gpu_benchmark: (chip, (m, n, k) of the fastest bf16 product found, measured TFLOP/s).
