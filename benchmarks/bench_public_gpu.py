@@ -13,6 +13,9 @@ PyTorch/Classification/ConvNets):
   The batches are those of its configs.yml for the DGX1V and DGXA100 platforms, which also
   run mixed precision channels-last ("memory_format: nhwc"), so fxroof analyses those
   points channels-last. The loop has a DALI input pipeline, label smoothing and mixup.
+  Its ResNeXt101-32x4d and SE-ResNeXt101-32x4d READMEs (same container): the same
+  inference tables and 1-GPU training on an A100 80GB and a V100 16GB, analysed as timm's
+  resnext101_32x4d and seresnext101_32x4d (skipped where timm is not installed).
   And its EfficientNet-B0 README (efficientnet/README.md, same container): inference
   latency on the A100 80GB (TF32) and the V100 16GB (FP32), NCHW, batches 1-256; its mixed
   precision rows are left out (their memory format is set by a configs.yml entry not read).
@@ -100,6 +103,53 @@ EFFICIENTNET_B0_LATENCY_MS = {
     "v100_sxm2": {1: 13.15, 2: 13.17, 4: 13.25, 8: 13.42, 16: 13.78, 32: 16.46, 64: 25.14,
                   128: 48.03, 256: 94.86},
 }
+# ResNeXt101-32x4d and SE-ResNeXt101-32x4d (DeepLearningExamples' resnext101-32x4d/ and
+# se-resnext101-32x4d/README.md, the same container; added 2026-11-27, session 62, never
+# fitted on): inference latency on the V100 16GB and the T4, FP32 NCHW and mixed precision
+# channels-last (configs.yml: memory_format nhwc for AMP). Their networks are timm's
+# resnext101_32x4d and seresnext101_32x4d: the README's config -- Bottleneck, cardinality
+# 32, layers [3, 4, 23, 3], widths [128, 256, 512, 1024], expansion 2 -- is timm's ResNet at
+# cardinality 32, base width 4; SE-ResNeXt adds a squeeze-excitation block (reduction 16)
+# before each residual add. Skipped where timm (an optional extra) is not installed.
+# {(timm model, chip, autocast precision or None): {batch: measured average latency, ms}}
+RESNEXT_LATENCY_MS = {
+    ("timm:resnext101_32x4d", "v100_sxm2", None): {
+        1: 17.95, 2: 19.2, 4: 23.65, 8: 24.05, 16: 40.77, 32: 72.12, 64: 130.9, 128: 249.57,
+        256: 496.76},
+    ("timm:resnext101_32x4d", "v100_sxm2", "fp16"): {
+        1: 23.08, 2: 23.65, 4: 24.38, 8: 24.18, 16: 25.4, 32: 27.72, 64: 41.89, 128: 79.45,
+        256: 154.68},
+    ("timm:resnext101_32x4d", "t4", None): {
+        1: 18.18, 2: 18.77, 4: 26.89, 8: 48.99, 16: 93.51, 32: 178.83, 64: 361.95,
+        128: 756.93, 256: 1615.79},
+    ("timm:resnext101_32x4d", "t4", "fp16"): {
+        1: 23.0, 2: 23.14, 4: 22.8, 8: 21.98, 16: 29.47, 32: 56.56, 64: 110.82, 128: 220.44,
+        256: 439.3},
+    ("timm:seresnext101_32x4d", "v100_sxm2", None): {
+        1: 24.92, 2: 24.89, 4: 31.58, 8: 32.29, 16: 44.5, 32: 76.86, 64: 138.36, 128: 262.64,
+        256: 519.84},
+    ("timm:seresnext101_32x4d", "v100_sxm2", "fp16"): {
+        1: 33.83, 2: 34.35, 4: 34.33, 8: 34.66, 16: 35.23, 32: 37.62, 64: 46.95, 128: 87.49,
+        256: 170.79},
+    ("timm:seresnext101_32x4d", "t4", None): {
+        1: 25.12, 2: 26.82, 4: 29.79, 8: 51.74, 16: 97.99, 32: 186.31, 64: 378.1,
+        128: 785.83, 256: 1641.96},
+    ("timm:seresnext101_32x4d", "t4", "fp16"): {
+        1: 32.51, 2: 32.76, 4: 32.98, 8: 31.01, 16: 33.76, 32: 63.68, 64: 123.57,
+        128: 248.97, 256: 496.23},
+}
+# ... and their 1-GPU training throughput (the same READMEs; batches from configs.yml, DGXA100
+# and DGX1V): (model, chip, autocast precision or None, memory format, batch, images/s)
+RESNEXT_TRAINING = [
+    ("timm:resnext101_32x4d", "a100_sxm_80gb", None, None, 128, 456),
+    ("timm:resnext101_32x4d", "a100_sxm_80gb", "fp16", "channels_last", 128, 1211),
+    ("timm:resnext101_32x4d", "v100_sxm2", None, None, 64, 147),
+    ("timm:resnext101_32x4d", "v100_sxm2", "fp16", "channels_last", 128, 587),
+    ("timm:seresnext101_32x4d", "a100_sxm_80gb", None, None, 128, 395),
+    ("timm:seresnext101_32x4d", "a100_sxm_80gb", "fp16", "channels_last", 128, 855),
+    ("timm:seresnext101_32x4d", "v100_sxm2", None, None, 64, 132),
+    ("timm:seresnext101_32x4d", "v100_sxm2", "fp16", "channels_last", 112, 443),
+]
 # 1-GPU training: (reference, chip, autocast precision or None, memory format, batch,
 # measured images/s)
 RESNET50_TRAINING = [
@@ -275,6 +325,23 @@ def points() -> list[dict]:
     return found + [_bert_point(*point) for point in BERT_BASE_SQUAD_TRAINING]
 
 
+def resnext_points() -> list[dict]:
+    """DeepLearningExamples' ResNeXt101-32x4d and SE-ResNeXt101-32x4d points (timm's
+    networks); none where timm is not installed."""
+    try:
+        import timm  # noqa: F401 -- an optional extra
+    except ImportError:
+        print("timm is not installed: the ResNeXt points are left out", file=sys.stderr)
+        return []
+    found = [_point("DeepLearningExamples", chip_id, amp, "channels_last" if amp else None,
+                    batch, ms / 1e3, train=False, model=model)
+             for (model, chip_id, amp), latencies in RESNEXT_LATENCY_MS.items()
+             for batch, ms in latencies.items()]
+    return found + [_point("DeepLearningExamples", chip_id, amp, layout, batch,
+                           batch / images_per_s, train=True, model=model)
+                    for model, chip_id, amp, layout, batch, images_per_s in RESNEXT_TRAINING]
+
+
 STEP_MODELS = ("pipelined", "summed", "ideal")
 
 
@@ -297,9 +364,9 @@ def summary(found: list[dict], models: tuple = STEP_MODELS) -> dict:
 
 def main(argv=None) -> int:
     args = parsed_output_arguments(__doc__, argv)
-    found = points()
+    found = points() + resnext_points()
     for p in found:
-        print(f"{p['model'][:8]:8s} {p['task']:9s} {p['chip']:13s} {p['precision']:5s} "
+        print(f"{p['model'].removeprefix('timm:')[:8]:8s} {p['task']:9s} {p['chip']:13s} {p['precision']:5s} "
               f"{p['layout']:13s} b{p['batch']:<4d} measured "
               f"{p['measured_s'] * 1e3:7.2f} ms"
               f"  pipelined x{p['pipelined_s'] / p['measured_s']:.2f}"

@@ -85,3 +85,25 @@ def test_an_l4_square_product_runs_on_the_roof_of_its_dtype():
     assert half["ideal_s"] == pytest.approx(2 * n ** 3 / 121e12, rel=0.01)
     # a 72 W board takes the low-power family: well below its roof, on either engine
     assert fp32["pipelined_s"] > 2 * fp32["ideal_s"] and half["pipelined_s"] > 2 * half["ideal_s"]
+
+
+def test_the_resnext_points_are_the_readme_networks():
+    """DeepLearningExamples' resnext101-32x4d config (Bottleneck, cardinality 32, layers
+    [3, 4, 23, 3], widths [128, 256, 512, 1024], expansion 2) is the timm network the points
+    analyse; SE-ResNeXt adds a squeeze-excitation block with reduction 16."""
+    timm = pytest.importorskip("timm")
+    models = {model for model, _, _ in bench.RESNEXT_LATENCY_MS} | \
+        {row[0] for row in bench.RESNEXT_TRAINING}
+    assert models == {"timm:resnext101_32x4d", "timm:seresnext101_32x4d"}
+    for name in ("resnext101_32x4d", "seresnext101_32x4d"):
+        net = timm.create_model(name)
+        stages = [net.layer1, net.layer2, net.layer3, net.layer4]
+        assert [len(stage) for stage in stages] == [3, 4, 23, 3]
+        for stage, width in zip(stages, (128, 256, 512, 1024)):
+            block = stage[0]
+            assert (block.conv2.groups, block.conv2.out_channels) == (32, width)
+            assert block.conv3.out_channels == 2 * width          # expansion 2
+        se = net.layer1[0].se if name.startswith("se") else None
+        assert (se is not None) == name.startswith("se")
+        if se is not None:                                      # 256 channels / 16
+            assert se.fc1.out_channels == 256 // 16
