@@ -16,7 +16,10 @@ def did_you_mean(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.
     # of names merely spelled alike ("mi100")
     started = sorted((k for k in known if typed and k.lower().startswith(typed.lower())),
                      key=len)
-    close = list(dict.fromkeys(started + difflib.get_close_matches(typed, known, n=n,
-                                                                    cutoff=cutoff)))[:n]
+    # among names spelled alike, those with the typed first letter first: a slip rarely
+    # changes it ("h10O" is h100_sxm before a10)
+    alike = sorted(difflib.get_close_matches(typed, known, n=n, cutoff=cutoff),
+                   key=lambda k: k[:1].lower() != typed[:1].lower())
+    close = list(dict.fromkeys(started + alike))[:n]
     close = [shown.get(c, c) for c in close] if shown else close
     return f" Did you mean {', '.join(close)}?" if close else ""

@@ -139,7 +139,11 @@ def test_saved_entry_round_trips_through_the_loader(chip_dir):
 @pytest.mark.parametrize("reported, chip_id", [
     ("NVIDIA A100-SXM4-80GB", "a100_sxm_80gb"), ("NVIDIA A100-SXM4-40GB", "a100_sxm_40gb"),
     ("NVIDIA H100 80GB HBM3", "h100_sxm"), ("Tesla T4", "t4"), ("NVIDIA L4", "l4"),
-    ("NVIDIA L40S", "l40s"), ("NVIDIA H100 PCIe", None), ("x86_64 (2 threads)", None),
+    ("NVIDIA L40S", "l40s"), ("NVIDIA H100 PCIe", "h100_pcie"), ("x86_64 (2 threads)", None),
+    ("NVIDIA RTX A6000", "rtx_a6000"), ("NVIDIA RTX 6000 Ada Generation", "rtx_6000_ada"),
+    ("Quadro RTX 6000", None),  # Turing, not the Ada board of the same number
+    ("Quadro RTX 8000", "quadro_rtx_8000"), ("NVIDIA A10", "a10"), ("NVIDIA A10G", None),
+    ("NVIDIA GeForce RTX 3090", "rtx_3090"), ("NVIDIA GeForce RTX 4090", "rtx_4090"),
     ("Tesla P100-PCIE-16GB", "p100_pcie_16gb"), ("Tesla P4", "p4"), ("Tesla P40", None),
     ("AMD Instinct MI250X/MI250", "mi250x_gcd"),  # one device is one of its two dies
     ("AMD Instinct MI210", "mi210"), ("NVIDIA A100-PCIE-40GB", "a100_pcie_40gb"),
