@@ -343,7 +343,8 @@ def run_chips_show(args) -> int:
 
 
 def run_chips_measure(args) -> int:
-    target = args.out if args.out is not None else default_path("this-gpu" if "cuda" in args.device else "this-cpu")
+    default = default_path("this-gpu" if "cuda" in args.device else "this-cpu")
+    target = args.out if args.out is not None else default  # '' is an error, not the default
     check_target(target, args.force)  # refuse before measuring, not after
     entry = measure_calibrated(args.device, quick=not args.full,
                                progress=lambda message: print(f"measuring {message}",

@@ -191,9 +191,9 @@ def datasheet_chip(device_name: str, chips: dict):
     name = device_name.lower().replace("-", " ").replace("_", " ")
     matches = []
     for chip in chips.values():
-        # same model name, another board and clock; a PCIe board's driver name says so
+        # same model name, another board and clock: a PCIe board's driver name says so
         # ("NVIDIA H100 PCIe"), an SXM part's often does not ("NVIDIA H100 80GB HBM3")
-        if ("pcie" in name and "sxm" in chip.id) or (("pcie" in chip.id) != ("pcie" in name)):
+        if ("pcie" in chip.id) != ("pcie" in name):
             continue
         # the model: "rtx_3090", "rtx_a6000", "rtx_6000_ada" (not the Turing "Quadro RTX
         # 6000"), the "rtx_8000" of "quadro_rtx_8000"; else the leading "a100", "h100", ...
