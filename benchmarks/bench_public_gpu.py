@@ -311,10 +311,16 @@ def latency_steps() -> list[tuple]:
                     for batch, ms in latencies.items()]
 
 
+def _inference_points(steps) -> list[dict]:
+    """DeepLearningExamples' latency points for (model, chip id, autocast precision or None,
+    memory format, batch, measured s) rows."""
+    return [_point("DeepLearningExamples", chip_id, amp, memory_format, batch, seconds,
+                   train=False, model=model)
+            for model, chip_id, amp, memory_format, batch, seconds in steps]
+
+
 def points() -> list[dict]:
-    found = [_point("DeepLearningExamples", chip_id, amp, memory_format, batch, seconds,
-                    train=False, model=model)
-             for model, chip_id, amp, memory_format, batch, seconds in latency_steps()]
+    found = _inference_points(latency_steps())
     found += [_point(reference, chip_id, amp, layout, batch, batch / images_per_s, train=True)
               for reference, chip_id, amp, layout, batch, images_per_s in RESNET50_TRAINING]
     try:
@@ -327,16 +333,17 @@ def points() -> list[dict]:
 
 def resnext_points() -> list[dict]:
     """DeepLearningExamples' ResNeXt101-32x4d and SE-ResNeXt101-32x4d points (timm's
-    networks); none where timm is not installed."""
+    networks); none where timm is not installed. Kept out of latency_steps, which
+    fit_host_band.py fitted the host's band on."""
     try:
         import timm  # noqa: F401 -- an optional extra
     except ImportError:
         print("timm is not installed: the ResNeXt points are left out", file=sys.stderr)
         return []
-    found = [_point("DeepLearningExamples", chip_id, amp, "channels_last" if amp else None,
-                    batch, ms / 1e3, train=False, model=model)
-             for (model, chip_id, amp), latencies in RESNEXT_LATENCY_MS.items()
-             for batch, ms in latencies.items()]
+    found = _inference_points(
+        (model, chip_id, amp, "channels_last" if amp else None, batch, ms / 1e3)
+        for (model, chip_id, amp), latencies in RESNEXT_LATENCY_MS.items()
+        for batch, ms in latencies.items())
     return found + [_point("DeepLearningExamples", chip_id, amp, layout, batch,
                            batch / images_per_s, train=True, model=model)
                     for model, chip_id, amp, layout, batch, images_per_s in RESNEXT_TRAINING]

@@ -303,11 +303,9 @@ def column_reduction_blocks(rows: int, columns: int, multiprocessors: int,
     width = min(across, 32)
     height = min(down, most // width)
     width = min(across, most // height)
-    per_thread = rows
-    if per_thread >= height * 16 or per_thread >= 256:
-        per_thread = math.ceil(rows / height)
-    else:
+    if rows < height * 16 and rows < 256:
         return 1, 0  # the block's height takes more outputs: no split of the rows
+    per_thread = math.ceil(rows / height)
     grid = math.ceil(columns // vector / width)
     target = multiprocessors * (resident_threads // (width * height))
     if per_thread < 256 or grid > target:
