@@ -111,3 +111,25 @@ def rho_per_batch(points: list[dict], predicted: str, measured: str) -> dict:
             rho[batch] = round(float(spearmanr([p[predicted] for p in at],
                                                [p[measured] for p in at])[0]), 3)
     return rho
+
+
+def read_recorded(path: str, benchmark: str, writer: str, what: str,
+                  check: Callable[[list], None] = lambda runs: None,
+                  max_chars: int = 64 << 20) -> dict:
+    """A JSON file a script of this folder wrote -- its "benchmark" field ``benchmark`` and
+    a list of "runs", each passing ``check`` (a ValueError names the one that does not) -- or
+    a clear error naming the file, what is wrong with it and ``writer``, the command that
+    writes such a file; ``what`` says what the file should have been."""
+    import json
+
+    from fxroof.files import read_text
+    try:
+        found = json.loads(read_text(path, max_chars, f"a {benchmark} file"))
+        if isinstance(found, dict) and found.get("benchmark") == benchmark \
+                and isinstance(found.get("runs"), list):
+            check(found["runs"])
+            return found
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, KeyError, TypeError) as e:
+        raise FxroofError(f"Cannot read '{path}' ({e}): give the JSON file that "
+                          f"`{writer}` wrote.") from None
+    raise FxroofError(f"'{path}' is not {what}: give the JSON file that `{writer}` wrote.")

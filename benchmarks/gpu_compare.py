@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from benchmarks import checked_chip, rho_per_batch
+from benchmarks import checked_chip, read_recorded, rho_per_batch
 from fxroof import analyze
 from fxroof.errors import FxroofError
 from fxroof.files import write_json
@@ -101,19 +101,14 @@ def compare(args) -> int:
     return 0
 
 
+def _check_runs(runs: list) -> None:
+    for i, run in enumerate(runs):
+        lacking = [k for k in ("model", "phase", "precision", "batch") if k not in run]
+        if lacking or not ("median_s" in run or "error" in run):
+            raise ValueError(f"run {i} lacks {', '.join(lacking) or 'median_s'}")
+
+
 def read_measured(path: str) -> dict:
     """The runs of a `measure` file, or a clear error naming what is wrong with it."""
-    try:
-        with open(path) as f:
-            measured = json.load(f)
-        if measured.get("benchmark") == "gpu_step_times" and isinstance(measured["runs"], list):
-            for i, run in enumerate(measured["runs"]):
-                lacking = [k for k in ("model", "phase", "precision", "batch") if k not in run]
-                if lacking or not ("median_s" in run or "error" in run):
-                    raise ValueError(f"run {i} lacks {', '.join(lacking) or 'median_s'}")
-            return measured
-    except (OSError, ValueError, AttributeError, KeyError) as e:
-        raise FxroofError(f"Cannot read '{path}' ({e}): give the JSON file that "
-                          "`bench_gpu.py measure --out` wrote.") from None
-    raise FxroofError(f"'{path}' is not a file of measured runs: give the JSON file that "
-                      "`bench_gpu.py measure --out` wrote.")
+    return read_recorded(path, "gpu_step_times", "bench_gpu.py measure --out",
+                         "a file of measured runs", _check_runs)

@@ -25,7 +25,6 @@ extra step time per cast against an fp32 op's share of its step.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -37,10 +36,9 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import script_main  # noqa: E402
+from benchmarks import read_recorded as recorded, script_main  # noqa: E402
 from fxroof.device import Stopwatch, check_device  # noqa: E402
-from fxroof.errors import FxroofError  # noqa: E402
-from fxroof.files import check_writable, read_text, write_json  # noqa: E402
+from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.models import build_model, default_inputs  # noqa: E402
 from fxroof.validate import positive_int_arg  # noqa: E402
 
@@ -158,23 +156,18 @@ def _check_events(events: list, run: int) -> None:
                              "parent or none")
 
 
+def _check_runs(runs: list) -> None:
+    for i, run in enumerate(runs):
+        lacking = [k for k in ("model", "precision", "batch", "wall_s", "events") if k not in run]
+        if lacking:
+            raise ValueError(f"run {i} lacks {', '.join(lacking)}")
+        _check_events(run["events"], i)
+
+
 def read_recorded(path: str) -> dict:
     """The runs a `record` file holds, or a clear error naming what is wrong with it."""
-    try:
-        found = json.loads(read_text(path, MAX_FILE_CHARS, "a host_ops file"))
-        if found.get("benchmark") == "host_ops" and isinstance(found.get("runs"), list):
-            for i, run in enumerate(found["runs"]):
-                lacking = [k for k in ("model", "precision", "batch", "wall_s", "events")
-                           if k not in run]
-                if lacking:
-                    raise ValueError(f"run {i} lacks {', '.join(lacking)}")
-                _check_events(run["events"], i)
-            return found
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError) as e:
-        raise FxroofError(f"Cannot read '{path}' ({e}): give the JSON file that "
-                          "`host_ops.py record --out` wrote.") from None
-    raise FxroofError(f"'{path}' is not a file of recorded host events: give the JSON file "
-                      "that `host_ops.py record --out` wrote.")
+    return recorded(path, "host_ops", "host_ops.py record --out",
+                    "a file of recorded host events", _check_runs, MAX_FILE_CHARS)
 
 
 def summary(args) -> int:

@@ -1,0 +1,192 @@
+"""Which kernels a GPU runs for one convolution, by layout, precision and cuDNN's search.
+
+    python benchmarks/conv_kernels.py record --out kernels.json [--device cuda]
+                                      [--batch 64 ...] [--shapes NAME ... | --pointwise]
+                                      [--dtypes fp32 bf16] [--layouts nchw channels_last]
+                                      [--search off on] [--force]
+    python benchmarks/conv_kernels.py summary kernels.json
+
+The time model prices an NCHW convolution on tensor cores (TF32, BF16, FP16) with the NHWC
+transposes cuDNN runs around its kernel (fxroof.hidden_bytes.transpose_bytes). Whole-node
+times cannot say which convolutions pay them; kernel names can: cuDNN's layout changes are
+kernels of their own (``nchwToNhwcKernel``, ``nhwcToNchwKernel``).
+
+``record`` (the measurement wants CUDA; cpu only checks the script: it records ATen's ops,
+not kernels) runs each of ResNet-50's and ResNeXt's convolution kinds (SHAPES: stem, 1x1
+up and down, strided 1x1, 3x3, grouped 3x3, at 56x56 to 7x7) in fp32 (cuDNN's TF32, on by
+default) and bf16, NCHW and channels-last, with torch.backends.cudnn.benchmark off and on,
+forward and backward (input and weight gradients), and keeps every device kernel of one
+call under torch.profiler -- name and time (us) -- after ``--warmup`` calls (the search, if
+on, runs in them; the gradients are cleared before the profiled backward, so it holds no
+accumulation). ``--pointwise`` takes instead every 1x1 convolution of ResNet-50's
+bottlenecks at 56x56 to 7x7 (POINTWISE_SWEEP), where cuDNN's choice of kernel depends on
+the size. ``summary`` prints per convolution the kernels' total time and the share of it
+that went to layout changes.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks import read_recorded, script_main  # noqa: E402
+from fxroof.device import check_device  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
+from fxroof.files import check_writable, write_json  # noqa: E402
+from fxroof.roofline import cudnn_search  # noqa: E402
+from fxroof.validate import positive_int_arg  # noqa: E402
+
+# name: (input channels, output channels, input size, kernel, stride, groups), padding k // 2
+SHAPES = {
+    "stem7x7": (3, 64, 224, 7, 2, 1),
+    "pw56_up": (64, 256, 56, 1, 1, 1),
+    "pw56_down": (256, 64, 56, 1, 1, 1),
+    "pw56_s2": (256, 512, 56, 1, 2, 1),
+    "pw7_up": (512, 2048, 7, 1, 1, 1),
+    "pw7_down": (2048, 512, 7, 1, 1, 1),
+    "c3_56": (64, 64, 56, 3, 1, 1),
+    "c3_14": (256, 256, 14, 3, 1, 1),
+    "c3_7": (512, 512, 7, 3, 1, 1),
+    "g3_56": (128, 128, 56, 3, 1, 32),
+    "g3_7": (1024, 1024, 7, 3, 1, 32),
+}
+# 1x1 convolutions at every size, with the channels of ResNet-50's bottlenecks (in, out)
+POINTWISE_SWEEP = {f"pw{size}_{cin}to{cout}": (cin, cout, size, 1, 1, 1)
+                   for size in (7, 14, 28, 56)
+                   for cin, cout in ((64, 256), (256, 64), (256, 1024), (1024, 256),
+                                     (512, 2048), (2048, 512))}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+LAYOUTS = {"nchw": torch.contiguous_format, "channels_last": torch.channels_last}
+LAYOUT_KERNELS = ("nchwtonhwc", "nhwctonchw")  # cuDNN's transposes, lower-cased
+
+
+def _kernels(prof, dev: torch.device) -> list[dict]:
+    """The device's kernels (a CPU's top-level ops) of one profiled call, in start order."""
+    wanted = torch.autograd.DeviceType.CUDA if dev.type == "cuda" else torch.autograd.DeviceType.CPU
+    found = sorted((e for e in prof.events() if e.device_type == wanted
+                    and (dev.type == "cuda" or e.cpu_parent is None)),
+                   key=lambda e: e.time_range.start)
+    return [{"name": e.name, "us": e.time_range.end - e.time_range.start} for e in found]
+
+
+def _profiled(call, dev: torch.device) -> list[dict]:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if dev.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        call()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+    return _kernels(prof, dev)
+
+
+def record_one(shape: tuple, batch: int, dtype, layout, dev: torch.device, warmup: int) -> dict:
+    cin, cout, size, k, stride, groups = shape
+    x = torch.randn(batch, cin, size, size, device=dev, dtype=dtype)
+    w = torch.randn(cout, cin // groups, k, k, device=dev, dtype=dtype) * 0.01
+    x, w = (t.contiguous(memory_format=layout).requires_grad_() for t in (x, w))
+
+    def forward():
+        return F.conv2d(x, w, stride=stride, padding=k // 2, groups=groups)
+    grad = torch.randn_like(forward())
+    for _ in range(warmup):
+        forward().backward(grad)
+    forward_kernels = _profiled(forward, dev)
+    y = forward()
+    x.grad = w.grad = None  # a fresh gradient, as a training step's: no accumulating add
+    backward_kernels = _profiled(lambda: y.backward(grad), dev)
+    return {"forward": forward_kernels, "backward": backward_kernels}
+
+
+def record(args) -> int:
+    dev = check_device(args.device)
+    check_writable(args.out, overwrite=args.force)
+    shapes = POINTWISE_SWEEP if args.pointwise else SHAPES
+    names = list(shapes) if args.pointwise or not args.shapes else args.shapes
+    unknown = [s for s in names if s not in shapes]
+    if unknown:
+        raise FxroofError(f"Unknown shape(s) {', '.join(unknown)}: choose from "
+                          f"{', '.join(shapes)}.")
+    runs = []
+    for batch, name, dtype, layout, search in itertools.product(
+            args.batch, names, args.dtypes, args.layouts, args.search):
+        with cudnn_search(search == "on"):
+            found = record_one(shapes[name], batch, DTYPES[dtype], LAYOUTS[layout],
+                               dev, args.warmup)
+        runs.append({"shape": name, "batch": batch, "dtype": dtype, "layout": layout,
+                     "searched": search == "on", **found})
+        print(f"{name} b{batch} {dtype} {layout} search={search}: "
+              f"{sum(k['us'] for k in found['forward']):.1f} / "
+              f"{sum(k['us'] for k in found['backward']):.1f} us", file=sys.stderr, flush=True)
+    write_json(args.out, {"benchmark": "conv_kernels", "device": str(dev),
+                          "device_name": torch.cuda.get_device_name(dev)
+                          if dev.type == "cuda" else "cpu",
+                          "torch": torch.__version__,
+                          "cudnn": torch.backends.cudnn.version(),
+                          "shapes": {n: shapes[n] for n in names}, "runs": runs},
+               overwrite=args.force)
+    return 0
+
+
+def layout_share(kernels: list[dict]) -> float:
+    """The share of the kernels' time that went to cuDNN's layout changes."""
+    total = sum(k["us"] for k in kernels)
+    moved = sum(k["us"] for k in kernels if any(t in k["name"].lower() for t in LAYOUT_KERNELS))
+    return moved / total if total else 0.0
+
+
+def read_kernels(path: str) -> dict:
+    """The runs a `record` file holds, or a clear error naming what is wrong with it."""
+    return read_recorded(path, "conv_kernels", "conv_kernels.py record --out",
+                         "a conv_kernels file")
+
+
+def summary(args) -> int:
+    found = read_kernels(args.file)
+    print(f"{found['device_name']}, torch {found['torch']}, cuDNN {found['cudnn']}: "
+          "kernels' us (share in layout changes) and the main kernel")
+    for run in found["runs"]:
+        cells = []
+        for phase in ("forward", "backward"):
+            kernels = run[phase]
+            main = max(kernels, key=lambda k: k["us"])["name"][:60] if kernels else "-"
+            cells.append(f"{phase} {sum(k['us'] for k in kernels):8.1f} "
+                         f"({layout_share(kernels):4.0%}) {main}")
+        print(f"{run['shape']:>14} b{run.get('batch', found.get('batch'))} {run['dtype']} "
+              f"{run['layout']:>13} "
+              f"{'searched' if run['searched'] else 'default ':8} | " + " | ".join(cells))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("record", help="profile each convolution's kernels")
+    r.add_argument("--out", required=True, help="JSON file of the recorded kernels")
+    r.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default: cuda)")
+    r.add_argument("--batch", type=positive_int_arg, nargs="+", default=[64])
+    which = r.add_mutually_exclusive_group()
+    which.add_argument("--shapes", nargs="+", help=f"of {', '.join(SHAPES)} (default: all)")
+    which.add_argument("--pointwise", action="store_true",
+                       help="every 1x1 convolution of POINTWISE_SWEEP instead")
+    r.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
+    r.add_argument("--layouts", nargs="+", choices=list(LAYOUTS), default=list(LAYOUTS))
+    r.add_argument("--search", nargs="+", choices=("off", "on"), default=["off", "on"],
+                   help="cuDNN's engine search (torch.backends.cudnn.benchmark)")
+    r.add_argument("--warmup", type=positive_int_arg, default=3)
+    r.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    s = sub.add_parser("summary", help="print a recorded file's kernels")
+    s.add_argument("file")
+    args = parser.parse_args(argv)
+    return record(args) if args.command == "record" else summary(args)
+
+
+if __name__ == "__main__":
+    script_main(main, __file__)
