@@ -32,9 +32,9 @@ kind, on ``--chip``'s SMs and compute capability:
 * an elementwise op that runs ATen's legacy or casting loop (op_classes.elementwise_loop):
   LOOP_ELEMENT_S per kind and LOOP_BYTE_S, least squares (relative) of its seconds per SM on
   its elements, by kind, and the bytes it moves, over LOOP_FIT_MODELS' nodes of
-  MIN_LOOP_ELEMENTS or more. A profile recorded before the rules named the loop (every kept
-  one) is traced again on fake tensors as it was profiled, and its nodes take the rules'
-  names from the nodes of the same name, op and shape (with_loop_variants);
+  MIN_LOOP_ELEMENTS or more. Each profile is traced again on fake tensors as it was
+  profiled (the kept ones predate the loops' names), and its nodes take the rules' names
+  from the nodes of the same name, op and shape (with_todays_rules);
 * a sum or mean over the outer dimensions (op_classes.column_reduction: a bias gradient):
   PARTIAL_TRIP_S and GLOBAL_REDUCE_FIXED_S, least squares (relative) of the node's time
   less its class's (its bytes) on the round trips of the block that combines the others
@@ -65,7 +65,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
-from benchmarks.gpu_classes import read_traced_profile, with_loop_variants  # noqa: E402,F401
+from benchmarks.gpu_classes import read_traced_profile, with_todays_rules  # noqa: E402,F401
 from fxroof import launch_geometry as lg, op_classes, roofline  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402

@@ -7,11 +7,10 @@ Each file is `fxroof profile ... --device cuda --json` output: every node with i
 CUDA-event time. Summed per (phase, op class): the measured seconds, the predicted kernel
 seconds on ``--chip`` (fxroof.roofline.device_seconds: the node's time without the host's
 fixed cost, which a node's events do not hold) and their ratio -- which classes make a
-GPU-bound step slower or faster than predicted. A profile kept from before fxroof's rules
-named ATen's elementwise loops and column reductions is traced again on fake tensors to
-take today's rule names (with_loop_variants), so its nodes are priced as a fresh one's
-would be. A profile whose nodes sum to more than
-render.HOST_BOUND_RATIO times its eager step is refused: there the events hold the device's
+GPU-bound step slower or faster than predicted. Each profile is traced again on fake
+tensors to take today's rule names (with_todays_rules): a kept one's may predate a variant
+the time model reads, and its nodes are priced as a fresh one's would be. A profile whose
+nodes sum to more than render.HOST_BOUND_RATIO times its eager step is refused: there the events hold the device's
 wait for the interpreter, not the kernels (use a larger batch). A CPU's profile is read
 as it is: its nodes' times are its kernels'.
 """
@@ -56,14 +55,12 @@ def read_profile(path: str) -> dict:
             "device": timing["device"], "nodes": nodes, "model": profile["model"]}
 
 
-def with_loop_variants(profile: dict) -> dict:
-    """``profile`` with its nodes' rules as today's rules name them, where none names a
-    loop or a column reduction: the model traced again on fake tensors (fxroof.analyze, for the
-    profiled model, batch, mode, autocast and loss), each node taking the rule of the
-    node of its name, op and shape."""
-    if any(op_classes.elementwise_loop(r) or op_classes.column_reduction(r)
-           for r in profile["nodes"]):
-        return profile
+def with_todays_rules(profile: dict) -> dict:
+    """``profile`` with its nodes' rules as today's rules name them: the model traced again
+    on fake tensors (fxroof.analyze, for the profiled model, batch, mode, autocast and loss),
+    each node taking the rule of the node of its name, op and shape. A kept profile's rules
+    are those of the fxroof that took it, which may predate a variant the time model reads
+    (ATen's elementwise loops, column reductions, a strided 1x1 convolution)."""
     config = profile["model"]
     # a profile names its optimizer and implementation so: "sgd (foreach)"
     optimizer, _, implementation = (config.get("optimizer") or "").partition(" (")
@@ -79,13 +76,13 @@ def with_loop_variants(profile: dict) -> dict:
 
 
 def read_traced_profile(path: str) -> dict:
-    """read_profile's ``path`` through with_loop_variants, an error naming the file."""
+    """read_profile's ``path`` through with_todays_rules, an error naming the file."""
     profile = read_profile(path)
     try:
-        return with_loop_variants(profile)
+        return with_todays_rules(profile)
     except FxroofError as e:
         raise FxroofError(f"'{path}': tracing the model it profiled again, to name its "
-                          f"nodes' loops and column reductions, failed: {e}") from None
+                          f"nodes as today's rules do, failed: {e}") from None
 
 
 def by_class(nodes: list[dict], chip) -> dict:

@@ -17,7 +17,7 @@ Each function reads a node record (fxroof.op_classes) and returns bytes.
 from __future__ import annotations
 
 from fxroof.op_classes import (BACKWARD_CONV_CLASSES, POINTWISE_VARIANT, TRAINING_NORM_CLASSES,
-                               conv_weight_bytes, op_class_of)
+                               conv_weight_bytes, nchw_gemm, op_class_of)
 
 # glibc's malloc serves an allocation this large or larger with a fresh mmap (the dynamic
 # threshold stops rising at DEFAULT_MMAP_THRESHOLD_MAX, 4 * 1024 * 1024 * sizeof(long) on a
@@ -115,9 +115,11 @@ def transpose_bytes(record: dict, searched: bool = False) -> int:
     when its tensors are NCHW: every operand read and written once more before the kernel
     and every result after it -- twice the node's bytes -- or, where cuDNN's engine search
     is on (``searched``), the operands alone: twice the bytes it reads. 0 for a
-    channels-last node and for every other class. Whether the node runs on tensor cores is
-    the roof's to say (fxroof.roofline)."""
-    if op_class_of(record) not in TRANSPOSED_CLASSES or record.get("layout") == "channels_last":
+    channels-last node, for a 1x1 one cuDNN runs as a GEMM on NCHW (op_classes.nchw_gemm)
+    and for every other class. Whether the node runs on tensor cores is the roof's to say
+    (fxroof.roofline)."""
+    if op_class_of(record) not in TRANSPOSED_CLASSES or record.get("layout") == "channels_last" \
+            or nchw_gemm(record):
         return 0
     if searched:
         return 2 * record.get("bytes_read", record["bytes"])

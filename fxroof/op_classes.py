@@ -76,7 +76,16 @@ BATCH_STATS_VARIANT = "[batch stats]"
 # op_costs/conv.py names a depthwise convolution (or its backward) so, and a backward that
 # computes a wide kernel's weight gradient DEPTHWISE_VARIANT + WIDE_SUFFIX
 DEPTHWISE_VARIANT = "[depthwise"
-POINTWISE_VARIANT = "[pointwise]"  # a dense 1x1 convolution (op_costs.conv.POINTWISE)
+POINTWISE_VARIANT = "[pointwise"  # a dense 1x1 convolution, strided or not (op_costs.conv)
+PLAIN_POINTWISE_VARIANT = "[pointwise]"  # ... of stride 1, unpadded (op_costs.conv.POINTWISE)
+# cuDNN runs an NCHW 1x1 convolution of stride 1 (forward and backward) as a GEMM on the
+# NCHW tensors themselves -- an image's positions are a matrix's columns already -- where an
+# image has this many positions or more. On the workplace's H200 (cuDNN 9.19;
+# benchmarks/measured/conv-layouts/, conv_kernels.py), over ResNet-50's six channel pairs
+# in TF32 and BF16 at batch 32 and 256, the kernels ran with no layout change in 48 of 48
+# forwards and 45 of 48 backwards at 28 x 28 and 56 x 56, against 15 and 11 of 24 at
+# 14 x 14 and 7 and 5 of 24 at 7 x 7 (implicit GEMMs between NHWC transposes).
+NCHW_GEMM_POSITIONS = 28 * 28
 NARROW_VARIANT = "[narrow "  # "[narrow 3]": a dense one of 3 input channels (op_costs.conv)
 GROUPED_VARIANT = "[grouped "  # "[grouped 8]": 8 output channels a group (op_costs.conv)
 _GROUP_WIDTH = re.compile(re.escape(GROUPED_VARIANT) + r"(\d+)\]")
@@ -234,6 +243,17 @@ def cudnn_depthwise(record: dict) -> bool:
     kernels (launch_kind)."""
     return depthwise(record) and record["op"] in ("convolution", "convolution_backward") \
         and record.get("layout") == "channels_last"
+
+
+def nchw_gemm(record: dict) -> bool:
+    """Whether a node is an NCHW 2-D convolution (or its backward) that cuDNN runs as a GEMM
+    on its NCHW tensors, with no layout change (NCHW_GEMM_POSITIONS): a dense 1x1 one of
+    stride 1 whose images have at least that many positions. Its shape is the output's
+    (a backward's, the input gradient's: a stride-1 1x1 convolution keeps the size)."""
+    shape = record.get("shape") or ()
+    return record.get("rule", "").endswith(PLAIN_POINTWISE_VARIANT) and len(shape) == 4 \
+        and record.get("layout") != "channels_last" \
+        and shape[2] * shape[3] >= NCHW_GEMM_POSITIONS
 
 
 def narrow(record: dict) -> bool:

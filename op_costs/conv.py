@@ -45,6 +45,11 @@ WIDEST_DIRECT_KERNEL = 3
 # (rows of 9 I values) reordered at 18-50 GB/s, about its copy bandwidth
 # (`torch.ops.mkldnn._reorder_convolution_weight` timed alone, benchmarks/README.md).
 POINTWISE = "pointwise"
+# A strided or padded one ("convolution[pointwise strided]": a ResNet's downsampling
+# shortcut) is no plain matrix product over an NCHW image's positions: it gathers them first,
+# and cuDNN runs it as an implicit GEMM, with NHWC transposes around an NCHW one, where it
+# runs a stride-1 one as a GEMM on the NCHW tensors themselves (fxroof.op_classes.nchw_gemm)
+POINTWISE_STRIDED = "pointwise strided"
 # A grouped convolution that is not depthwise ("convolution[grouped 8]": 8 output channels
 # a group, RegNet's and ResNeXt's): a CPU's vector kernel computes a group's output channels
 # a vector at a time, so groups narrower than a vector leave its lanes idle (fxroof.roofline).
@@ -70,6 +75,15 @@ def _depthwise(weight, groups, transposed: bool, weight_gradient: bool = False):
     return WIDE if weight_gradient and weight.shape[-1] > WIDEST_DIRECT_KERNEL else DEPTHWISE
 
 
+def _pointwise(weight, groups, transposed: bool, stride, padding):
+    """"pointwise" for a dense 1x1 convolution of stride 1 and no padding, "pointwise
+    strided" for another dense 1x1 one, else None."""
+    if transposed or groups != 1 or any(k != 1 for k in weight.shape[2:]):
+        return None
+    plain = all(s == 1 for s in stride) and all(p == 0 for p in padding)
+    return POINTWISE if plain else POINTWISE_STRIDED
+
+
 def _narrow(weight, groups, transposed: bool):
     """"narrow C" for a dense convolution of C < 8 input channels, else None."""
     if transposed or groups != 1 or weight.shape[1] >= NARROWEST_TENSOR_CORE_CHANNELS:
@@ -77,14 +91,14 @@ def _narrow(weight, groups, transposed: bool):
     return f"{NARROW} {weight.shape[1]}"
 
 
-def _kind(weight, groups, transposed: bool):
-    """The forward convolution's variant: depthwise, narrow (a dense one of few input
-    channels), pointwise (dense 1x1), grouped (with its output channels per group) or
-    none."""
+def _kind(weight, groups, transposed: bool, stride, padding):
+    """The variant of a convolution or its backward: depthwise, narrow (a dense one of few
+    input channels), pointwise (dense 1x1; strided, or padded), grouped (with its output
+    channels per group) or none."""
     if _narrow(weight, groups, transposed):
         return _narrow(weight, groups, transposed)
-    if not transposed and groups == 1 and all(k == 1 for k in weight.shape[2:]):
-        return POINTWISE
+    if _pointwise(weight, groups, transposed, stride, padding):
+        return _pointwise(weight, groups, transposed, stride, padding)
     if not transposed and groups > 1 and weight.shape[1] > 1:
         return f"{GROUPED} {weight.shape[0] // groups}"
     return _depthwise(weight, groups, transposed)
@@ -95,7 +109,7 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
                 groups=1, *_, out, **__):
     macs = conv_macs(x, weight, out, transposed)
     return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs,
-                variant=_kind(weight, groups, transposed))
+                variant=_kind(weight, groups, transposed, stride, padding))
 
 
 @register(aten.convolution_backward, op_class=MATRIX)
@@ -108,4 +122,5 @@ def convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilat
     # grad_input needs (grad_out, weight); grad_weight needs (grad_out, x); grad_bias grad_out.
     read = grad_out.nbytes + (weight.nbytes if want_input else 0) + (x.nbytes if want_weight else 0)
     return Cost(flops=flops, macs=macs, bytes_read=read,
-                variant=_depthwise(weight, groups, transposed, want_weight))
+                variant=_depthwise(weight, groups, transposed, want_weight)
+                or _pointwise(weight, groups, transposed, stride, padding))

@@ -339,7 +339,7 @@ def test_the_launch_geometry_fit_refuses_a_chip_without_sms_or_capability(chip):
 
 
 def test_the_launch_geometry_fit_names_a_profile_whose_model_it_cannot_trace(tmp_path):
-    """A kept profile is traced again to name its loops (with_loop_variants): a model name
+    """A kept profile is traced again to name its loops (with_todays_rules): a model name
     fxroof cannot build is an error naming the file and the model, and --json writes
     nothing."""
     from benchmarks import fit_launch_geometry

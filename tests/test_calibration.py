@@ -941,7 +941,8 @@ def test_a_channels_last_fit_holds_1x1_weight_transposes_at_their_own_rate():
 
 @pytest.mark.parametrize("layer, shape, rule", [
     (torch.nn.Conv2d(8, 16, 1), (2, 8, 5, 5), "convolution[pointwise]"),
-    (torch.nn.Conv2d(8, 16, 1, stride=2), (2, 8, 5, 5), "convolution[pointwise]"),
+    (torch.nn.Conv2d(8, 16, 1, stride=2), (2, 8, 5, 5), "convolution[pointwise strided]"),
+    (torch.nn.Conv2d(8, 16, 1, padding=1), (2, 8, 5, 5), "convolution[pointwise strided]"),
     (torch.nn.Conv1d(8, 16, 1), (2, 8, 5), "convolution[pointwise]"),
     (torch.nn.Conv2d(8, 16, 1, groups=2), (2, 8, 5, 5), "convolution[grouped 8]"),
     (torch.nn.Conv2d(8, 16, 3, groups=4), (2, 8, 5, 5), "convolution[grouped 4]"),
@@ -1098,6 +1099,67 @@ def test_an_nchw_tensor_core_convolution_pays_its_nhwc_transposes_by_hand():
     assert roofline.node_time(fp32, chip).predicted_s == pytest.approx(1e-5 + 4e-3)
     # a GEMM is never transposed
     assert hidden_bytes.transpose_bytes({**nchw, "op": "mm", "shape": [512, 512]}) == 0
+
+
+@pytest.mark.parametrize("layer, rule", [
+    (torch.nn.Conv2d(8, 16, 1), "convolution_backward[pointwise]"),
+    (torch.nn.Conv2d(8, 16, 1, stride=2), "convolution_backward[pointwise strided]"),
+    (torch.nn.Conv2d(8, 16, 3, padding=1), "convolution_backward"),
+    (torch.nn.Conv2d(8, 16, 1, groups=2), "convolution_backward"),
+])
+def test_a_1x1_convolutions_backward_is_named_as_its_forward(layer, rule):
+    graph = fxroof.analyze(layer, torch.empty(2, 8, 28, 28), backward=True)
+    (record,) = [r for r in graph.records("backward") if r["op"] == "convolution_backward"]
+    assert record["rule"] == rule
+
+
+def _pointwise_record(size: int, rule: str = "convolution[pointwise]", **fields) -> dict:
+    """An NCHW fp16 1x1 convolution of 64 images, 256 -> 64 channels at size x size."""
+    out = 64 * 64 * size * size * 2
+    return {"op": rule.partition("[")[0], "op_class": "matrix", "rule": rule,
+            "dtype": "float16", "flops": 2 * 64 * 64 * size * size * 256,
+            "bytes_read": 4 * out + 256 * 64 * 2, "bytes_written": out,
+            "bytes": 5 * out + 256 * 64 * 2, "shape": [64, 64, size, size],
+            "layout": "contiguous", **fields}
+
+
+def test_cudnn_runs_a_large_nchw_1x1_convolution_as_a_gemm_with_no_transposes():
+    """cuDNN runs an NCHW 1x1 convolution of stride 1 as a GEMM on the NCHW tensors where an
+    image has 28 x 28 positions or more (op_classes.NCHW_GEMM_POSITIONS: the H200's kernels):
+    no transposes, forward or backward. A smaller image, a strided or padded 1x1 one, a 3x3
+    one keeps both transposes: twice its bytes."""
+    assert op_classes.NCHW_GEMM_POSITIONS == 784
+    for size in (28, 56):
+        for rule in ("convolution[pointwise]", "convolution_backward[pointwise]"):
+            record = _pointwise_record(size, rule)
+            assert op_classes.nchw_gemm(record) and hidden_bytes.transpose_bytes(record) == 0
+    for record in (_pointwise_record(27), _pointwise_record(14), _pointwise_record(7),
+                   _pointwise_record(56, "convolution[pointwise strided]"),
+                   _pointwise_record(56, "convolution_backward[pointwise strided]"),
+                   _pointwise_record(56, "convolution"),
+                   _pointwise_record(56, "convolution_backward")):
+        assert not op_classes.nchw_gemm(record), record["rule"]
+        assert hidden_bytes.transpose_bytes(record) == 2 * record["bytes"]
+    channels_last = _pointwise_record(56, layout="channels_last")
+    assert not op_classes.nchw_gemm(channels_last)
+    assert hidden_bytes.transpose_bytes(channels_last) == 0
+    # a record without its output's spatial size keeps the transposes
+    shapeless = _pointwise_record(56, "convolution_backward[pointwise]", shape=[])
+    assert hidden_bytes.transpose_bytes(shapeless) == 2 * shapeless["bytes"]
+
+
+def test_a_large_nchw_1x1_convolution_costs_its_channels_last_time_on_tensor_cores():
+    """On a GPU's tensor cores, the 56 x 56 1x1 convolution takes the time of its
+    channels-last self (the GEMM's); the 14 x 14 one its channels-last time plus its
+    transposes, 2 x bytes at the copy rate (0.5 x 1e12 B/s)."""
+    chip = _gpu_with({"t0": 1e-5, "compute": 0.5, "memory": 1.0, "band": [1, 1]},
+                     {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]})
+    for size, transposed in ((56, False), (14, True)):
+        nchw = _pointwise_record(size)
+        nhwc = {**nchw, "layout": "channels_last"}
+        extra = 2 * nchw["bytes"] / (1e12 * 0.5) if transposed else 0.0
+        assert roofline.node_time(nchw, chip).predicted_s == pytest.approx(
+            roofline.node_time(nhwc, chip).predicted_s + extra)
 
 
 def test_with_cudnns_engine_search_a_geforce_board_transposes_the_operands_alone(monkeypatch):

@@ -123,7 +123,7 @@ def test_the_shipped_global_reduce_constants_are_the_fit_of_the_kept_profiles():
 
     chip = load_chips()["h200_sxm"]
     path = os.path.join(ROOT, "benchmarks", "measured", "h200-profile-convnext_tiny-b64-train.json")
-    found = fit.gather([fit.with_loop_variants(read_profile(path))], chip)[fit.GLOBAL_REDUCE]
+    found = fit.gather([fit.with_todays_rules(read_profile(path))], chip)[fit.GLOBAL_REDUCE]
     shapes = {op_classes.column_reduction(r) for _, r in found if fit.combining_trips(r, chip)}
     assert len(shapes) == 8
     for name, value in fit.fit_global_reduce(found, chip).items():

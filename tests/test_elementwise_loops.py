@@ -169,13 +169,13 @@ def test_the_shipped_loop_constants_are_the_fit_of_the_kept_profiles():
     """LOOP_ELEMENT_S and LOOP_BYTE_S are fit_launch_geometry.py's least squares over the kept
     H100 and H200 profiles of LOOP_FIT_MODELS (both boards: 132 SMs at one clock), to three
     significant digits (two for the byte's); the kept profiles predate the loop variants,
-    so the fit traces each model again (with_loop_variants)."""
+    so the fit traces each model again (with_todays_rules)."""
     from benchmarks import fit_launch_geometry as fit
     from benchmarks.gpu_classes import read_profile
 
     measured = os.path.join(ROOT, "benchmarks", "measured")
     chip = load_chips()["h200_sxm"]
-    profiles = [fit.with_loop_variants(read_profile(os.path.join(measured, name)))
+    profiles = [fit.with_todays_rules(read_profile(os.path.join(measured, name)))
                 for name in sorted(os.listdir(measured))
                 if "-profile-" in name
                 and name.split("-profile-")[1].startswith(fit.LOOP_FIT_MODELS)]
