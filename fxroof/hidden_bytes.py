@@ -114,16 +114,33 @@ def transpose_bytes(record: dict, searched: bool = False) -> int:
     """Bytes the NHWC transposes of a GPU tensor-core convolution (or its backward) move
     when its tensors are NCHW: every operand read and written once more before the kernel
     and every result after it -- twice the node's bytes -- or, where cuDNN's engine search
-    is on (``searched``), the operands alone: twice the bytes it reads. 0 for a
-    channels-last node, for a 1x1 one cuDNN runs as a GEMM on NCHW (op_classes.nchw_gemm)
-    and for every other class. Whether the node runs on tensor cores is the roof's to say
+    is on (``searched``), the operands alone: twice the bytes it reads -- a backward's
+    output gradient counted twice, once for each of its kernels (reread_gradient_bytes).
+    0 for a channels-last node, for a 1x1 one cuDNN runs as a GEMM on NCHW
+    (op_classes.nchw_gemm) and for every other class. Whether the node runs on tensor cores is the roof's to say
     (fxroof.roofline)."""
     if op_class_of(record) not in TRANSPOSED_CLASSES or record.get("layout") == "channels_last" \
             or nchw_gemm(record):
         return 0
+    # a backward transposes its output gradient once for each of its two kernels
+    again = reread_gradient_bytes(record)
     if searched:
-        return 2 * record.get("bytes_read", record["bytes"])
-    return 2 * record["bytes"]
+        return 2 * (record.get("bytes_read", record["bytes"]) + again)
+    return 2 * (record["bytes"] + again)
+
+
+def reread_gradient_bytes(record: dict) -> int:
+    """Bytes a GPU's dense convolution backward (conv_bwd) reads a second time: cuDNN
+    computes the input gradient and the weight gradient in kernels of their own (dgrad and
+    wgrad, or two GEMMs for a 1x1 one: benchmarks/conv_kernels.py's records of the H200),
+    each reading the output gradient, which the record counts once. Where both gradients are
+    computed (the record's shape is the input gradient's), its bytes read (output gradient,
+    input, weights) less its bytes written (input and weight gradients, the input's and
+    weights' sizes) are the output gradient's -- less a bias gradient's few bytes. 0 for
+    any other node."""
+    if op_class_of(record) != "conv_bwd" or not record.get("shape"):
+        return 0
+    return max(record.get("bytes_read", 0) - record.get("bytes_written", 0), 0)
 
 
 def second_pass_bytes(record: dict) -> int:

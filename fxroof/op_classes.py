@@ -80,11 +80,11 @@ POINTWISE_VARIANT = "[pointwise"  # a dense 1x1 convolution, strided or not (op_
 PLAIN_POINTWISE_VARIANT = "[pointwise]"  # ... of stride 1, unpadded (op_costs.conv.POINTWISE)
 # cuDNN runs an NCHW 1x1 convolution of stride 1 (forward and backward) as a GEMM on the
 # NCHW tensors themselves -- an image's positions are a matrix's columns already -- where an
-# image has this many positions or more. On the workplace's H200 (cuDNN 9.19;
-# benchmarks/measured/conv-layouts/, conv_kernels.py), over ResNet-50's six channel pairs
-# in TF32 and BF16 at batch 32 and 256, the kernels ran with no layout change in 48 of 48
-# forwards and 45 of 48 backwards at 28 x 28 and 56 x 56, against 15 and 11 of 24 at
-# 14 x 14 and 7 and 5 of 24 at 7 x 7 (implicit GEMMs between NHWC transposes).
+# image has this many positions or more. On the workplace's H200 and H100 alike (cuDNN
+# 9.19; benchmarks/measured/conv-layouts/, conv_kernels.py), over ResNet-50's six channel
+# pairs in TF32 and BF16 at batch 32 and 256, the kernels ran with no layout change in 48
+# of 48 forwards and 45 of 48 backwards at 28 x 28 and 56 x 56, against 15-16 and 10-11 of
+# 24 at 14 x 14 and 7-8 and 5 of 24 at 7 x 7 (implicit GEMMs between NHWC transposes).
 NCHW_GEMM_POSITIONS = 28 * 28
 NARROW_VARIANT = "[narrow "  # "[narrow 3]": a dense one of 3 input channels (op_costs.conv)
 GROUPED_VARIANT = "[grouped "  # "[grouped 8]": 8 output channels a group (op_costs.conv)

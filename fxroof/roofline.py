@@ -288,7 +288,8 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
     peak, key, params, used = _compute_rate(record, chip, op_class, params)
-    moved = record["bytes"] + _second_pass_bytes(record, chip, op_class)
+    moved = record["bytes"] + _second_pass_bytes(record, chip, op_class) \
+        + (hidden_bytes.reread_gradient_bytes(record) if chip.cls == "gpu" else 0)
     fresh, layout, layout_fresh = _faults_and_reorders(record)
     params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,

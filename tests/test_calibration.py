@@ -1139,13 +1139,16 @@ def test_cudnn_runs_a_large_nchw_1x1_convolution_as_a_gemm_with_no_transposes():
                    _pointwise_record(56, "convolution"),
                    _pointwise_record(56, "convolution_backward")):
         assert not op_classes.nchw_gemm(record), record["rule"]
-        assert hidden_bytes.transpose_bytes(record) == 2 * record["bytes"]
+        # a backward's output gradient (here bytes read less written) is transposed twice
+        again = record["bytes_read"] - record["bytes_written"] if "backward" in record["op"] \
+            else 0
+        assert hidden_bytes.transpose_bytes(record) == 2 * (record["bytes"] + again)
     channels_last = _pointwise_record(56, layout="channels_last")
     assert not op_classes.nchw_gemm(channels_last)
     assert hidden_bytes.transpose_bytes(channels_last) == 0
     # a record without its output's spatial size keeps the transposes
     shapeless = _pointwise_record(56, "convolution_backward[pointwise]", shape=[])
-    assert hidden_bytes.transpose_bytes(shapeless) == 2 * shapeless["bytes"]
+    assert hidden_bytes.transpose_bytes(shapeless) == 2 * shapeless["bytes"]  # no input grad
 
 
 def test_a_large_nchw_1x1_convolution_costs_its_channels_last_time_on_tensor_cores():
@@ -1160,6 +1163,39 @@ def test_a_large_nchw_1x1_convolution_costs_its_channels_last_time_on_tensor_cor
         extra = 2 * nchw["bytes"] / (1e12 * 0.5) if transposed else 0.0
         assert roofline.node_time(nchw, chip).predicted_s == pytest.approx(
             roofline.node_time(nhwc, chip).predicted_s + extra)
+
+
+def test_a_convolution_backward_reads_its_output_gradient_once_per_kernel():
+    """cuDNN's input- and weight-gradient kernels each read the output gradient: a GPU's
+    dense convolution backward moves its bytes plus the output gradient's once more (2 x 16
+    x 10 x 10 fp32 = 12,800 bytes), and NCHW on tensor cores transposes it once per kernel.
+    A bias gradient is written too (16 x 4 bytes less). The first layer's backward computes
+    no input gradient (one kernel: no second read), and a CPU's fits hold its own kernels."""
+    def backward(layer, x):
+        graph = fxroof.analyze(layer, x, backward=True)  # the last layer's backward first
+        return [r for r in graph.records("backward") if r["op"] == "convolution_backward"]
+    inner, first = backward(torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1),
+                                                torch.nn.Conv2d(8, 16, 3, padding=1,
+                                                                bias=False)),
+                            torch.empty(2, 8, 10, 10))
+    assert hidden_bytes.reread_gradient_bytes(inner) == 2 * 16 * 10 * 10 * 4
+    assert hidden_bytes.reread_gradient_bytes(first) == 0 and not first["shape"]
+    (biased,) = backward(torch.nn.Conv2d(8, 16, 3, padding=1),
+                         torch.empty(2, 8, 10, 10).requires_grad_())
+    assert hidden_bytes.reread_gradient_bytes(biased) == 2 * 16 * 10 * 10 * 4 - 16 * 4
+    forward = next(r for r in fxroof.analyze(torch.nn.Conv2d(8, 16, 3, padding=1),
+                                             torch.empty(2, 8, 10, 10)).records()
+                   if r["op"] == "convolution")
+    assert hidden_bytes.reread_gradient_bytes(forward) == 0
+    again = 2 * 16 * 10 * 10 * 4
+    nchw = {**inner, "dtype": "float16"}
+    assert hidden_bytes.transpose_bytes(nchw) == 2 * (nchw["bytes"] + again)
+    # channels-last fp16 on a GPU: memory-bound at 0.5 x 1e12 B/s, the bytes and the reread
+    chip = _gpu_with({"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]},
+                     {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]})
+    channels_last = {**nchw, "layout": "channels_last", "flops": 1.0}
+    assert roofline.node_time(channels_last, chip).predicted_s == pytest.approx(
+        1e-5 + (channels_last["bytes"] + again) / 0.5e12)
 
 
 def test_with_cudnns_engine_search_a_geforce_board_transposes_the_operands_alone(monkeypatch):

@@ -50,11 +50,13 @@ def test_record_refuses_an_unknown_shape_and_an_existing_file(tmp_path):
         conv_kernels.main(["summary", str(kept)])
 
 
-def test_the_kept_h200_kernels_put_the_gemm_threshold_at_28_x_28():
-    """Read off the kept record, not the code: every forward 1x1 convolution of stride 1 at
-    28 x 28 or more ran no layout change (and all but 3 of 48 backwards), against fewer than
-    2 in 3 at 14 x 14 and fewer than 1 in 3 at 7 x 7 -- the threshold op_classes states."""
-    with open(os.path.join(KEPT, "h200-conv-kernels-pointwise.json")) as f:
+@pytest.mark.parametrize("board", ["h200", "h100"])
+def test_the_kept_kernels_put_the_gemm_threshold_at_28_x_28(board):
+    """Read off the kept records, not the code: on both boards every forward 1x1 convolution
+    of stride 1 at 28 x 28 or more ran no layout change (and all but 3 of 48 backwards),
+    against at most 2 in 3 at 14 x 14 and at most 1 in 3 at 7 x 7 -- the threshold
+    op_classes states."""
+    with open(os.path.join(KEPT, f"{board}-conv-kernels-pointwise.json")) as f:
         found = json.load(f)
     gemm, total = {}, {}
     for run in found["runs"]:
@@ -68,5 +70,5 @@ def test_the_kept_h200_kernels_put_the_gemm_threshold_at_28_x_28():
     for size in (28, 56):
         assert gemm[size, "forward"] == total[size, "forward"] == 24
         assert gemm[size, "backward"] >= 22
-    assert gemm[14, "forward"] / total[14, "forward"] < 2 / 3
-    assert gemm[7, "forward"] / total[7, "forward"] < 1 / 3
+    assert gemm[14, "forward"] / total[14, "forward"] <= 2 / 3
+    assert gemm[7, "forward"] / total[7, "forward"] <= 1 / 3
