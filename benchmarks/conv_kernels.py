@@ -142,10 +142,25 @@ def layout_share(kernels: list[dict]) -> float:
     return moved / total if total else 0.0
 
 
+RUN_FIELDS = ("shape", "dtype", "layout", "searched", "forward", "backward")
+
+
+def _check_runs(runs: list) -> None:
+    for i, run in enumerate(runs):
+        lacking = [k for k in RUN_FIELDS if k not in run]
+        if lacking:
+            raise ValueError(f"run {i} lacks {', '.join(lacking)}")
+        for phase in ("forward", "backward"):
+            if not all(isinstance(k, dict) and isinstance(k.get("name"), str)
+                       and isinstance(k.get("us"), (int, float)) for k in run[phase]):
+                raise ValueError(f"run {i}'s {phase} kernels are not named times")
+
+
 def read_kernels(path: str) -> dict:
     """The runs a `record` file holds, or a clear error naming what is wrong with it."""
-    return read_recorded(path, "conv_kernels", "conv_kernels.py record --out",
-                         "a conv_kernels file")
+    found = read_recorded(path, "conv_kernels", "conv_kernels.py record --out",
+                          "a conv_kernels file", _check_runs)
+    return {"device_name": "?", "torch": "?", "cudnn": "?", **found}
 
 
 def summary(args) -> int:

@@ -48,6 +48,14 @@ def test_record_refuses_an_unknown_shape_and_an_existing_file(tmp_path):
     assert kept.read_text() == "{}"
     with pytest.raises(FxroofError, match="not a conv_kernels file"):
         conv_kernels.main(["summary", str(kept)])
+    kept.write_text(json.dumps({"benchmark": "conv_kernels", "runs": [{"shape": "c3_7"}]}))
+    with pytest.raises(FxroofError, match="run 0 lacks dtype"):
+        conv_kernels.main(["summary", str(kept)])
+    run = {"shape": "c3_7", "dtype": "fp32", "layout": "nchw", "searched": True,
+           "forward": [{"name": "k", "us": "fast"}], "backward": []}
+    kept.write_text(json.dumps({"benchmark": "conv_kernels", "runs": [run]}))
+    with pytest.raises(FxroofError, match="forward kernels are not named times"):
+        conv_kernels.main(["summary", str(kept)])
 
 
 @pytest.mark.parametrize("board", ["h200", "h100"])
