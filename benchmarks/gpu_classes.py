@@ -10,9 +10,9 @@ fixed cost, which a node's events do not hold) and their ratio -- which classes 
 GPU-bound step slower or faster than predicted. Each profile is traced again on fake
 tensors to take today's rule names (with_todays_rules): a kept one's may predate a variant
 the time model reads, and its nodes are priced as a fresh one's would be. A profile whose
-nodes sum to more than render.HOST_BOUND_RATIO times its eager step is refused: there the events hold the device's
-wait for the interpreter, not the kernels (use a larger batch). A CPU's profile is read
-as it is: its nodes' times are its kernels'.
+nodes sum to more than render.HOST_BOUND_RATIO times its eager step is refused: there the
+events hold the device's wait for the interpreter, not the kernels (use a larger batch). A
+CPU's profile is read as it is: its nodes' times are its kernels'.
 """
 from __future__ import annotations
 
@@ -112,7 +112,8 @@ def by_class(nodes: list[dict], chip) -> dict:
 
 
 def main(argv=None) -> int:
-    args, chip = parsed_chip_arguments(__doc__, "profiles", "`fxroof profile --json` files (a GPU's)", argv)
+    args, chip = parsed_chip_arguments(__doc__, "profiles",
+                                       "`fxroof profile --json` files (a GPU's)", argv)
     result = []
     for path in args.profiles:
         profile = read_traced_profile(path)

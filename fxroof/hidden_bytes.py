@@ -117,8 +117,8 @@ def transpose_bytes(record: dict, searched: bool = False) -> int:
     is on (``searched``), the operands alone: twice the bytes it reads -- a backward's
     output gradient counted twice, once for each of its kernels (reread_gradient_bytes).
     0 for a channels-last node, for a 1x1 one cuDNN runs as a GEMM on NCHW
-    (op_classes.nchw_gemm) and for every other class. Whether the node runs on tensor cores is the roof's to say
-    (fxroof.roofline)."""
+    (op_classes.nchw_gemm) and for every other class. Whether the node runs on tensor
+    cores is the roof's to say (fxroof.roofline)."""
     if op_class_of(record) not in TRANSPOSED_CLASSES or record.get("layout") == "channels_last" \
             or nchw_gemm(record):
         return 0
@@ -132,7 +132,7 @@ def transpose_bytes(record: dict, searched: bool = False) -> int:
 def reread_gradient_bytes(record: dict) -> int:
     """Bytes a GPU's dense convolution backward (conv_bwd) reads a second time: cuDNN
     computes the input gradient and the weight gradient in kernels of their own (dgrad and
-    wgrad, or two GEMMs for a 1x1 one: benchmarks/conv_kernels.py's records of the H200),
+    wgrad, or two GEMMs for a 1x1 one: conv_kernels.py's records of the H200 and H100),
     each reading the output gradient, which the record counts once. Where both gradients are
     computed (the record's shape is the input gradient's), its bytes read (output gradient,
     input, weights) less its bytes written (input and weight gradients, the input's and
