@@ -12,7 +12,7 @@ tensors to take today's rule names (with_todays_rules): a kept one's may predate
 the time model reads, and its nodes are priced as a fresh one's would be. A profile whose
 nodes sum to more than render.HOST_BOUND_RATIO times its eager step is refused: there the
 events hold the device's wait for the interpreter, not the kernels (use a larger batch). A
-CPU's profile is read as it is: its nodes' times are its kernels'.
+CPU's profile is never refused so: its nodes' times are its kernels'.
 """
 from __future__ import annotations
 

@@ -92,16 +92,14 @@ def _narrow(weight, groups, transposed: bool):
 
 
 def _kind(weight, groups, transposed: bool, stride, padding):
-    """The variant of a convolution or its backward: depthwise, narrow (a dense one of few
-    input channels), pointwise (dense 1x1; strided, or padded), grouped (with its output
-    channels per group) or none."""
-    if _narrow(weight, groups, transposed):
-        return _narrow(weight, groups, transposed)
-    if _pointwise(weight, groups, transposed, stride, padding):
-        return _pointwise(weight, groups, transposed, stride, padding)
+    """The forward convolution's variant: grouped (with its output channels per group),
+    narrow (a dense one of few input channels), pointwise (dense 1x1; strided, or padded),
+    depthwise or none."""
     if not transposed and groups > 1 and weight.shape[1] > 1:
         return f"{GROUPED} {weight.shape[0] // groups}"
-    return _depthwise(weight, groups, transposed)
+    return _narrow(weight, groups, transposed) \
+        or _pointwise(weight, groups, transposed, stride, padding) \
+        or _depthwise(weight, groups, transposed)
 
 
 @register(aten.convolution, aten._convolution, op_class=MATRIX)
