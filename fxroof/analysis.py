@@ -24,7 +24,7 @@ from fxroof.device import parse_dtype, random_like
 from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.guard import preserved, refuse_uninitialized, silenced
-from fxroof.keys import BACKWARD, OPTIMIZER
+from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
 from fxroof.memory import memory_report
 from fxroof.models import build_model, capture_context, default_inputs, ensure_module
 from fxroof.page_faults import annotate_faults
@@ -310,6 +310,8 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
                 loss = training.loss_of(out, recorder, scope)
             outputs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
             outputs += [loss] if loss is not None and all(o is not loss for o in outputs) else []
+            if not any(n.op == "call_function" for n in recorder.graphs[FORWARD].nodes):
+                raise FxroofError(_nothing_computed(out, args))
             if not backward:
                 return recorder.finish(outputs, None)
             names, grads = _backward([loss] if loss is not None else outputs, params, inputs,
@@ -321,7 +323,9 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
         raise
     except UNTRACEABLE as e:
         raise FxroofError(untraceable_message(e, scope)) from None
-    except (Exception, SystemExit) as e:  # SystemExit: a forward that calls sys.exit
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit (a forward calling sys.exit), GeneratorExit, ...
         raise FxroofError(rejected_message(e, scope, args)) from None
 
 
@@ -420,6 +424,17 @@ def _nothing_to_differentiate(params, inputs) -> str:
                "detached or computed from integer tensors). Check the model's forward")
     return (f"backward was requested but no output of the model requires grad: {why}; or "
             "analyse it without --backward.")
+
+
+def _nothing_computed(out, args) -> str:
+    """A forward that ran no ATen op (it returned a constant, None or its input): every
+    count would be zero and every time the host's alone, which is no analysis of a model."""
+    returned = ("one of its inputs unchanged" if isinstance(out, torch.Tensor) else
+                f"the {type(out).__name__} {reprlib.repr(out)}")
+    return (f"The model ran no tensor operation on {_describe_inputs(args)}: its forward "
+            f"returned {returned}, so there is nothing to count or time. Check that forward "
+            "returns the result of its layers (fxroof costs the ATen operations a forward "
+            "runs on its inputs and parameters).")
 
 
 def _where(scope) -> str:

@@ -241,7 +241,9 @@ class TrainingStep:
                 return scalar_loss(self.loss, output, target)
             except FxroofError:
                 raise
-            except Exception as e:  # the user's function: name it, not the model
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # the user's function: name it, not the model
                 raise FxroofError(
                     f"The loss '{self.loss.name}' failed on the model's output: "
                     f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"

@@ -97,6 +97,12 @@ FILES = {
     "exits.py": "import sys\nsys.exit(3)\n",  # a script whose argparse runs at import
     "exits_in_forward.py": ("import sys, torch\nclass M(torch.nn.Module):\n"
                             "    def forward(self, x):\n        sys.exit(4)\n"),
+    # a forward that runs no tensor op: every count zero, and `predict` a KeyError traceback
+    "constant.py": ("import torch\nclass M(torch.nn.Module):\n"
+                    "    def forward(self, x):\n        return 3\n"),
+    # a BaseException that is neither Exception nor SystemExit passed every handler
+    "generator_exit.py": ("import torch\nclass M(torch.nn.Module):\n"
+                          "    def forward(self, x):\n        raise GeneratorExit('closed')\n"),
     "exists.json": "mine",
     "folder/keep.txt": "mine",
 }
@@ -222,6 +228,10 @@ CLI = [
     ("annotate exits.py:M", FAILED, ["called sys.exit(3)", 'if __name__ == "__main__":']),
     ("annotate exits_in_forward.py:M --input-shape 2,3", FAILED,
      ["failed in layer `(root)` (M): SystemExit: 4", "exits_in_forward.py:4"]),
+    ("predict constant.py:M --input-shape 2,3 --chip t4", FAILED,
+     ["ran no tensor operation on inputs of shape (2, 3)", "returned the int 3"]),
+    ("annotate generator_exit.py:M --input-shape 2,3", FAILED,
+     ["failed in layer `(root)` (M): GeneratorExit: closed", "generator_exit.py:4"]),
     ("annotate exists.json:Model", FAILED, ["'exists.json', a path that is not a Python file"]),
     ("chips measure --out exists.json", FAILED, ["'exists.json' already exists", "--force"]),
     ("study --out exists.json", FAILED, ["is a file, not a folder"]),

@@ -41,7 +41,9 @@ def build(spec: str, device: str = "meta") -> nn.Module:
             f"called sys.exit({e.code!r}) -- argparse does so when the arguments are not its "
             "own. fxroof imports the file to build the model: put the script's own work "
             "(argument parsing, training) under `if __name__ == \"__main__\":`.") from None
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # GeneratorExit, a library's own BaseException: still its error
         hint = ("Fix that error in the file (running `python` on it shows where it is)"
                 if module_name.endswith(".py") else
                 "Check that the package is installed or on PYTHONPATH and that the spec has "
@@ -58,7 +60,9 @@ def build(spec: str, device: str = "meta") -> nn.Module:
     try:
         model = construct(target, device) if callable(target) and \
             not isinstance(target, nn.Module) else target
-    except (Exception, SystemExit) as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: a constructor that calls sys.exit
         hint = ("Its weights need more memory than is free here: `fxroof annotate` and "
                 "`fxroof predict` analyse it without allocating them; timing it needs them"
                 if out_of_memory(e) else "The callable must build the model with no arguments")
