@@ -23,7 +23,7 @@ from fxroof.cost_pass import annotate_costs, check_rules
 from fxroof.device import parse_dtype, random_like
 from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
-from fxroof.guard import preserved, refuse_uninitialized, silenced
+from fxroof.guard import preserved, refuse_uninitialized, set_mode, silenced
 from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
 from fxroof.memory import memory_report
 from fxroof.models import build_model, capture_context, default_inputs, ensure_module
@@ -90,7 +90,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
     recorder = _recorder(scope, params, buffers, fake_inputs)
     # the user's module stays exactly as it was; a named model takes its real-data path
     with preserved(module), silenced(), capture_context(spec, kwargs):
-        module.train(mode == "train")
+        set_mode(module, mode == "train")
         capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
                             backward, training)
     _annotate(capture, rules, target)
@@ -165,7 +165,7 @@ def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype, freeze: 
         module = module.to(memory_format=torch.channels_last)
     args, kwargs = pytree.tree_map_only(torch.Tensor, _real_like, fake_inputs)
     with preserved(module), silenced():
-        module.train(mode == "train")
+        set_mode(module, mode == "train")
         return compiled_view(eager, module, args, kwargs, freeze)
 
 

@@ -81,6 +81,22 @@ def preserved(module: nn.Module):
                 snapshot.restore()
 
 
+def set_mode(module: nn.Module, train: bool) -> None:
+    """``module.train(train)``, or one paragraph where the module refuses a mode change:
+    torch.export's ``ExportedProgram.module()`` raises NotImplementedError, its graph fixed
+    in the mode it was exported in (and its layers flattened into one graph, so a capture
+    of it would lose every module path and layer type as well)."""
+    try:
+        module.train(train)
+    except NotImplementedError as e:
+        raise FxroofError(
+            f"The model ({type(module).__name__}) refuses train() and eval() "
+            f"({type(e).__name__}), as torch.export's ExportedProgram.module() does: its "
+            "graph keeps the mode it was exported in. fxroof sets the mode it analyses (train "
+            "for a training step, eval otherwise): pass the nn.Module the program was exported "
+            "from.") from None
+
+
 # Loggers that print a traceback for a failure fxroof expects and reports in one paragraph
 # (a meta kernel refusing an input shape, say): silenced while the step is captured.
 NOISY_LOGGERS = ("torch._subclasses.fake_tensor",)

@@ -29,7 +29,7 @@ from fxroof.cost_pass import is_costed
 from fxroof.device import (Stopwatch, available_bytes, check_device, out_of_memory,
                            random_like, repeat)
 from fxroof.errors import FxroofError
-from fxroof.guard import preserved
+from fxroof.guard import preserved, set_mode
 from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES, TIME
 from fxroof.timers import CpuTimer, CudaTimer, summarize
 from fxroof.units import DTYPE_ALIASES, si
@@ -259,7 +259,7 @@ def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> di
             return forward_s, watch.lap()
 
     with preserved(module):  # the user's train/eval flags come back as they were
-        module.train(graph.model.mode == "train")
+        set_mode(module, graph.model.mode == "train")
         laps = repeat(step, warmup, repeats)
     result = {FORWARD: statistics.median(f for f, _ in laps)}
     if backward:

@@ -16,6 +16,11 @@ Backward, per element, for the outputs ``output_mask`` asks for:
 * grad_bias: sum(g) = 1
 RMS norm backward: grad_input rstd*(g*w - x_hat*mean(g*w*x_hat)): x_hat 1, g*w 1, sum 2,
 combine 3 = 7; grad_weight: sum(g * x_hat) = 2.
+
+Weight norm (w = v * g / ||v||, the norm over every dim but `dim`), per element of v:
+||v|| (2: square, add) + scale (1) = 3. Backward (ATen's WeightNorm kernels): grad_g =
+sum(grad_w * v) / ||v|| (2: mul, add); grad_v = (g / ||v||) * grad_w - (g * grad_g /
+||v||^2) * v (3: mul, mul, sub) = 5. Per-slice scalars (the root, g / ||v||) are omitted.
 """
 from __future__ import annotations
 
@@ -123,3 +128,16 @@ def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight, output_mask, 
     want_input, want_weight = output_mask[:2]
     return Cost(flops=x.numel * (RMS_BACKWARD_INPUT * want_input
                                  + RMS_BACKWARD_WEIGHT * want_weight))
+
+
+WEIGHT_NORM, WEIGHT_NORM_BACKWARD = 3, 5
+
+
+@register(aten._weight_norm_interface, op_class=VECTOR)
+def weight_norm(v, g, dim=0, *, out, **_):
+    return Cost(flops=v.numel * WEIGHT_NORM)
+
+
+@register(aten._weight_norm_interface_backward, op_class=VECTOR)
+def weight_norm_backward(grad_w, saved_v, saved_g, saved_norms, dim, *, out, **_):
+    return Cost(flops=saved_v.numel * WEIGHT_NORM_BACKWARD)

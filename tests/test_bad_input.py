@@ -371,6 +371,12 @@ API = [
     ("a TorchScript module",
      lambda: fxroof.analyze(torch.jit.script(torch.nn.Linear(2, 2)), torch.ones(1, 2)),
      "TorchScript module .* pass the nn.Module it was scripted from"),
+    # its train() raised NotImplementedError past every handler
+    ("torch.export's module",
+     lambda: fxroof.analyze(torch.export.export(torch.nn.Linear(2, 2), (torch.ones(1, 2),))
+                            .module(), torch.ones(1, 2)),
+     r"refuses train\(\) and eval\(\) \(NotImplementedError\).* pass the nn.Module the "
+     "program was exported from"),
     ("an empty model name", lambda: fxroof.analyze(""), "The model name is empty"),
     ("a batch the inputs contradict",
      lambda: fxroof.analyze(torch.nn.Linear(3, 3), torch.ones(5, 3), batch=2),

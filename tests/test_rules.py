@@ -228,6 +228,14 @@ CASES = [
     ("rms_norm_backward", aten._fused_rms_norm_backward.default,
      (T(6, 16), T(6, 16), [16], T(6, 1), T(16), [True, True]), {}, (T(6, 16), T(16)),
      dict(flops=96 * (7 + 2))),
+    # weight norm of a (4, 6) weight over dim 0: ||v|| per row (square, add), then v * g / ||v||
+    ("weight_norm", aten._weight_norm_interface.default, (T(4, 6), T(4, 1), 0), {},
+     (T(4, 6), T(4, 1)), dict(flops=24 * (2 + 1), bytes_read=F4 * (24 + 4),
+                               bytes_written=F4 * (24 + 4))),
+    # grad_g = sum(grad_w * v) / ||v|| (mul, add); grad_v = a * grad_w - b * v (mul, mul, sub)
+    ("weight_norm_backward", aten._weight_norm_interface_backward.default,
+     (T(4, 6), T(4, 6), T(4, 1), T(4, 1), 0), {}, (T(4, 6), T(4, 1)),
+     dict(flops=24 * (2 + 3), bytes_written=F4 * (24 + 4))),
     # pooling: (2, 3, 8, 8), 3x3 window, stride 2 -> 3x3 outputs... out given explicitly
     ("max_pool2d", aten.max_pool2d_with_indices.default, (T(2, 3, 8, 8), [3, 3], [2, 2]), {},
      (T(2, 3, 3, 3), T(2, 3, 3, 3, dtype=torch.int64)), dict(flops=54 * 9)),
