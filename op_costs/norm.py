@@ -21,8 +21,16 @@ Weight norm (w = v * g / ||v||, the norm over every dim but `dim`), per element 
 ||v|| (2: square, add) + scale (1) = 3. Backward (ATen's WeightNorm kernels): grad_g =
 sum(grad_w * v) / ||v|| (2: mul, add); grad_v = (g / ||v||) * grad_w - (g * grad_g /
 ||v||^2) * v (3: mul, mul, sub) = 5. Per-slice scalars (the root, g / ||v||) are omitted.
+
+An embedding's max_norm (embedding_renorm_, in place before the lookup): ATen sorts the N
+indices (N ceil(log2 N) comparisons), then for each distinct row of D computes its norm (2D)
+and, where it exceeds max_norm, scales it (D). Which rows repeat or exceed the bound is
+data, so the rule counts the upper bound: N distinct rows, all scaled, 3ND + N ceil(log2 N);
+it reads the indices and the N rows and writes them back, never the whole table.
 """
 from __future__ import annotations
+
+import math
 
 from op_costs.registry import VECTOR, Cost, register
 
@@ -141,3 +149,15 @@ def weight_norm(v, g, dim=0, *, out, **_):
 @register(aten._weight_norm_interface_backward, op_class=VECTOR)
 def weight_norm_backward(grad_w, saved_v, saved_g, saved_norms, dim, *, out, **_):
     return Cost(flops=saved_v.numel * WEIGHT_NORM_BACKWARD)
+
+
+RENORM_NORM, RENORM_SCALE = 2, 1
+
+
+@register(aten.embedding_renorm, aten.embedding_renorm_, op_class=VECTOR)
+def embedding_renorm(weight, indices, max_norm, norm_type, *, out, **_):
+    n, row = indices.numel, weight.shape[-1]
+    sort = n * math.ceil(math.log2(n)) if n > 1 else 0
+    rows_bytes = n * row * weight.itemsize
+    return Cost(flops=n * row * (RENORM_NORM + RENORM_SCALE) + sort,
+                bytes_read=indices.nbytes + rows_bytes, bytes_written=rows_bytes)

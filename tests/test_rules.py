@@ -236,6 +236,11 @@ CASES = [
     ("weight_norm_backward", aten._weight_norm_interface_backward.default,
      (T(4, 6), T(4, 6), T(4, 1), T(4, 1), 0), {}, (T(4, 6), T(4, 1)),
      dict(flops=24 * (2 + 3), bytes_written=F4 * (24 + 4))),
+    # max_norm on a (10, 4) table, 6 int64 indices: sort 6 x ceil(log2 6) = 18 comparisons,
+    # then at most 6 rows of 4 normed (square, add) and scaled; 6 rows read and written back
+    ("embedding_renorm_", aten.embedding_renorm_.default,
+     (T(10, 4), T(2, 3, dtype=torch.int64), 1.0, 2.0), {}, T(10, 4),
+     dict(flops=6 * 4 * 3 + 18, bytes_read=6 * 8 + 6 * 4 * F4, bytes_written=6 * 4 * F4)),
     # pooling: (2, 3, 8, 8), 3x3 window, stride 2 -> 3x3 outputs... out given explicitly
     ("max_pool2d", aten.max_pool2d_with_indices.default, (T(2, 3, 8, 8), [3, 3], [2, 2]), {},
      (T(2, 3, 3, 3), T(2, 3, 3, 3, dtype=torch.int64)), dict(flops=54 * 9)),
