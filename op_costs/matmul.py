@@ -43,6 +43,33 @@ def scaled_mm(a, b, scale_a, scale_b, bias=None, *args, out, **_):
     return Cost(flops=cost.flops + out.numel, macs=cost.macs)
 
 
+def grouped_products(a, b, out) -> Cost:
+    """torch._grouped_mm's G products (a mixture of experts' expert layers), whose group
+    boundaries ``offs`` holds as data. Three forms make each output element one length-k dot
+    product with k = a's last dim: 2D x 3D ((M, K) rows split over G (K, N) experts), 3D x 2D
+    ((G, M, K) by (K, N), columns split over the groups) and 3D x 3D (a bmm). 2D x 2D, the
+    experts' weight gradient, splits K between G outputs of (M, N): out x K / G in all. This
+    assumes the groups cover the split dimension (offs[-1] = its size), as a router's token
+    counts do; every expert's weights are read, which bounds the bytes of one given no
+    token."""
+    weight_gradient = len(a.shape) == 2 and len(b.shape) == 2
+    return matmul_cost(out.numel // out.shape[0] if weight_gradient else out.numel, a.shape[-1])
+
+
+@register(aten._grouped_mm, op_class=MATRIX)
+def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, out, **_):
+    cost = grouped_products(a, b, out)
+    return Cost(flops=cost.flops + (out.numel if bias is not None else 0), macs=cost.macs)
+
+
+@register(aten._scaled_grouped_mm, aten._scaled_grouped_mm_v2, op_class=MATRIX)
+def scaled_grouped_mm(a, b, *args, out, **_):
+    """fp8 grouped products with their scales: the MACs plus a scale per output (a bias, when
+    given, is not told apart: fp8 MoE layers carry none)."""
+    cost = grouped_products(a, b, out)
+    return Cost(flops=cost.flops + out.numel, macs=cost.macs)
+
+
 @register(aten.addbmm, op_class=MATRIX)
 def addbmm(bias, a, b, *, out, **_):
     products = matmul_cost(out.numel * a.shape[0], a.shape[-1], dtype=a.dtype)

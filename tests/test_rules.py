@@ -45,6 +45,32 @@ CASES = [
     ("addr", aten.addr.default, (T(M, N), T(M), T(N)), {}, T(M, N),
      dict(flops=2 * M * N, macs=M * N)),
     # addbmm: B products of (M, K) @ (K, N) summed into one (M, N), + the bias
+    # grouped products, G = 3 groups, each summed as its own product:
+    # 2D x 3D: 12 rows of K = 8 split 4 / 0 / 8 over three (8, 16) experts: (4 + 0 + 8) x 8 x 16
+    ("_grouped_mm 2d x 3d", aten._grouped_mm.default,
+     (T(12, 8, dtype=torch.bfloat16), T(3, 8, 16, dtype=torch.bfloat16), T(3, dtype=torch.int32)),
+     {}, T(12, 16, dtype=torch.bfloat16),
+     dict(macs=(4 + 0 + 8) * 8 * 16, flops=2 * 12 * 8 * 16,
+          bytes_read=2 * (12 * 8 + 3 * 8 * 16) + 3 * 4, bytes_written=2 * 12 * 16)),
+    # 3D x 2D: three (12, 8) @ (8, 16) column blocks of a (8, 48) weight
+    ("_grouped_mm 3d x 2d", aten._grouped_mm.default,
+     (T(3, 12, 8, dtype=torch.bfloat16), T(8, 48, dtype=torch.bfloat16), T(3, dtype=torch.int32)),
+     {}, T(12, 48, dtype=torch.bfloat16), dict(macs=3 * 12 * 8 * 16)),
+    # 2D x 2D (an expert weight gradient): K = 48 split in three 16s, three (16, 16) outputs
+    ("_grouped_mm 2d x 2d", aten._grouped_mm.default,
+     (T(16, 48, dtype=torch.bfloat16), T(48, 16, dtype=torch.bfloat16), T(3, dtype=torch.int32)),
+     {}, T(3, 16, 16, dtype=torch.bfloat16), dict(macs=3 * 16 * 16 * 16)),
+    # 3D x 3D is a bmm; the bias adds one FLOP per output
+    ("_grouped_mm 3d x 3d + bias", aten._grouped_mm.default,
+     (T(3, 16, 8, dtype=torch.bfloat16), T(3, 8, 16, dtype=torch.bfloat16), None,
+      T(3, 16, dtype=torch.bfloat16)), {}, T(3, 16, 16, dtype=torch.bfloat16),
+     dict(macs=3 * 16 * 8 * 16, flops=2 * 3 * 16 * 8 * 16 + 3 * 16 * 16)),
+    # fp8 experts: the products plus one scale multiply per output
+    ("_scaled_grouped_mm", aten._scaled_grouped_mm.default,
+     (T(12, 16, dtype=torch.float8_e4m3fn), T(3, 16, 32, dtype=torch.float8_e4m3fn),
+      T(12), T(3, 32), T(3, dtype=torch.int32)), {"out_dtype": torch.bfloat16},
+     T(12, 32, dtype=torch.bfloat16),
+     dict(macs=12 * 16 * 32, flops=2 * 12 * 16 * 32 + 12 * 32)),
     ("addbmm", aten.addbmm.default, (T(M, N), T(B, M, K), T(B, K, N)), {}, T(M, N),
      dict(macs=B * M * K * N, flops=2 * B * M * K * N + M * N)),
     # complex: each complex MAC is 4 real multiplies + 4 real adds = 4 real MACs
