@@ -311,7 +311,7 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
             outputs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
             outputs += [loss] if loss is not None and all(o is not loss for o in outputs) else []
             if not any(n.op == "call_function" for n in recorder.graphs[FORWARD].nodes):
-                raise FxroofError(_nothing_computed(out, args))
+                raise FxroofError(_nothing_computed(out, args, kwargs))
             if not backward:
                 return recorder.finish(outputs, None)
             names, grads = _backward([loss] if loss is not None else outputs, params, inputs,
@@ -326,7 +326,7 @@ def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backw
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # SystemExit (a forward calling sys.exit), GeneratorExit, ...
-        raise FxroofError(rejected_message(e, scope, args)) from None
+        raise FxroofError(rejected_message(e, scope, args, kwargs)) from None
 
 
 def _backward(outputs, params, inputs, recorder, seeded: bool) -> tuple[list[str], list]:
@@ -426,15 +426,15 @@ def _nothing_to_differentiate(params, inputs) -> str:
             "analyse it without --backward.")
 
 
-def _nothing_computed(out, args) -> str:
+def _nothing_computed(out, args, kwargs) -> str:
     """A forward that ran no ATen op (it returned a constant, None or its input): every
     count would be zero and every time the host's alone, which is no analysis of a model."""
     returned = ("one of its inputs unchanged" if isinstance(out, torch.Tensor) else
                 f"the {type(out).__name__} {reprlib.repr(out)}")
-    return (f"The model ran no tensor operation on {_describe_inputs(args)}: its forward "
-            f"returned {returned}, so there is nothing to count or time. Check that forward "
-            "returns the result of its layers (fxroof costs the ATen operations a forward "
-            "runs on its inputs and parameters).")
+    return (f"The model ran no tensor operation on {_describe_inputs(args, kwargs)}: its "
+            f"forward returned {returned}, so there is nothing to count or time. Check that "
+            "forward returns the result of its layers (fxroof costs the ATen operations a "
+            "forward runs on its inputs and parameters).")
 
 
 def _where(scope) -> str:
@@ -469,10 +469,15 @@ def untraceable_message(e: BaseException, scope) -> str:
         "annotates every region between graph breaks.")
 
 
-def _describe_inputs(args) -> str:
+def _describe_inputs(args, kwargs=None) -> str:
     """'inputs of shape (2, 3)'; a value that is not a tensor is named with its type, since
-    passing one by mistake (a path, a list) is a common reason the model refused."""
+    passing one by mistake (a path, a list) is a common reason the model refused. Keyword
+    tensors (an hf: model's input_ids) are named; other keyword values are options."""
     leaves = [a for a in pytree.tree_leaves(args) if a is not None]
+    named = [f"{name} of shape {tuple(v.shape)}" for name, v in (kwargs or {}).items()
+             if isinstance(v, torch.Tensor)]
+    if named and not leaves:
+        return "inputs " + ", ".join(named)
     if not leaves:
         return "no inputs"
     if all(isinstance(a, torch.Tensor) for a in leaves):
@@ -482,12 +487,27 @@ def _describe_inputs(args) -> str:
         else f"a {type(a).__name__}: {reprlib.repr(a)}" for a in leaves) + ")"
 
 
-def rejected_message(e: BaseException, scope, args) -> str:
+# Refusals of torch's shape functions (which fake tensors run) that the real kernel on the
+# CPU would not make, each with what to do instead of fitting the input shape.
+_SHAPE_FUNCTION_REFUSALS = {
+    # the meta kernel of _grouped_mm (transformers' grouped mixture-of-experts products)
+    # takes bf16 and fp16 only; the CPU kernel takes float32 too
+    "Expected mat_a to be BFloat16 or supported Float16 matrix":
+        "torch's shape function for _grouped_mm, the grouped expert products of a "
+        "mixture-of-experts layer, takes bf16 and fp16 only, so this step cannot be traced "
+        "in float32: analyse it with --dtype bfloat16 (dtype=torch.bfloat16 in Python)",
+}
+
+
+def rejected_message(e: BaseException, scope, args, kwargs=None) -> str:
     detail = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
     where = _user_frame(e)
+    hint = next((h for fragment, h in _SHAPE_FUNCTION_REFUSALS.items() if fragment in detail),
+                None)
     return (
-        f"Running the model on {_describe_inputs(args)} failed in {_where(scope)}: "
-        f"{type(e).__name__}: {detail}" + (f" (at {where})" if where else "") + ". If the "
-        "input shape does not fit the model, pass the shape it expects (--input-shape, batch "
-        "first, e.g. 8,3,224,224); if the model takes several inputs, repeat --input-shape "
-        "once per input, in forward's order; integer inputs take a dtype (8,128:int64).")
+        f"Running the model on {_describe_inputs(args, kwargs)} failed in {_where(scope)}: "
+        f"{type(e).__name__}: {detail}" + (f" (at {where})" if where else "") + ". " + (
+            f"{hint[0].upper()}{hint[1:]}." if hint else "If the input shape does not fit "
+            "the model, pass the shape it expects (--input-shape, batch first, e.g. "
+            "8,3,224,224); if the model takes several inputs, repeat --input-shape once per "
+            "input, in forward's order; integer inputs take a dtype (8,128:int64)."))

@@ -65,7 +65,8 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backward", action="store_true",
                    help="also trace autograd's backward (training step, no optimizer)")
     p.add_argument("--seq-len", type=positive_int_arg,
-                   help=f"tokens per sequence of hf: text models (default: {DEFAULT_SEQ_LEN})")
+                   help=f"tokens per sequence of hf: text models (default: {DEFAULT_SEQ_LEN}), "
+                   "samples of waveform ones (default: 16000, one second at 16 kHz)")
     p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
                    help="override a field of an hf: model's config (repeatable)")
     _step_arguments(p)

@@ -77,3 +77,108 @@ def test_timing_an_hf_model_rebuilds_it_with_its_overrides():
     assert report.interpreted_s["forward"] > 0
     assert all(r["time_s"] is not None for r in g.records())
     assert g.model.parameters == sum(p.numel() for p in g.source.module.parameters())
+
+
+def _shapes(g):
+    return [tuple(i["shape"]) for i in g.model.inputs]
+
+
+def _conv_lengths(length, kernels, strides):
+    """Output lengths of a stack of unpadded 1-D convolutions: (L - k) // s + 1 each."""
+    lengths = []
+    for k, s in zip(kernels, strides):
+        length = (length - k) // s + 1
+        lengths.append(length)
+    return lengths
+
+
+@pytest.mark.parametrize("samples", [None, 3200])
+def test_a_waveform_model_gets_a_waveform_of_seq_len_samples(samples):
+    """wav2vec2 takes input_values: one second at 16 kHz by default, --seq-len samples else.
+    Its feature encoder's seven convolutions shorten it as their kernels and strides say
+    (16,000 samples -> 49 frames); its positional convolution is weight-normed."""
+    # a training step with LayerDrop and SpecAugment's masks off: both draw random numbers
+    # that decide shapes, which fake tensors cannot trace
+    g = fxroof.analyze("hf:wav2vec2", seq_len=samples, hf_config={
+        "num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_conv_pos_embeddings": 16, "layerdrop": 0.0,
+        "mask_time_prob": 0.0}, backward=True)
+    assert _shapes(g) == [(1, samples or 16_000)]
+    kernels, strides = (10, 3, 3, 3, 3, 2, 2), (5, 2, 2, 2, 2, 2, 2)
+    expected = _conv_lengths(samples or 16_000, kernels, strides)
+    extractor = [r for r in g.records("forward") if r["op"] == "convolution"
+                 and r["module"].startswith("feature_extractor")]
+    assert [r["shape"][-1] for r in extractor] == expected
+    assert (samples, expected[-1]) in ((None, 49), (3200, 9))
+    assert g.coverage()["default_rule_ops"] == {}
+
+
+def test_whisper_is_its_encoder_and_decoder_on_log_mel_frames():
+    """hf:whisper was WhisperForCausalLM, its decoder alone, fed token ids: the encoder (two
+    convolutions over the log-mel frames, then its layers) was never analysed. The encoder
+    takes exactly 2 x max_source_positions frames; its second convolution halves them."""
+    g = fxroof.analyze("hf:whisper", seq_len=16, hf_config={
+        "d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128,
+        "max_source_positions": 100})
+    assert _shapes(g) == [(1, 80, 200), (1, 16)]
+    convs = [r for r in g.records() if r["op"] == "convolution"]
+    assert [r["shape"] for r in convs] == [[1, 64, 200], [1, 64, 100]]
+    modules = {r["module"].split(".layers")[0] for r in g.records() if ".layers." in r["module"]}
+    assert modules == {"encoder", "decoder"}
+
+
+def test_an_encoder_decoder_is_not_its_causal_lm_decoder():
+    g = fxroof.analyze("hf:bart", seq_len=8, hf_config={
+        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+        "vocab_size": 100})
+    modules = {r["module"].split(".layers")[0] for r in g.records() if ".layers." in r["module"]}
+    assert modules == {"encoder", "decoder"}
+
+
+def test_clip_gets_text_of_its_own_length_and_an_image():
+    g = fxroof.analyze("hf:clip", hf_config={"projection_dim": 16})
+    text, image = (77, 224)  # CLIP's text positions and image size, transformers' defaults
+    assert _shapes(g) == [(1, text), (1, 3, image, image)]
+
+
+def test_a_model_of_another_input_is_told_to_build_its_inputs():
+    with pytest.raises(fxroof.FxroofError, match="Speech2TextModel takes 'input_features'"):
+        fxroof.analyze("hf:speech_to_text")
+
+
+def test_xlnet_has_no_position_limit():
+    """XLNet's max_position_embeddings is -1 (relative positions): --seq-len 32 was refused
+    as longer than -1 positions."""
+    g = fxroof.analyze("hf:xlnet", seq_len=32, hf_config={"n_layer": 1, "d_model": 32,
+                                                          "n_head": 2, "d_inner": 64})
+    assert _shapes(g) == [(1, 32)]
+
+
+MIXTRAL = {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64,
+           "num_local_experts": 4, "num_experts_per_tok": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "vocab_size": 100}
+
+
+def test_mixture_of_experts_products_are_counted():
+    """transformers' experts run as torch._grouped_mm, which had no rule (0 FLOPs: most of a
+    Mixtral's work). Each token meets top_k experts, each a gate and up projection (h to 2 x
+    inter) and a down one (inter to h): tokens x top_k x 3 h inter MACs, whichever experts
+    the router picks; the backward's grouped products are twice that."""
+    import torch
+
+    tokens, h, inter, top_k = 8, 32, 64, 2
+    g = fxroof.analyze("hf:mixtral", seq_len=tokens, hf_config=MIXTRAL, dtype=torch.bfloat16,
+                       backward=True)
+    experts = [r for r in g.records() if r["op"] == "_grouped_mm"]
+    forward = sum(r["macs"] for r in experts if r["phase"] == "forward")
+    backward = sum(r["macs"] for r in experts if r["phase"] == "backward")
+    assert forward == tokens * top_k * 3 * h * inter
+    assert backward == 2 * forward
+    assert g.coverage()["default_rule_ops"] == {}
+
+
+def test_mixture_of_experts_in_float32_says_which_dtype_traces():
+    with pytest.raises(fxroof.FxroofError, match="takes bf16 and fp16 only.*--dtype bfloat16"):
+        fxroof.analyze("hf:mixtral", seq_len=8, hf_config=MIXTRAL)

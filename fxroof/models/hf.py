@@ -8,6 +8,7 @@ transformers is an optional extra: ``pip install fxroof[hf]``.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import sys
 from typing import Optional
@@ -34,6 +35,8 @@ def _transformers():
 
 def _sequence_length(config, seq_len: Optional[int]) -> int:
     limit = getattr(config, "max_position_embeddings", None)  # n_positions via attribute_map
+    if not isinstance(limit, int) or limit <= 0:  # XLNet's -1: relative positions, no limit
+        limit = None
     if seq_len is None:
         return min(DEFAULT_SEQ_LEN, limit) if isinstance(limit, int) else DEFAULT_SEQ_LEN
     if isinstance(limit, int) and seq_len > limit:
@@ -89,7 +92,10 @@ def build(target: str, device: str = "meta", overrides: Optional[dict] = None) -
     try:
         config = transformers.AutoConfig.for_model(model_type, **{**settings, **overrides})
         with torch.device(device):  # meta: shapes only; "cpu": random weights for timing
-            if type(config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING:
+            # an encoder-decoder's causal-LM class (BartForCausalLM, WhisperForCausalLM) is
+            # its decoder alone: such a model is the bare one, encoder and decoder, like T5
+            if type(config) in transformers.MODEL_FOR_CAUSAL_LM_MAPPING and \
+                    not getattr(config, "is_encoder_decoder", False):
                 return transformers.AutoModelForCausalLM.from_config(config)
             # not a decoder: the bare model (encoders, encoder-decoders, ViT)
             return transformers.AutoModel.from_config(config)
@@ -166,28 +172,68 @@ def _typed(key: str, value, default, model_type: str):
 
 
 def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
-    """Keyword inputs for one step: token ids (plus decoder ids for encoder-decoders), or
-    pixel values for vision models. Meta tensors: shapes only. ``seq_len``: tokens per
-    sequence (default: DEFAULT_SEQ_LEN, or the model's maximum positions when it has fewer).
+    """Keyword inputs for one step, by the model's main input: token ids (plus pixel values
+    for a text-image model such as CLIP), pixel values for vision models, a waveform for
+    speech encoders (wav2vec2), Whisper's log-mel frames; decoder ids for encoder-decoders.
+    Meta tensors: shapes only. ``seq_len``: tokens per sequence (default: DEFAULT_SEQ_LEN, or
+    the model's maximum positions when it has fewer), or a waveform's samples.
 
     No attention mask: an unpadded batch's mask is all ones, which transformers drops on real
     data (masking_utils' _ignore_causal_mask_sdpa: SDPA then runs is_causal, no mask, and can
     use flash attention) but must keep on fake tensors, where it cannot read the values. Left
     out, the recorded program is the one the real step runs."""
     config = model.config
-    seq_len = _sequence_length(config, seq_len)
-    if getattr(model, "main_input_name", "input_ids") == "pixel_values":
-        size = getattr(config, "image_size", 224)  # ResNetConfig has none: ImageNet's 224
-        height, width = size if isinstance(size, (list, tuple)) else (size, size)
-        return {"pixel_values": torch.empty(batch, config.num_channels, height, width,
-                                            device="meta")}
-    ids = torch.zeros(batch, seq_len, dtype=torch.long, device="meta")
-    inputs = {"input_ids": ids}
+    main = getattr(model, "main_input_name", "input_ids")
+    if main == "pixel_values":
+        return {"pixel_values": _pixels(config, batch)}
+    if main == "input_values":  # a waveform (wav2vec2, HuBERT, WavLM): seq_len samples
+        inputs = {"input_values": torch.empty(batch, seq_len or WAVEFORM_SAMPLES,
+                                              device="meta")}
+    elif main == "input_features" and _whisper_like(config):
+        # log-mel frames: the encoder takes exactly 2 x its positions (its second
+        # convolution halves them); seq_len counts the decoder's tokens
+        frames = 2 * config.max_source_positions
+        inputs = {"input_features": torch.empty(batch, config.num_mel_bins, frames,
+                                                device="meta")}
+    elif main == "input_ids":
+        inputs = {"input_ids": _token_ids(config, batch, seq_len)}
+        if _takes(model, "pixel_values") and hasattr(config, "vision_config"):
+            inputs["pixel_values"] = _pixels(config.vision_config, batch)  # CLIP, SigLIP
+    else:
+        raise FxroofError(
+            f"fxroof builds the inputs of hf: models that take token ids, images, waveforms "
+            f"or Whisper's log-mel frames; {type(model).__name__} takes '{main}'. Analyse it "
+            f"in Python with inputs you build: fxroof.analyze(model, {main}=...).")
     if getattr(config, "is_encoder_decoder", False):
-        inputs["decoder_input_ids"] = ids
+        inputs["decoder_input_ids"] = _token_ids(config, batch, seq_len)
     if getattr(config, "use_cache", False):
         inputs["use_cache"] = False  # a training step, no KV cache
     return inputs
+
+
+# One second of 16 kHz audio, the sampling rate of wav2vec2's and HuBERT's feature extractors
+WAVEFORM_SAMPLES = 16_000
+
+
+def _token_ids(config, batch: int, seq_len: Optional[int]) -> torch.Tensor:
+    text = getattr(config, "text_config", None) or config  # CLIP's positions are its text's
+    return torch.zeros(batch, _sequence_length(text, seq_len), dtype=torch.long,
+                       device="meta")
+
+
+def _pixels(config, batch: int) -> torch.Tensor:
+    size = getattr(config, "image_size", 224)  # ResNetConfig has none: ImageNet's 224
+    height, width = size if isinstance(size, (list, tuple)) else (size, size)
+    channels = getattr(config, "num_channels", 3)  # BLIP's vision config names none: RGB
+    return torch.empty(batch, channels, height, width, device="meta")
+
+
+def _whisper_like(config) -> bool:
+    return hasattr(config, "num_mel_bins") and hasattr(config, "max_source_positions")
+
+
+def _takes(model, name: str) -> bool:
+    return name in inspect.signature(model.forward).parameters
 
 
 @contextlib.contextmanager
