@@ -35,7 +35,7 @@ from fxroof.models import torchvision_names  # noqa: E402
 
 HF_CONFIGS = ["gpt2", "bert", "roberta", "distilbert", "albert", "electra", "llama", "mistral",
               "qwen2", "gemma", "phi", "opt", "gpt_neox", "bart", "t5", "vit", "deit", "swin",
-              "convnext", "resnet"]
+              "convnext", "resnet", "whisper", "clip", "wav2vec2"]
 TIMM_MODELS = [
     "resnet50", "resnext50_32x4d", "convnext_tiny", "efficientnet_b0", "mobilenetv3_large_100",
     "regnety_016", "ghostnet_100", "rexnet_100", "hrnet_w18_small", "dla34", "dpn68",
@@ -47,6 +47,9 @@ TIMM_MODELS = [
 ]
 HF_SHALLOW = {"num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "encoder_layers": 2,
               "decoder_layers": 2, "num_decoder_layers": 2}
+# A speech encoder's LayerDrop and SpecAugment masks draw random numbers that decide shapes,
+# which fake tensors cannot trace: off, as in its evaluation
+HF_NO_DROP = {"layerdrop": 0.0, "mask_time_prob": 0.0}
 
 
 def specs(name: str) -> list[tuple[str, dict]]:
@@ -62,7 +65,7 @@ def hf_overrides(spec: str) -> dict:
     import transformers
 
     config = transformers.AutoConfig.for_model(spec[3:])
-    keys = {k: v for k, v in HF_SHALLOW.items() if hasattr(config, k)}
+    keys = {k: v for k, v in {**HF_SHALLOW, **HF_NO_DROP}.items() if hasattr(config, k)}
     if spec[3:] in ("swin", "convnext", "resnet"):  # staged models: depth is per stage
         return {}
     return keys
@@ -97,7 +100,7 @@ def _mean_of_output(output):
 def run(spec: str, batch: int, options: dict) -> dict:
     start = time.perf_counter()
     try:
-        extra = {"hf_config": hf_overrides(spec), "seq_len": 128} if spec.startswith("hf:") \
+        extra = {"hf_config": hf_overrides(spec)} if spec.startswith("hf:") \
             else {}
         g = fxroof.analyze(spec, batch=batch, backward=True, **extra,
                            **step_options(spec, **options))
