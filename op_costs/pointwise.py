@@ -187,3 +187,28 @@ def log_sigmoid(x, *, out, **_):
 def tagged_pointwise(*args, out, **kwargs):
     return Cost(flops=TAGGED_POINTWISE * first_output(out).numel,
                 variant=loop_variant(args + tuple(kwargs.values()), out))
+
+
+# Window functions (torch.hann_window and kin, an STFT's window): factories that evaluate a
+# formula of the index n for each of the N points they write (ATen's TensorFactories.cpp),
+# reading nothing.
+WINDOWS = {
+    "hamming_window": 4,   # alpha - beta cos(2 pi n / (N - 1)): scale n, cos, mul, add
+    "hann_window": 4,      # hamming with alpha = beta = 0.5
+    "blackman_window": 9,  # 0.42 - 0.5 cos(2 pi n/(N-1)) + 0.08 cos(4 pi n/(N-1)):
+                           # scale n (1), twice each for the two terms (2 x (mul, cos, mul)),
+                           # sub, add
+    "bartlett_window": 2,  # 2n / (N - 1); the second half mirrored, 2 - x: 1 + 2 x 1/2
+    "kaiser_window": 8,    # I0(beta sqrt(1 - ((n - a) / a)^2)) / I0(beta): sub, div, square,
+                           # rsub, sqrt, mul, I0, mul by the precomputed 1 / I0(beta)
+}
+
+
+def _window(weight: int):
+    def window(*args, out, **kwargs):
+        return Cost(flops=weight * first_output(out).numel, bytes_read=0)
+    return window
+
+
+for _name, _weight in WINDOWS.items():
+    register(aten_op(_name), op_class=VECTOR, name=f"window[{_name}]")(_window(_weight))

@@ -81,26 +81,65 @@ def grid_sampler_backward(grad, x, grid, interpolation_mode, padding_mode, align
     return Cost(flops=grad.numel * 2 * taps * (int(want_input) + rank * int(want_grid)))
 
 
-def _aa_taps(n_in: int, n_out: int) -> int:
-    """Antialiased bilinear: the triangle filter widens with the downscale factor."""
-    return 2 * max(math.ceil(n_in / n_out), 1)
+# ---- affine_grid: the sampling grid of an affine map (spatial transformers) -----------------
+def _base_grid_bytes(points: int, rank: int, itemsize: int) -> int:
+    """The homogeneous base grid (x, y[, z], 1) per point, written then read by the bmm."""
+    return points * (rank + 1) * itemsize
 
 
-@register(aten._upsample_bilinear2d_aa, op_class=VECTOR)
-def upsample_bilinear_aa(x, output_size, *args, out, **_):
+@register(aten.affine_grid_generator, op_class=VECTOR)
+def affine_grid(theta, size, align_corners, *, out, **_):
+    """ATen builds the base grid of (rank + 1)-vectors and bmm's it with theta's (rank, rank
+    + 1) rows: each output coordinate a dot product of length rank + 1, 2 (rank + 1) FLOPs.
+    (Its backward decomposes above autograd into ops costed on their own.)"""
+    rank = out.shape[-1]
+    base = _base_grid_bytes(out.numel // rank, rank, out.itemsize)
+    return Cost(flops=2 * (rank + 1) * out.numel, bytes_read=theta.nbytes + base,
+                bytes_written=out.nbytes + base)
+
+
+def _aa_taps(n_in: int, n_out: int, width: int) -> int:
+    """Antialiased interpolation: the filter (triangle, width 2; cubic, width 4) widens with
+    the downscale factor (ATen's UpSampleKernel: support = width / 2 x scale)."""
+    return width * max(math.ceil(n_in / n_out), 1)
+
+
+def _aa_forward(x, out, width: int) -> Cost:
     """Separable: a horizontal pass to (H_in, W_out), then a vertical pass to (H_out, W_out),
     each 2 * taps - 1 per element it writes."""
     (h_in, w_in), (h_out, w_out) = x.shape[-2:], out.shape[-2:]
     planes = out.numel // (h_out * w_out)
-    horizontal = planes * h_in * w_out * (2 * _aa_taps(w_in, w_out) - 1)
-    vertical = out.numel * (2 * _aa_taps(h_in, h_out) - 1)
+    horizontal = planes * h_in * w_out * (2 * _aa_taps(w_in, w_out, width) - 1)
+    vertical = out.numel * (2 * _aa_taps(h_in, h_out, width) - 1)
     return Cost(flops=horizontal + vertical)
+
+
+def _aa_backward(grad, out, width: int) -> Cost:
+    """Both passes reversed: each element scattered into its taps (2 * taps)."""
+    (h_out, w_out), (h_in, w_in) = grad.shape[-2:], out.shape[-2:]
+    planes = grad.numel // (h_out * w_out)
+    return Cost(flops=grad.numel * 2 * _aa_taps(h_in, h_out, width)
+                + planes * h_in * w_out * 2 * _aa_taps(w_in, w_out, width))
+
+
+LINEAR_WIDTH, CUBIC_WIDTH = 2, 4
+
+
+@register(aten._upsample_bilinear2d_aa, op_class=VECTOR)
+def upsample_bilinear_aa(x, output_size, *args, out, **_):
+    return _aa_forward(x, out, LINEAR_WIDTH)
 
 
 @register(aten._upsample_bilinear2d_aa_backward, op_class=VECTOR)
 def upsample_bilinear_aa_backward(grad, output_size, input_size, *args, out, **_):
-    """Both passes reversed: each element scattered into its taps (2 * taps)."""
-    (h_out, w_out), (h_in, w_in) = grad.shape[-2:], out.shape[-2:]
-    planes = grad.numel // (h_out * w_out)
-    return Cost(flops=grad.numel * 2 * _aa_taps(h_in, h_out)
-                + planes * h_in * w_out * 2 * _aa_taps(w_in, w_out))
+    return _aa_backward(grad, out, LINEAR_WIDTH)
+
+
+@register(aten._upsample_bicubic2d_aa, op_class=VECTOR)
+def upsample_bicubic_aa(x, output_size, *args, out, **_):
+    return _aa_forward(x, out, CUBIC_WIDTH)
+
+
+@register(aten._upsample_bicubic2d_aa_backward, op_class=VECTOR)
+def upsample_bicubic_aa_backward(grad, output_size, input_size, *args, out, **_):
+    return _aa_backward(grad, out, CUBIC_WIDTH)

@@ -611,6 +611,26 @@ CASES += [
     ("upsample_bilinear2d_aa_backward", aten._upsample_bilinear2d_aa_backward.default,
      (T(1, 2, 4, 4), [4, 4], [1, 2, 8, 8], False), {}, T(1, 2, 8, 8),
      dict(flops=32 * 8 + 64 * 8)),
+    # antialiased bicubic 8x8 -> 4x4: the cubic filter (width 4) at scale 2 spans 8 taps a dim
+    ("upsample_bicubic2d_aa", aten._upsample_bicubic2d_aa.default,
+     (T(1, 2, 8, 8), [4, 4], False), {}, T(1, 2, 4, 4), dict(flops=64 * 15 + 32 * 15)),
+    ("upsample_bicubic2d_aa_backward", aten._upsample_bicubic2d_aa_backward.default,
+     (T(1, 2, 4, 4), [4, 4], [1, 2, 8, 8], False), {}, T(1, 2, 8, 8),
+     dict(flops=32 * 16 + 64 * 16)),
+    # affine_grid of 2 samples at 5x6: 60 points of (x, y, 1) times theta's two rows of 3;
+    # the (60, 3) base grid is written and read back
+    ("affine_grid_generator", aten.affine_grid_generator.default,
+     (T(2, 2, 3), [2, 3, 5, 6], False), {}, T(2, 5, 6, 2),
+     dict(flops=60 * 2 * (2 * 3), bytes_read=F4 * (2 * 6 + 60 * 3),
+          bytes_written=F4 * (60 * 2 + 60 * 3))),
+    # window factories: their formula per point of the N = 64 they write, reading nothing
+    ("hann_window", aten.hann_window.default, (64,), {}, T(64),
+     dict(flops=64 * 4, bytes_read=0, bytes_written=64 * F4)),
+    ("hamming_window", aten.hamming_window.periodic_alpha_beta, (64, True, 0.54, 0.46), {},
+     T(64), dict(flops=64 * 4)),
+    ("blackman_window", aten.blackman_window.default, (64,), {}, T(64), dict(flops=64 * 9)),
+    ("bartlett_window", aten.bartlett_window.default, (64,), {}, T(64), dict(flops=64 * 2)),
+    ("kaiser_window", aten.kaiser_window.default, (64,), {}, T(64), dict(flops=64 * 8)),
     ("fractional_max_pool2d", aten.fractional_max_pool2d.default,
      (T(2, 3, 8, 8), [2, 2], [4, 4], T(2, 3, 2)), {}, (T(2, 3, 4, 4), T(2, 3, 4, 4, **L64)),
      dict(flops=96 * 4)),
