@@ -104,42 +104,31 @@ def _aa_taps(n_in: int, n_out: int, width: int) -> int:
     return width * max(math.ceil(n_in / n_out), 1)
 
 
-def _aa_forward(x, out, width: int) -> Cost:
-    """Separable: a horizontal pass to (H_in, W_out), then a vertical pass to (H_out, W_out),
-    each 2 * taps - 1 per element it writes."""
-    (h_in, w_in), (h_out, w_out) = x.shape[-2:], out.shape[-2:]
-    planes = out.numel // (h_out * w_out)
-    horizontal = planes * h_in * w_out * (2 * _aa_taps(w_in, w_out, width) - 1)
-    vertical = out.numel * (2 * _aa_taps(h_in, h_out, width) - 1)
-    return Cost(flops=horizontal + vertical)
+def _aa_forward(width: int):
+    def interpolate_antialiased(x, output_size, *args, out, **_):
+        """Separable: a horizontal pass to (H_in, W_out), then a vertical pass to (H_out,
+        W_out), each 2 * taps - 1 per element it writes."""
+        (h_in, w_in), (h_out, w_out) = x.shape[-2:], out.shape[-2:]
+        planes = out.numel // (h_out * w_out)
+        horizontal = planes * h_in * w_out * (2 * _aa_taps(w_in, w_out, width) - 1)
+        vertical = out.numel * (2 * _aa_taps(h_in, h_out, width) - 1)
+        return Cost(flops=horizontal + vertical)
+    return interpolate_antialiased
 
 
-def _aa_backward(grad, out, width: int) -> Cost:
-    """Both passes reversed: each element scattered into its taps (2 * taps)."""
-    (h_out, w_out), (h_in, w_in) = grad.shape[-2:], out.shape[-2:]
-    planes = grad.numel // (h_out * w_out)
-    return Cost(flops=grad.numel * 2 * _aa_taps(h_in, h_out, width)
-                + planes * h_in * w_out * 2 * _aa_taps(w_in, w_out, width))
+def _aa_backward(width: int):
+    def interpolate_antialiased_backward(grad, output_size, input_size, *args, out, **_):
+        """Both passes reversed: each element scattered into its taps (2 * taps)."""
+        (h_out, w_out), (h_in, w_in) = grad.shape[-2:], out.shape[-2:]
+        planes = grad.numel // (h_out * w_out)
+        return Cost(flops=grad.numel * 2 * _aa_taps(h_in, h_out, width)
+                    + planes * h_in * w_out * 2 * _aa_taps(w_in, w_out, width))
+    return interpolate_antialiased_backward
 
 
-LINEAR_WIDTH, CUBIC_WIDTH = 2, 4
-
-
-@register(aten._upsample_bilinear2d_aa, op_class=VECTOR)
-def upsample_bilinear_aa(x, output_size, *args, out, **_):
-    return _aa_forward(x, out, LINEAR_WIDTH)
-
-
-@register(aten._upsample_bilinear2d_aa_backward, op_class=VECTOR)
-def upsample_bilinear_aa_backward(grad, output_size, input_size, *args, out, **_):
-    return _aa_backward(grad, out, LINEAR_WIDTH)
-
-
-@register(aten._upsample_bicubic2d_aa, op_class=VECTOR)
-def upsample_bicubic_aa(x, output_size, *args, out, **_):
-    return _aa_forward(x, out, CUBIC_WIDTH)
-
-
-@register(aten._upsample_bicubic2d_aa_backward, op_class=VECTOR)
-def upsample_bicubic_aa_backward(grad, output_size, input_size, *args, out, **_):
-    return _aa_backward(grad, out, CUBIC_WIDTH)
+# filter widths: the triangle of bilinear, the cubic of bicubic
+ANTIALIASED = {2: aten._upsample_bilinear2d_aa, 4: aten._upsample_bicubic2d_aa}
+for _width, _packet in ANTIALIASED.items():
+    register(_packet, op_class=VECTOR, name="interpolate[antialiased]")(_aa_forward(_width))
+    register(_backward_packet(_packet), op_class=VECTOR,
+             name="interpolate_backward[antialiased]")(_aa_backward(_width))
