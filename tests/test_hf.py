@@ -182,3 +182,15 @@ def test_mixture_of_experts_products_are_counted():
 def test_mixture_of_experts_in_float32_says_which_dtype_traces():
     with pytest.raises(fxroof.FxroofError, match="takes bf16 and fp16 only.*--dtype bfloat16"):
         fxroof.analyze("hf:mixtral", seq_len=8, hf_config=MIXTRAL)
+
+
+def test_inputs_follow_what_the_forward_takes():
+    """SAM's image size is its vision config's (1024, not the 224 fallback); DETR is an
+    encoder-decoder whose decoder reads learned queries, not token ids."""
+    from fxroof.models import build_model
+    from fxroof.models.hf import example_inputs
+
+    sam = example_inputs(build_model("hf:sam"), 1, None)
+    assert {k: tuple(v.shape) for k, v in sam.items()} == {"pixel_values": (1, 3, 1024, 1024)}
+    detr = example_inputs(build_model("hf:detr"), 2, None)
+    assert {k: tuple(v.shape) for k, v in detr.items()} == {"pixel_values": (2, 3, 224, 224)}

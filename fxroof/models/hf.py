@@ -185,8 +185,10 @@ def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
     config = model.config
     main = getattr(model, "main_input_name", "input_ids")
     if main == "pixel_values":
-        return {"pixel_values": _pixels(config, batch)}
-    if main == "input_values":  # a waveform (wav2vec2, HuBERT, WavLM): seq_len samples
+        inputs = {"pixel_values": _pixels(config, batch)}
+        if _takes(model, "input_ids") and hasattr(config, "text_config"):  # BLIP-2
+            inputs["input_ids"] = _token_ids(config, batch, seq_len)
+    elif main == "input_values":  # a waveform (wav2vec2, HuBERT, WavLM): seq_len samples
         inputs = {"input_values": torch.empty(batch, seq_len or WAVEFORM_SAMPLES,
                                               device="meta")}
     elif main == "input_features" and _whisper_like(config):
@@ -198,14 +200,14 @@ def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
     elif main == "input_ids":
         inputs = {"input_ids": _token_ids(config, batch, seq_len)}
         if _takes(model, "pixel_values") and hasattr(config, "vision_config"):
-            inputs["pixel_values"] = _pixels(config.vision_config, batch)  # CLIP, SigLIP
+            inputs["pixel_values"] = _pixels(config, batch)  # CLIP, SigLIP
     else:
         raise FxroofError(
             f"fxroof builds the inputs of hf: models that take token ids, images, waveforms "
             f"or Whisper's log-mel frames; {type(model).__name__} takes '{main}'. Analyse it "
             f"in Python with inputs you build: fxroof.analyze(model, {main}=...).")
-    if getattr(config, "is_encoder_decoder", False):
-        inputs["decoder_input_ids"] = _token_ids(config, batch, seq_len)
+    if getattr(config, "is_encoder_decoder", False) and _takes(model, "decoder_input_ids"):
+        inputs["decoder_input_ids"] = _token_ids(config, batch, seq_len)  # not DETR's queries
     if getattr(config, "use_cache", False):
         inputs["use_cache"] = False  # a training step, no KV cache
     return inputs
@@ -222,6 +224,8 @@ def _token_ids(config, batch: int, seq_len: Optional[int]) -> torch.Tensor:
 
 
 def _pixels(config, batch: int) -> torch.Tensor:
+    if not hasattr(config, "image_size") and hasattr(config, "vision_config"):
+        config = config.vision_config  # a text-image model's (CLIP, BLIP-2), SAM's 1024
     size = getattr(config, "image_size", 224)  # ResNetConfig has none: ImageNet's 224
     height, width = size if isinstance(size, (list, tuple)) else (size, size)
     channels = getattr(config, "num_channels", 3)  # BLIP's vision config names none: RGB
