@@ -194,3 +194,14 @@ def test_inputs_follow_what_the_forward_takes():
     assert {k: tuple(v.shape) for k, v in sam.items()} == {"pixel_values": (1, 3, 1024, 1024)}
     detr = example_inputs(build_model("hf:detr"), 2, None)
     assert {k: tuple(v.shape) for k, v in detr.items()} == {"pixel_values": (2, 3, 224, 224)}
+
+
+def test_a_vision_language_model_is_analysed_on_its_text():
+    """Gemma 3 places its image among the text's tokens, at positions fake tensors cannot
+    read: it gets token ids alone (its text path), where CLIP, a dual encoder, gets both."""
+    from fxroof.models import build_model
+    from fxroof.models.hf import example_inputs
+
+    gemma = example_inputs(build_model("hf:gemma3"), 1, 16)
+    assert {k: tuple(v.shape) for k, v in gemma.items() if hasattr(v, "shape")} == {
+        "input_ids": (1, 16)}

@@ -199,7 +199,8 @@ def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
                                                 device="meta")}
     elif main == "input_ids":
         inputs = {"input_ids": _token_ids(config, batch, seq_len)}
-        if _takes(model, "pixel_values") and hasattr(config, "vision_config"):
+        if _takes(model, "pixel_values") and hasattr(config, "vision_config") and \
+                not _image_tokens(config):
             inputs["pixel_values"] = _pixels(config, batch)  # CLIP, SigLIP
     else:
         raise FxroofError(
@@ -230,6 +231,14 @@ def _pixels(config, batch: int) -> torch.Tensor:
     height, width = size if isinstance(size, (list, tuple)) else (size, size)
     channels = getattr(config, "num_channels", 3)  # BLIP's vision config names none: RGB
     return torch.empty(batch, channels, height, width, device="meta")
+
+
+def _image_tokens(config) -> bool:
+    """Whether a text-image model places its image among the text's tokens (LLaVA, Gemma 3,
+    Qwen2-VL): which positions are image tokens is data, which fake tensors cannot read, so
+    such a model is analysed on its text alone, where a dual encoder (CLIP) takes both."""
+    return any(getattr(config, key, None) is not None
+               for key in ("image_token_id", "image_token_index"))
 
 
 def _whisper_like(config) -> bool:
