@@ -500,13 +500,14 @@ _SHAPE_FUNCTION_REFUSALS = {
 
 
 def rejected_message(e: BaseException, scope, args, kwargs=None) -> str:
-    detail = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
+    detail = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else ""
     where = _user_frame(e)
     hint = next((h for fragment, h in _SHAPE_FUNCTION_REFUSALS.items() if fragment in detail),
                 None)
     return (
         f"Running the model on {_describe_inputs(args, kwargs)} failed in {_where(scope)}: "
-        f"{type(e).__name__}: {detail}" + (f" (at {where})" if where else "") + ". " + (
+        f"{type(e).__name__}" + (f": {detail}" if detail else "")
+        + (f" (at {where})" if where else "") + ". " + (
             f"{hint[0].upper()}{hint[1:]}." if hint else "If the input shape does not fit "
             "the model, pass the shape it expects (--input-shape, batch first, e.g. "
             "8,3,224,224); if the model takes several inputs, repeat --input-shape once per "
