@@ -15,6 +15,16 @@ from fxroof.files import atomic
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
+@pytest.fixture(autouse=True)
+def python_handles_ctrl_c():
+    """Python installs its KeyboardInterrupt handler only where SIGINT is not ignored when it
+    starts, and a suite started in the background of a non-interactive shell inherits SIG_IGN
+    (these tests then failed on their premise): put the handler in place, and back after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 class _Thing:
     pass
 
