@@ -476,15 +476,14 @@ def _describe_inputs(args, kwargs=None) -> str:
     leaves = [a for a in pytree.tree_leaves(args) if a is not None]
     named = [f"{name} of shape {tuple(v.shape)}" for name, v in (kwargs or {}).items()
              if isinstance(v, torch.Tensor)]
-    if named and not leaves:
-        return "inputs " + ", ".join(named)
-    if not leaves:
+    if not leaves and not named:
         return "no inputs"
     if all(isinstance(a, torch.Tensor) for a in leaves):
-        return "inputs of shape " + ", ".join(str(tuple(a.shape)) for a in leaves)
-    return "inputs (" + ", ".join(
+        shapes = ["of shape " + ", ".join(str(tuple(a.shape)) for a in leaves)] if leaves else []
+        return "inputs " + ", ".join(shapes + named)
+    return "inputs (" + ", ".join([
         f"a tensor of shape {tuple(a.shape)}" if isinstance(a, torch.Tensor)
-        else f"a {type(a).__name__}: {reprlib.repr(a)}" for a in leaves) + ")"
+        else f"a {type(a).__name__}: {reprlib.repr(a)}" for a in leaves] + named) + ")"
 
 
 # Refusals of torch's shape functions (which fake tensors run) that the real kernel on the
