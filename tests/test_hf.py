@@ -205,3 +205,11 @@ def test_a_vision_language_model_is_analysed_on_its_text():
     gemma = example_inputs(build_model("hf:gemma3"), 1, 16)
     assert {k: tuple(v.shape) for k, v in gemma.items() if hasattr(v, "shape")} == {
         "input_ids": (1, 16)}
+
+
+def test_whisper_tokens_are_limited_by_its_decoder_positions():
+    """Whisper keeps its 448 decoder positions under max_target_positions: 1,000 tokens were
+    analysed (a fake tensor's lookup is not bounds-checked) where the real model fails."""
+    with pytest.raises(fxroof.FxroofError, match="1000 is longer than this model's 448 "
+                                                 r"positions \(max_target_positions\)"):
+        fxroof.analyze("hf:whisper", seq_len=1000)

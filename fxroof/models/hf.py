@@ -33,15 +33,23 @@ def _transformers():
     return transformers
 
 
+# Where a config keeps its token positions: most under max_position_embeddings (GPT-2's
+# n_positions through its attribute_map), Whisper's decoder under max_target_positions.
+# Fake tensors do not check an index against a table's size, so a longer sequence would be
+# analysed where the real model fails.
+POSITION_FIELDS = ("max_position_embeddings", "max_target_positions")
+
+
 def _sequence_length(config, seq_len: Optional[int]) -> int:
-    limit = getattr(config, "max_position_embeddings", None)  # n_positions via attribute_map
+    field, limit = next(((f, getattr(config, f)) for f in POSITION_FIELDS
+                         if getattr(config, f, None) is not None), (None, None))
     if not isinstance(limit, int) or limit <= 0:  # XLNet's -1: relative positions, no limit
         limit = None
     if seq_len is None:
         return min(DEFAULT_SEQ_LEN, limit) if isinstance(limit, int) else DEFAULT_SEQ_LEN
     if isinstance(limit, int) and seq_len > limit:
         raise UsageError(f"--seq-len {seq_len} is longer than this model's {limit} positions "
-                         "(max_position_embeddings): choose at most that many tokens.")
+                         f"({field}): choose at most that many tokens.")
     return seq_len
 
 
