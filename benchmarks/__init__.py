@@ -133,3 +133,22 @@ def read_recorded(path: str, benchmark: str, writer: str, what: str,
         raise FxroofError(f"Cannot read '{path}' ({e}): give the JSON file that "
                           f"`{writer}` wrote.") from None
     raise FxroofError(f"'{path}' is not {what}: give the JSON file that `{writer}` wrote.")
+
+
+def device_kernels(call, dev) -> list[dict]:
+    """The device kernels one ``call`` runs under torch.profiler -- name and time (us), in
+    start order -- or, on a CPU, its top-level ATen ops."""
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if dev.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        call()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+    wanted = torch.autograd.DeviceType.CUDA if dev.type == "cuda" else torch.autograd.DeviceType.CPU
+    found = sorted((e for e in prof.events() if e.device_type == wanted
+                    and (dev.type == "cuda" or e.cpu_parent is None)),
+                   key=lambda e: e.time_range.start)
+    return [{"name": e.name, "us": e.time_range.end - e.time_range.start} for e in found]
