@@ -64,11 +64,15 @@ class ModelInfo:
 
 
 def _output_shape(node: fx.Node):
+    """(shape, dtype) of a node's first output; the dtype of its first tensor output where
+    the first is None -- a convolution backward that computes no input gradient (a
+    network's first layer) still runs in its weight gradient's dtype."""
     shapes = node.meta.get(SHAPES)
-    first = shapes if isinstance(shapes, TensorMeta) else (shapes[0] if shapes else None)
-    if isinstance(first, TensorMeta):
-        return list(first.shape), dtype_name(first.dtype)
-    return [], None
+    outputs = [shapes] if isinstance(shapes, TensorMeta) else list(shapes or ())
+    tensors = [o for o in outputs if isinstance(o, TensorMeta)]
+    dtype = dtype_name(tensors[0].dtype) if tensors else None
+    first = outputs[0] if outputs else None
+    return (list(first.shape) if isinstance(first, TensorMeta) else []), dtype
 
 
 def _layout(node: fx.Node) -> Optional[str]:

@@ -245,6 +245,41 @@ def cudnn_depthwise(record: dict) -> bool:
         and record.get("layout") == "channels_last"
 
 
+def cudnn_bias_add(record: dict) -> bool:
+    """Whether a node is a forward convolution with a bias that eager PyTorch runs with
+    cuDNN, which takes none: ATen adds it afterwards in a kernel of its own (``output.add_(
+    reshape_bias(...))`` in _convolution, aten/src/ATen/native/Convolution.cpp; "cuDNN
+    convolutions does not handle bias", ConvShared.cpp), a broadcast add over the whole
+    output -- ATen's strided loop. ATen's own NCHW depthwise kernel (launch_kind "dw_conv")
+    adds its bias itself. The bias is read off the rule's count: one FLOP an output element
+    beyond 2 x MACs (op_costs.conv); a record without MACs tells nothing."""
+    shape, macs = record.get("shape"), record.get("macs")
+    if record["op"] not in ("convolution", "_convolution") or not shape or macs is None \
+            or launch_kind(record) == "dw_conv":
+        return False
+    return record["flops"] - 2 * macs >= math.prod(shape)
+
+
+def weight_gradient_only(record: dict) -> bool:
+    """Whether a node is a convolution backward that computes no input gradient -- a
+    network's first layer, whose input needs none: its first output is None, so its record
+    has no shape (fxroof.graph)."""
+    return record["op"] == "convolution_backward" and not record.get("shape")
+
+
+def bias_gradient_elements(record: dict) -> int:
+    """The output-gradient elements a convolution backward sums into its bias gradient, 0 for
+    any other node: on a GPU ATen computes that gradient outside cuDNN's (and its own
+    depthwise) kernels, ``grad_output.sum({0, 2, 3})`` (convolution_backward,
+    Convolution.cpp: "Calculate bias gradients outside of the backend for those that don't
+    support it") -- one more read of the output gradient. Read off the rule's count: one
+    FLOP an output-gradient element beyond 2 x MACs (op_costs.conv)."""
+    macs = record.get("macs")
+    if record["op"] != "convolution_backward" or macs is None:
+        return 0
+    return max(int(record["flops"] - 2 * macs), 0)
+
+
 def nchw_gemm(record: dict) -> bool:
     """Whether a node is an NCHW 2-D convolution (or its backward) that cuDNN runs as a GEMM
     on its NCHW tensors, with no layout change (NCHW_GEMM_POSITIONS): a dense 1x1 one of

@@ -20,12 +20,17 @@ chip (its own parameters where it was measured, its family's otherwise) with a b
 the shipped parameters, a step's host costs take the hosts' spread, pipeline.HOST_BAND);
 chips with no calibration (CPUs, ASICs, SoCs) and ``roof="ideal"`` use the roof time.
 ``ideal_s`` is always the roof time, and ``fraction_of_roof`` = ideal_s / measured time.
+On an NVIDIA GPU a node's expectation also holds the kernels its ATen node does not show:
+cuDNN's NHWC transposes around an NCHW tensor-core convolution (_transpose_s), the bias add
+after a cuDNN convolution and a convolution backward's bias-gradient sum (bias_add_s,
+bias_gradient_s), and the reduce kernel's combining of its blocks (_global_reduce_s).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import functools
+import math
 from typing import NamedTuple, Optional
 
 import torch
@@ -35,7 +40,7 @@ from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
 from fxroof.pipeline import AUTOGRAD_HOST_FACTOR, HOST_BAND, KERNEL_FLOOR_S, pipelined_s
-from fxroof.units import peak_key
+from fxroof.units import itemsize, peak_key
 
 ROOFS = ("calibrated", "ideal")
 
@@ -171,21 +176,30 @@ HALF_PRECISION_BAND_WIDENING = 1.25
 # (the share is the whole kernel's). With TF32 off an fp32 one keeps the FP32 fit, whose
 # sweeps hold 3-channel convolutions.
 NARROW_CONV_COMPUTE = 0.30
+# ... and the backward of such a convolution that computes the weight gradient alone -- the
+# network's first layer, whose input needs no gradient (op_classes.weight_gradient_only):
+# on the H200 (benchmarks/conv_kernels.py record --no-input-gradient, ResNet's 7x7 and
+# VGG's 3x3 stems at batch 64 and 256, fp32 / bf16 / fp16, NCHW and channels-last: 24
+# backwards) its kernels took 0.20-1.66 of the FP32 peak, median 0.46 -- 0.21-0.23 for an
+# NCHW 3x3 one or any fp32 3x3, 1.4-1.7 for cuDNN's fp16 first-layer kernel channels-last
+# (benchmarks/README.md, "GPU: cuDNN's transposes and a convolution's bias").
+NARROW_WEIGHT_GRADIENT_COMPUTE = 0.46
 # A channels-last depthwise convolution and its backward run cuDNN's depthwise kernels on
 # the CUDA cores (op_classes.cudnn_depthwise), not the dense kernels the conv classes were
-# fitted on: timed per node (benchmarks/fit_launch_geometry.py, the median over the nodes),
-# ConvNeXt-T's 18 7 x 7 forwards in bf16 (batch 256) took 0.116-0.146 of the FP32 peak on
-# the H100 and 0.063-0.148 on the H200, median 0.12, where the class's rate and its rise
-# with the reduction length priced them at 0.39; in fp32 (batch 64, H200) 0.024-0.070,
-# median 0.040; their fp32 backwards 0.0089-0.0115, median 0.0097, where the class had
-# priced them 27-37x short (ConvNeXt-T's fp32 training step at 0.55x of its measurement).
-# Each share prices such a node in place of the class's rate, tiles and rise. Two keep
-# their class's pricing: a bf16 backward, never timed, and an fp16 forward -- 0.123-0.152
-# on the H200 (median 0.128), but priced so, timm's fp16 ConvNeXt steps on the RTX 3090
-# and 4090 moved further from their measurements, 1.01-1.23x -> 1.11-1.28x
-# (benchmarks/README.md).
-CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.12,
-                           ("convolution", "float32"): 0.040,
+# fitted on: timed per node (benchmarks/fit_launch_geometry.py, the median over the nodes,
+# each node's time less the bias add that follows it, bias_add_s), ConvNeXt-T's 18 7 x 7
+# forwards in bf16 (batch 256) took 0.145-0.196 of the FP32 peak on the H100 and
+# 0.071-0.200 on the H200, median 0.15, where the class's rate and its rise with the
+# reduction length priced them at 0.39; in fp32 (batch 64, H200) 0.025-0.083, median 0.044;
+# their fp32 backwards 0.0089-0.0115, median 0.0097, where the class had priced them 27-37x
+# short (ConvNeXt-T's fp32 training step at 0.55x of its measurement). Each share prices
+# such a node in place of the class's rate, tiles and rise. Two keep their class's pricing:
+# a bf16 backward, never timed, and an fp16 forward -- 0.157-0.206 on the H200 (median
+# 0.165), but priced at its share (0.128 before the bias add was taken off), timm's fp16
+# ConvNeXt steps on the RTX 3090 and 4090 moved further from their measurements, 1.01-1.23x
+# -> 1.11-1.28x (benchmarks/README.md).
+CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.15,
+                           ("convolution", "float32"): 0.044,
                            ("convolution_backward", "float32"): 0.0097}
 
 
@@ -294,7 +308,8 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
                                  used, fresh, layout, layout_fresh)) \
-        + _transpose_s(record, chip, key) + _global_reduce_s(record, chip)
+        + _transpose_s(record, chip, key) + _global_reduce_s(record, chip) \
+        + bias_add_s(record, chip) + bias_gradient_s(record, chip)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
                                       used))
     bound = _launch_bound_s(record, chip)  # a kernel its grid holds back, not its bytes
@@ -368,7 +383,8 @@ def _cuda_core_conv_share(record: dict, chip: Chip) -> Optional[float]:
     timed a depthwise forward among its channels-last convolution probes
     (probes.GPU_CONV_PROBES), and its conv_cl class holds it."""
     if _narrow_off_tensor_cores(record, chip):
-        return NARROW_CONV_COMPUTE
+        return NARROW_WEIGHT_GRADIENT_COMPUTE if op_classes.weight_gradient_only(record) \
+            else NARROW_CONV_COMPUTE
     if _nvidia_gpu(chip) and not chip.calibration and op_classes.cudnn_depthwise(record):
         return CUDNN_DEPTHWISE_COMPUTE.get((record["op"], record["dtype"]))
     return None
@@ -448,12 +464,46 @@ def _transpose_s(record: dict, chip: Chip, key: str) -> float:
     """Seconds of the NHWC transposes around a convolution on an NVIDIA GPU's tensor cores
     (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (hidden_bytes.transpose_bytes:
     of its operands alone where the search spares the result's, searched_result_layout),
-    each pass streaming at the chip's copy rate."""
+    each pass streaming at the chip's copy rate -- or, where its SMs are known and that is
+    slower, at cuDNN's rate an element (launch_geometry.transpose_s: a 16-bit tensor's)."""
     if not _nvidia_gpu(chip) or chip.units.get(key) != "matrix":
         return 0.0
     moved = hidden_bytes.transpose_bytes(record, searched=searched_result_layout(chip))
     copy = _params(chip, "copy") if moved else None
-    return moved / (chip.bandwidth * copy.memory) if copy else 0.0
+    if not copy:
+        return 0.0
+    units = multiprocessors(chip)
+    elements = moved / (2 * itemsize(record.get("dtype")))  # each read and written
+    bound = launch_geometry.bound_s("transpose", (elements,), units, chip.compute_capability,
+                                    clock_hz=sm_clock_hz(chip, units))
+    return max(moved / (chip.bandwidth * copy.memory), bound or 0.0)
+
+
+def bias_add_s(record: dict, chip: Chip) -> float:
+    """Seconds of the bias add ATen runs after a cuDNN convolution on an NVIDIA GPU
+    (op_classes.cudnn_bias_add): the output read and written once more, by ATen's strided
+    loop -- its launch-geometry bound where the SMs are known, the elementwise class's
+    streaming rate however, the longer; 0 for any other node or device."""
+    if not _nvidia_gpu(chip) or not op_classes.cudnn_bias_add(record):
+        return 0.0
+    moved = 2 * math.prod(record["shape"]) * itemsize(record.get("dtype"))
+    units = multiprocessors(chip)
+    bound = launch_geometry.bound_s("strided_loop", record["shape"], units,
+                                    chip.compute_capability, clock_hz=sm_clock_hz(chip, units),
+                                    moved_bytes=moved)
+    params = _params(chip, "elementwise")
+    return max(bound or 0.0, moved / (chip.bandwidth * params.memory) if params else 0.0)
+
+
+def bias_gradient_s(record: dict, chip: Chip) -> float:
+    """Seconds of the sum ATen runs for a convolution backward's bias gradient on an NVIDIA
+    GPU (op_classes.bias_gradient_elements): the output gradient read once more, at the
+    elementwise class's streaming rate; 0 for any other node or device."""
+    elements = op_classes.bias_gradient_elements(record)
+    params = _params(chip, "elementwise") if elements and _nvidia_gpu(chip) else None
+    if not params:
+        return 0.0
+    return elements * itemsize(record.get("dtype")) / (chip.bandwidth * params.memory)
 
 
 def _faults_and_reorders(record: dict) -> tuple:

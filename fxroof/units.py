@@ -16,6 +16,11 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 PEAK_KEYS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64",
              "int8": "int8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
 
+# torch name -> bytes an element
+ITEMSIZES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+             "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1,
+             "float8_e5m2": 1, "complex64": 8, "complex128": 16}
+
 
 def si(value: Optional[float], unit: str, digits: int = 3) -> str:
     """1.234e9, 'FLOP' -> '1.23 GFLOP'. Decimal prefixes throughout (1 MB = 10^6 bytes)."""
@@ -51,3 +56,8 @@ def peak_key(dtype: Optional[str]) -> str:
     """The chips.yaml peak a tensor of this dtype runs at ('bfloat16' -> 'bf16'); fp32 when
     the dtype has no peak of its own."""
     return PEAK_KEYS.get(dtype_name(dtype) if dtype else "float32", "fp32")
+
+
+def itemsize(dtype: Optional[str]) -> int:
+    """Bytes an element of this dtype takes ('bfloat16' -> 2); 4 where it is unknown."""
+    return ITEMSIZES.get(dtype_name(dtype) if dtype else "float32", 4)

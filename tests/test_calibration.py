@@ -1101,6 +1101,110 @@ def test_an_nchw_tensor_core_convolution_pays_its_nhwc_transposes_by_hand():
     assert hidden_bytes.transpose_bytes({**nchw, "op": "mm", "shape": [512, 512]}) == 0
 
 
+def test_a_16bit_nchw_convolutions_transposes_take_cudnns_time_an_element():
+    """cuDNN's layout kernels move a 16-bit element no faster than an fp32 one: where the
+    GPU's SMs are known, the transposes take the longer of their bytes at the copy rate
+    and their elements at TRANSPOSE_ELEMENT_S an element per SM (in SM cycles: at half the
+    reference clock, twice that). By hand, for the fp16 record's 6e8 bytes moved, 1.5e8
+    elements: on 24 SMs 1.5e8 x 0.255 ns / 24 = 1.59 ms against 6e8 / (0.5 x 1e12) = 1.2 ms;
+    on 64 SMs 0.60 ms, so the bytes' 1.2 ms."""
+    from fxroof.launch_geometry import REFERENCE_CLOCK_HZ, TRANSPOSE_ELEMENT_S
+    assert TRANSPOSE_ELEMENT_S == pytest.approx(0.255e-9)  # the kept kernels' median
+
+    def gpu(units, clock=REFERENCE_CLOCK_HZ):
+        spec = {"id": "gpu-x", "name": "a GPU", "class": "gpu", "vendor": "NVIDIA",
+                "peaks": {"fp32": {"value": 1e13, "unit": "vector"},
+                          "fp16": {"value": 1e14, "unit": "matrix"}},
+                "bandwidth": {"value": 1e12}, "multiprocessors": units, "clock": clock,
+                "compute_capability": "9.0",
+                "calibration": {"conv": {"t0": 1e-5, "compute": 0.5, "memory": 1.0,
+                                         "band": [1, 1]},
+                                "elementwise": {"t0": 1e-5, "compute": 0.5, "memory": 0.5,
+                                                "band": [1, 1]}}}
+        return parse_chip(spec, "(test)")
+
+    nchw = _conv_record("float16", "contiguous")
+    elements = 6e8 / (2 * 2)  # each fp16 element read and written once
+    assert roofline._transpose_s(nchw, gpu(24), "fp16") == \
+        pytest.approx(elements * 0.255e-9 / 24)
+    assert roofline._transpose_s(nchw, gpu(64), "fp16") == pytest.approx(1.2e-3)
+    assert roofline._transpose_s(nchw, gpu(64, REFERENCE_CLOCK_HZ / 4), "fp16") == \
+        pytest.approx(elements * 0.255e-9 * 4 / 64)
+    # the whole node: its channels-last twin's time and the transposes
+    channels_last = _conv_record("float16", "channels_last")
+    assert roofline._transpose_s(channels_last, gpu(24), "fp16") == 0
+    assert roofline.node_time(nchw, gpu(24)).predicted_s == pytest.approx(
+        roofline.node_time(channels_last, gpu(24)).predicted_s + elements * 0.255e-9 / 24)
+
+
+@pytest.mark.parametrize("amp", [None, "bf16"])
+def test_a_cuda_convolutions_bias_is_added_and_summed_by_kernels_of_their_own(monkeypatch,
+                                                                              amp):
+    """cuDNN takes no bias: ATen adds it after the convolution, a broadcast add over the
+    output (Convolution.cpp's ``output.add_(reshape_bias(...))``) -- ATen's strided loop. On
+    the H100, by hand for a 3x3 convolution of 64 images, 64 -> 64 channels at 56 x 56
+    (12.8 M output elements): the loop's bound (elements x LOOP_ELEMENT_S + the output read
+    and written x LOOP_BYTE_S, over 132 SMs) or the same bytes at the elementwise rate,
+    the longer, is what the biased node takes beyond its unbiased twin. No such add for an
+    NCHW depthwise one of ATen's own kernel (fp32, bf16), which adds its bias itself, for a
+    backward, or on a CPU (oneDNN fuses it). A backward's bias gradient is a sum of the
+    output gradient (``grad_output.sum({0, 2, 3})``), read once more."""
+    from fxroof.launch_geometry import LOOP_BYTE_S, LOOP_ELEMENT_S
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    h100, cpu = load_chips()["h100_sxm"], load_chips()["epyc_9654"]
+    x = torch.empty(64, 64, 56, 56)
+
+    def nodes(module, chip):
+        g = fxroof.analyze(module, x, device="cuda" if chip is h100 else "cpu", chip=chip,
+                           amp=amp, backward=True)
+        return {r["op"]: r for r in g.records()
+                if op_classes.op_class_of(r) in op_classes.CONV_CLASSES}
+
+    def seconds(record, chip):
+        return roofline.node_time(record, chip).predicted_s
+
+    biased = nodes(torch.nn.Conv2d(64, 64, 3, padding=1), h100)
+    plain = nodes(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), h100)
+    elements, size = 64 * 64 * 56 * 56, 2 if amp else 4
+    bound = (elements * LOOP_ELEMENT_S["strided_loop"] + 2 * elements * size * LOOP_BYTE_S) / 132
+    stream = 2 * elements * size / (3.35e12 * roofline._params(h100, "elementwise").memory)
+    assert op_classes.cudnn_bias_add(biased["convolution"])
+    assert not op_classes.cudnn_bias_add(plain["convolution"])
+    assert roofline.bias_add_s(biased["convolution"], h100) == pytest.approx(max(bound, stream))
+    # the node's difference from its twin: that, and the bias's own FLOP and bytes (0.1%)
+    assert seconds(biased["convolution"], h100) - seconds(plain["convolution"], h100) == \
+        pytest.approx(max(bound, stream), rel=0.01)
+    assert not op_classes.cudnn_bias_add(biased["convolution_backward"])
+    # the backward sums the output gradient into the bias's: one more read of its bytes at
+    # the elementwise streaming rate -- for ATen's depthwise kernels too, whose forward
+    # adds its own bias
+    backward = biased["convolution_backward"]
+    assert op_classes.bias_gradient_elements(backward) == elements
+    assert op_classes.bias_gradient_elements(plain["convolution_backward"]) == 0
+    assert roofline.bias_gradient_s(backward, h100) == pytest.approx(stream / 2)
+    assert roofline.bias_gradient_s(biased["convolution"], h100) == 0
+    depthwise = nodes(torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), h100)
+    assert not op_classes.cudnn_bias_add(depthwise["convolution"])
+    assert roofline.bias_add_s(depthwise["convolution"], h100) == 0
+    assert roofline.bias_gradient_s(depthwise["convolution_backward"], h100) == \
+        pytest.approx(stream / 2)
+    on_cpu = nodes(torch.nn.Conv2d(64, 64, 3, padding=1), cpu)
+    assert roofline.bias_add_s(on_cpu["convolution"], cpu) == 0
+    assert roofline.bias_gradient_s(on_cpu["convolution_backward"], cpu) == 0
+
+
+def test_a_first_layers_backward_keeps_its_dtype():
+    """A network's first convolution computes no input gradient: its backward's first output
+    is None. Its record still carries the dtype it runs in -- its weight gradient's, bf16
+    under bf16 autocast -- so a GPU prices it at the bf16 roof, not at FP32's."""
+    chip = load_chips()["h100_sxm"]
+    g = fxroof.analyze(torch.nn.Conv2d(64, 64, 3, padding=1), torch.empty(8, 64, 28, 28),
+                       device="cuda", chip=chip, backward=True, amp="bf16")
+    (backward,) = [r for r in g.records() if r["op"] == "convolution_backward"]
+    assert backward["shape"] == [] and backward["dtype"] == "bfloat16"
+    assert roofline.node_roof(backward, chip).peak_key == "bf16"
+
+
 @pytest.mark.parametrize("layer, rule", [
     (torch.nn.Conv2d(8, 16, 1), "convolution_backward[pointwise]"),
     (torch.nn.Conv2d(8, 16, 1, stride=2), "convolution_backward[pointwise strided]"),
@@ -1743,7 +1847,7 @@ def test_a_narrow_convolution_runs_on_the_cuda_cores_at_its_measured_share(monke
     the FP32 conv fit's, as before; an 8-channel convolution stays on the tensor cores."""
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
     chip = load_chips()["h100_sxm"]
-    stem = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)
+    stem = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)  # a bias: its own add
     x = torch.empty(32, 3, 64, 64)
 
     def convs(module):
@@ -1754,11 +1858,15 @@ def test_a_narrow_convolution_runs_on_the_cuda_cores_at_its_measured_share(monke
     narrow = convs(stem)
     assert {r["rule"] for r in narrow} == {"convolution[narrow 3]",
                                            "convolution_backward[narrow 3]"}
+    assert [op_classes.weight_gradient_only(r) for r in narrow] == [False, True]
     for r in narrow:
         assert roofline.node_roof(r, chip).peak_key == "fp32"
         assert roofline._transpose_s(r, chip, "fp32") == 0
         kernel = roofline.device_seconds(roofline.node_time(r, chip))
-        by_hand = r["flops"] / (0.30 * 66.9e12)  # chips.yaml: H100 SXM FP32 66.9 TFLOP/s
+        # the stem's backward computes its weight gradient alone (its input needs none):
+        # 0.46 of the peak, where a forward takes 0.30 (chips.yaml: H100 SXM FP32 66.9 TFLOP/s)
+        share = 0.46 if r["op"] == "convolution_backward" and r["shape"] == [] else 0.30
+        by_hand = r["flops"] / (share * 66.9e12)
         assert kernel == pytest.approx(by_hand, rel=0.02)
     wide = convs(torch.nn.Conv2d(8, 64, 7, stride=2, padding=3))
     assert wide and all(roofline.node_roof(r, chip).peak_key in ("tf32", "bf16") for r in wide)
@@ -1796,7 +1904,7 @@ def test_a_channels_last_depthwise_convolution_runs_at_cudnns_measured_share(mon
     assert op_classes.cudnn_depthwise(forward) and op_classes.cudnn_depthwise(backward)
     forward_flops = 2 * 32 * 96 * 28 * 28 * 49
     assert forward["flops"] == forward_flops and backward["flops"] == 2 * forward_flops
-    shares = {None: (0.040, 0.0097), "bf16": (0.12, None), "fp16": (None, None)}[amp]
+    shares = {None: (0.044, 0.0097), "bf16": (0.15, None), "fp16": (None, None)}[amp]
     priced = [(node, share) for node, share in zip((forward, backward), shares) if share]
     for node, share in priced:  # chips.yaml: H100 SXM FP32 66.9 TFLOP/s
         assert kernels([(node, h100)]) == [pytest.approx(node["flops"] / (share * 66.9e12))]
@@ -1816,8 +1924,13 @@ def test_a_channels_last_depthwise_convolution_runs_at_cudnns_measured_share(mon
 def test_the_shipped_cudnn_depthwise_shares_are_the_medians_of_the_kept_profiles():
     """Each CUDNN_DEPTHWISE_COMPUTE share is read off the kept H100 and H200 profiles: the
     median, over their channels-last depthwise nodes of that op and dtype, of FLOP/s over the
-    FP32 peak (66.9 TFLOP/s on both, chips.yaml), to two significant digits;
+    FP32 peak (66.9 TFLOP/s on both, chips.yaml), to two significant digits, a forward's time
+    less its bias add -- ATen's strided loop over the output after cuDNN's kernel, here its
+    launch bound by hand: (elements x LOOP_ELEMENT_S + bytes read and written x LOOP_BYTE_S)
+    over 132 SMs, which exceeds the bytes at the elementwise rate for every such node;
     fit_launch_geometry.py gathers those same nodes."""
+    from fxroof.launch_geometry import LOOP_BYTE_S, LOOP_ELEMENT_S
+    from fxroof.units import itemsize
     from benchmarks import fit_launch_geometry as fit
     from benchmarks.gpu_classes import read_profile
 
@@ -1833,7 +1946,13 @@ def test_the_shipped_cudnn_depthwise_shares_are_the_medians_of_the_kept_profiles
         assert sum(len(v) for k, v in gathered.items() if "depthwise" in k
                    and k.startswith("cudnn")) == len(nodes)
         for r in nodes:
-            shares[r["op"], r["dtype"]].append(r["flops"] / r["time_s"] / 66.9e12)
+            elements = math.prod(r["shape"])
+            bias = elements if r["op"] == "convolution" \
+                and r["flops"] - 2 * r["macs"] == elements else 0
+            bias_add_s = (bias * LOOP_ELEMENT_S["strided_loop"]
+                          + 2 * bias * itemsize(r["dtype"]) * LOOP_BYTE_S) / 132
+            shares[r["op"], r["dtype"]].append(r["flops"] / (r["time_s"] - bias_add_s)
+                                               / 66.9e12)
     assert set(roofline.CUDNN_DEPTHWISE_COMPUTE) <= set(shares)
     for key, shipped in roofline.CUDNN_DEPTHWISE_COMPUTE.items():
         assert float(f"{statistics.median(shares[key]):.2g}") == shipped, key

@@ -80,3 +80,48 @@ def test_the_kept_kernels_put_the_gemm_threshold_at_28_x_28(board):
         assert gemm[size, "backward"] >= 22
     assert gemm[14, "forward"] / total[14, "forward"] <= 2 / 3
     assert gemm[7, "forward"] / total[7, "forward"] <= 1 / 3
+
+
+def test_the_kept_kernels_give_the_transposes_time_an_element():
+    """launch_geometry.TRANSPOSE_ELEMENT_S is the median, over the kept records of both
+    boards (132 SMs each), of an SM's time per element of cuDNN's 16-bit layout kernels --
+    recomputed here from the kernels' times and the tensors' sizes. The fp32 ones run
+    slower an element (they stream bytes), so the 16-bit rate is the bound, not the rate."""
+    import numpy as np
+
+    from fxroof.launch_geometry import TRANSPOSE_ELEMENT_S
+    sixteen, fp32 = [], []
+    for name in sorted(os.listdir(KEPT)):
+        if "conv-kernels" not in name:
+            continue
+        found = conv_kernels.read_kernels(os.path.join(KEPT, name))
+        for t in conv_kernels.transpose_times(found, 1e7):
+            (fp32 if t["dtype"] == "fp32" else sixteen).append(t["us"] * 1e-6 * 132
+                                                                / t["elements"])
+    assert len(sixteen) >= 100
+    assert np.median(sixteen) == pytest.approx(TRANSPOSE_ELEMENT_S, rel=0.01)
+    assert np.median(fp32) > 1.1 * np.median(sixteen)
+
+
+def test_transpose_times_reads_a_forwards_input_and_output_kernels(tmp_path, capsys):
+    """By hand: a 3x3 convolution of 2 x 8 x 4 x 4 in, 2 x 8 x 4 x 4 out (256 elements each),
+    its input transposed in 2.56 us (and a weight one, smaller), its output in 5.12 us: 10
+    and 20 ns an element, x 4 SMs = 40 and 80 ns an element per SM."""
+    run = {"shape": "tiny", "batch": 2, "dtype": "bf16", "layout": "nchw", "searched": False,
+           "forward": [{"name": "nchwToNhwcKernel<bf16>", "us": 2.56},
+                       {"name": "nchwToNhwcKernel<bf16>", "us": 1.0},
+                       {"name": "sm90_xmma_fprop", "us": 9.0},
+                       {"name": "nhwcToNchwKernel<bf16>", "us": 5.12}], "backward": []}
+    found = {"benchmark": "conv_kernels", "shapes": {"tiny": [8, 8, 4, 3, 1, 1]},
+             "runs": [run, {**run, "layout": "channels_last"}]}
+    assert conv_kernels.transpose_times(found, 1) == [
+        {"dtype": "bf16", "tensor": "input", "elements": 256, "us": 2.56},
+        {"dtype": "bf16", "tensor": "output", "elements": 256, "us": 5.12}]
+    assert conv_kernels.transpose_times(found, 257) == []
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(found))
+    with pytest.raises(FxroofError, match="does not record its GPU's SMs"):
+        conv_kernels.main(["transposes", str(path), "--min-elements", "1"])
+    assert conv_kernels.main(["transposes", str(path), "--min-elements", "1",
+                              "--multiprocessors", "4"]) == 0
+    assert "bf16:   2 kernels  60.000 (44.000-76.000) ns" in capsys.readouterr().out
