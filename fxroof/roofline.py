@@ -481,9 +481,9 @@ def _transpose_s(record: dict, chip: Chip, key: str) -> float:
 
 def bias_add_s(record: dict, chip: Chip) -> float:
     """Seconds of the bias add ATen runs after a cuDNN convolution on an NVIDIA GPU
-    (op_classes.cudnn_bias_add): the output read and written once more, by ATen's strided
-    loop -- its launch-geometry bound where the SMs are known, the elementwise class's
-    streaming rate however, the longer; 0 for any other node or device."""
+    (op_classes.cudnn_bias_add): the output read and written once more by ATen's strided
+    loop, the longer of that loop's launch-geometry bound (where the SMs are known) and the
+    bytes at the elementwise class's streaming rate; 0 for any other node or device."""
     if not _nvidia_gpu(chip) or not op_classes.cudnn_bias_add(record):
         return 0.0
     moved = 2 * math.prod(record["shape"]) * itemsize(record.get("dtype"))
