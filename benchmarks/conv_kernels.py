@@ -44,6 +44,7 @@ from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.roofline import cudnn_search  # noqa: E402
 from fxroof.validate import positive_int_arg  # noqa: E402
+from op_costs.conv import NARROWEST_TENSOR_CORE_CHANNELS  # noqa: E402
 
 # name: (input channels, output channels, input size, kernel, stride, groups), padding k // 2
 SHAPES = {
@@ -177,14 +178,17 @@ def _output_size(size: int, k: int, stride: int) -> int:
 
 def transpose_times(found: dict, min_elements: float) -> list[dict]:
     """Each forward NCHW convolution's input and output transposes of ``min_elements`` or
-    more: {"dtype", "tensor", "elements", "us"}. The largest ``nchwToNhwc`` kernel of a
-    forward is its input's (the weights' is another, smaller for every such size), its
-    ``nhwcToNchw`` its output's; a forward with no ``nhwcToNchw`` writes NCHW itself."""
+    more, a narrow one's (a stem's) left out: {"dtype", "tensor", "elements", "us"}. The
+    largest ``nchwToNhwc`` kernel of a forward is its input's (the weights' is another,
+    smaller for every such size), its ``nhwcToNchw`` its output's; a forward with no
+    ``nhwcToNchw`` writes NCHW itself."""
     times = []
     for run in found["runs"]:
         if run["layout"] != "nchw" or run["shape"] not in found["shapes"]:
             continue
         cin, cout, size, k, stride, _ = found["shapes"][run["shape"]]
+        if cin < NARROWEST_TENSOR_CORE_CHANNELS:
+            continue  # a stem: off the tensor cores, priced with no transposes (op_costs.conv)
         batch = run.get("batch", found.get("batch"))
         out = _output_size(size, k, stride)
         for tensor, kernel, elements in (("input", "nchwtonhwc", batch * cin * size * size),
@@ -203,14 +207,15 @@ def transposes(args) -> int:
 
     from fxroof.launch_geometry import TRANSPOSE_ELEMENT_S
 
+    files = {path: read_kernels(path) for path in args.files}  # every file read before output
+    for path, found in files.items():
+        if not (found.get("multiprocessors") or args.multiprocessors):
+            raise FxroofError(f"'{path}' does not record its GPU's SMs: give --multiprocessors.")
     pooled: dict = {}  # GPU name: its 16-bit kernels' ns
     print("ns an element per SM of cuDNN's NCHW <-> NHWC kernels (forward convolutions' "
           f"tensors of {args.min_elements:.3g} elements or more): median (p10-p90), bytes/s")
-    for path in args.files:
-        found = read_kernels(path)
+    for path, found in files.items():
         units = found.get("multiprocessors") or args.multiprocessors
-        if not units:
-            raise FxroofError(f"'{path}' does not record its GPU's SMs: give --multiprocessors.")
         times = transpose_times(found, args.min_elements)
         for dtype in DTYPES:
             ns = [t["us"] * 1e3 * units / t["elements"] for t in times if t["dtype"] == dtype]
@@ -224,7 +229,10 @@ def transposes(args) -> int:
             print(f"{os.path.basename(path):>38} {dtype}: {len(ns):3d} kernels  {p50:.3f} "
                   f"({p10:.3f}-{p90:.3f}) ns  {np.median(moved) / 1e12:.2f} TB/s")
     every = [ns for kernels in pooled.values() for ns in kernels]
-    if every:
+    if not every:
+        print(f"No 16-bit NCHW forward's transposes of {args.min_elements:.3g} elements or more "
+              "in these files: nothing to fit (record with --layouts nchw --dtypes bf16).")
+    else:
         print(f"16-bit, every file: {np.median(every):.3f} ns an element per SM "
               f"(launch_geometry.TRANSPOSE_ELEMENT_S: {TRANSPOSE_ELEMENT_S * 1e9:.3f})")
     for gpu, kernels in pooled.items():  # each GPU left out: the others' fit on its kernels

@@ -123,12 +123,12 @@ cuDNN's NHWC transposes. A tensor-core convolution over NCHW tensors runs betwee
 ``nchwToNhwcKernel`` and ``nhwcToNchwKernel`` launches (fxroof.hidden_bytes.transpose_bytes).
 An fp32 one streams near the copy rate, but a 16-bit one moves no more elements a second
 than the fp32 one, so half the bytes: on the H200 and the H100 alike, ResNet's and VGG-16's
-tensors of 10-822 M elements went at TRANSPOSE_ELEMENT_S an element per SM (0.255 ns, the
-median of 138 bf16 and fp16 kernels, each board's 0.24-0.29; benchmarks/conv_kernels.py
-transposes), 1.8-2.2 TB/s where the H200 streams an fp32 one at 3.1-3.7 -- the copy rate
-had priced them 1.2x (H100) to 1.8x (H200) short. Fitted on one board, the other's kernels
-come out a median 1.08x (H100) and 0.93x (H200). An element's shuffle through the SM, not
-DRAM, sets the pace: a clocked kind.
+tensors of 10-822 M elements went at TRANSPOSE_ELEMENT_S an element per SM (0.254 ns, the
+median of 134 bf16 and fp16 kernels, a stem's left out, each board's 0.24-0.29;
+benchmarks/conv_kernels.py transposes), 1.8-2.2 TB/s where the H200 streams an fp32 one at
+3.1-3.7 -- the copy rate had priced them 1.2x (H100) to 1.8x (H200) short. Fitted on one
+board, the other's kernels come out a median 1.08x (H100) and 0.93x (H200). An element's
+shuffle through the SM, not DRAM, sets the pace: a clocked kind.
 
 Other GPUs' clocks. Every constant was timed on Hopper boards, the H100 SXM and the H200,
 whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm, depthwise, row-reduction or
@@ -166,7 +166,7 @@ LOOP_ELEMENT_S = {"strided_loop": 0.237e-9, "strided_casting_loop": 0.408e-9,
 LOOP_BYTE_S = 0.026e-9          # ... and per byte it reads and writes
 PARTIAL_TRIP_S = 0.36e-6        # a round trip of the reduce kernel's last block over partials
 GLOBAL_REDUCE_FIXED_S = 6.4e-6  # ... and the fixed cost of combining blocks at all
-TRANSPOSE_ELEMENT_S = 0.255e-9  # an SM's time per element cuDNN's NCHW <-> NHWC kernels move
+TRANSPOSE_ELEMENT_S = 0.254e-9  # an SM's time per element cuDNN's NCHW <-> NHWC kernels move
 # The SM boost clock of the boards the constants were timed on (H100 SXM, H200: 1.98 GHz)
 REFERENCE_CLOCK_HZ = 66.9e12 / (2 * 128 * 132)  # chips.yaml: 66.9 TFLOP/s FP32 over 132 SMs
 # The kinds whose time is the SM's clock cycles (the module's docstring)

@@ -1106,10 +1106,10 @@ def test_a_16bit_nchw_convolutions_transposes_take_cudnns_time_an_element():
     GPU's SMs are known, the transposes take the longer of their bytes at the copy rate
     and their elements at TRANSPOSE_ELEMENT_S an element per SM (in SM cycles: at half the
     reference clock, twice that). By hand, for the fp16 record's 6e8 bytes moved, 1.5e8
-    elements: on 24 SMs 1.5e8 x 0.255 ns / 24 = 1.59 ms against 6e8 / (0.5 x 1e12) = 1.2 ms;
+    elements: on 24 SMs 1.5e8 x 0.254 ns / 24 = 1.59 ms against 6e8 / (0.5 x 1e12) = 1.2 ms;
     on 64 SMs 0.60 ms, so the bytes' 1.2 ms."""
     from fxroof.launch_geometry import REFERENCE_CLOCK_HZ, TRANSPOSE_ELEMENT_S
-    assert TRANSPOSE_ELEMENT_S == pytest.approx(0.255e-9)  # the kept kernels' median
+    assert TRANSPOSE_ELEMENT_S == pytest.approx(0.254e-9)  # the kept kernels' median
 
     def gpu(units, clock=REFERENCE_CLOCK_HZ):
         spec = {"id": "gpu-x", "name": "a GPU", "class": "gpu", "vendor": "NVIDIA",
@@ -1126,15 +1126,15 @@ def test_a_16bit_nchw_convolutions_transposes_take_cudnns_time_an_element():
     nchw = _conv_record("float16", "contiguous")
     elements = 6e8 / (2 * 2)  # each fp16 element read and written once
     assert roofline._transpose_s(nchw, gpu(24), "fp16") == \
-        pytest.approx(elements * 0.255e-9 / 24)
+        pytest.approx(elements * 0.254e-9 / 24)
     assert roofline._transpose_s(nchw, gpu(64), "fp16") == pytest.approx(1.2e-3)
     assert roofline._transpose_s(nchw, gpu(64, REFERENCE_CLOCK_HZ / 4), "fp16") == \
-        pytest.approx(elements * 0.255e-9 * 4 / 64)
+        pytest.approx(elements * 0.254e-9 * 4 / 64)
     # the whole node: its channels-last twin's time and the transposes
     channels_last = _conv_record("float16", "channels_last")
     assert roofline._transpose_s(channels_last, gpu(24), "fp16") == 0
     assert roofline.node_time(nchw, gpu(24)).predicted_s == pytest.approx(
-        roofline.node_time(channels_last, gpu(24)).predicted_s + elements * 0.255e-9 / 24)
+        roofline.node_time(channels_last, gpu(24)).predicted_s + elements * 0.254e-9 / 24)
 
 
 @pytest.mark.parametrize("amp", [None, "bf16"])

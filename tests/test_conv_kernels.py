@@ -106,14 +106,16 @@ def test_the_kept_kernels_give_the_transposes_time_an_element():
 def test_transpose_times_reads_a_forwards_input_and_output_kernels(tmp_path, capsys):
     """By hand: a 3x3 convolution of 2 x 8 x 4 x 4 in, 2 x 8 x 4 x 4 out (256 elements each),
     its input transposed in 2.56 us (and a weight one, smaller), its output in 5.12 us: 10
-    and 20 ns an element, x 4 SMs = 40 and 80 ns an element per SM."""
+    and 20 ns an element, x 4 SMs = 40 and 80 ns an element per SM. A channels-last run and
+    a 3-channel stem's (priced with no transposes) are left out."""
     run = {"shape": "tiny", "batch": 2, "dtype": "bf16", "layout": "nchw", "searched": False,
            "forward": [{"name": "nchwToNhwcKernel<bf16>", "us": 2.56},
                        {"name": "nchwToNhwcKernel<bf16>", "us": 1.0},
                        {"name": "sm90_xmma_fprop", "us": 9.0},
                        {"name": "nhwcToNchwKernel<bf16>", "us": 5.12}], "backward": []}
-    found = {"benchmark": "conv_kernels", "shapes": {"tiny": [8, 8, 4, 3, 1, 1]},
-             "runs": [run, {**run, "layout": "channels_last"}]}
+    found = {"benchmark": "conv_kernels",
+             "shapes": {"tiny": [8, 8, 4, 3, 1, 1], "stem": [3, 8, 4, 3, 1, 1]},
+             "runs": [run, {**run, "layout": "channels_last"}, {**run, "shape": "stem"}]}
     assert conv_kernels.transpose_times(found, 1) == [
         {"dtype": "bf16", "tensor": "input", "elements": 256, "us": 2.56},
         {"dtype": "bf16", "tensor": "output", "elements": 256, "us": 5.12}]
