@@ -200,6 +200,20 @@ def transpose_times(found: dict, min_elements: float) -> list[dict]:
     return times
 
 
+def _transposes_of(path: str, args) -> tuple:
+    """(the record, its GPU's SMs, its transposes' times) of one file, or a clear error."""
+    found = read_kernels(path)
+    units = found.get("multiprocessors") or args.multiprocessors
+    if not units:
+        raise FxroofError(f"'{path}' does not record its GPU's SMs: give --multiprocessors.")
+    try:
+        return found, units, transpose_times(found, args.min_elements)
+    except (KeyError, ValueError, TypeError) as e:
+        raise FxroofError(f"'{path}' does not give its convolutions' shapes (6 numbers each) "
+                          f"and its runs' batches ({type(e).__name__}: {e}): give the JSON "
+                          "file that `conv_kernels.py record --out` wrote.") from None
+
+
 def transposes(args) -> int:
     """Per file and dtype, an SM's time per element of cuDNN's transposes; the 16-bit ones'
     median over every file is launch_geometry.TRANSPOSE_ELEMENT_S's fit."""
@@ -207,16 +221,11 @@ def transposes(args) -> int:
 
     from fxroof.launch_geometry import TRANSPOSE_ELEMENT_S
 
-    files = {path: read_kernels(path) for path in args.files}  # every file read before output
-    for path, found in files.items():
-        if not (found.get("multiprocessors") or args.multiprocessors):
-            raise FxroofError(f"'{path}' does not record its GPU's SMs: give --multiprocessors.")
+    files = {path: _transposes_of(path, args) for path in args.files}  # all read, then output
     pooled: dict = {}  # GPU name: its 16-bit kernels' ns
     print("ns an element per SM of cuDNN's NCHW <-> NHWC kernels (forward convolutions' "
           f"tensors of {args.min_elements:.3g} elements or more): median (p10-p90), bytes/s")
-    for path, found in files.items():
-        units = found.get("multiprocessors") or args.multiprocessors
-        times = transpose_times(found, args.min_elements)
+    for path, (found, units, times) in files.items():
         for dtype in DTYPES:
             ns = [t["us"] * 1e3 * units / t["elements"] for t in times if t["dtype"] == dtype]
             if not ns:

@@ -185,8 +185,10 @@ def _check_runs(runs: list) -> None:
         lacking = [k for k in RUN_FIELDS if k not in run]
         if lacking:
             raise ValueError(f"run {i} lacks {', '.join(lacking)}")
-        if not (isinstance(run["seconds"], (int, float)) and run["seconds"] > 0):
-            raise ValueError(f"run {i}'s seconds is not a positive number")
+        for field in ("seconds", "elements", "bytes"):
+            value = run[field]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"run {i}'s {field} is not a positive number")
 
 
 def summary(args) -> int:

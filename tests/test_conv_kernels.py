@@ -124,6 +124,13 @@ def test_transpose_times_reads_a_forwards_input_and_output_kernels(tmp_path, cap
     path.write_text(json.dumps(found))
     with pytest.raises(FxroofError, match="does not record its GPU's SMs"):
         conv_kernels.main(["transposes", str(path), "--min-elements", "1"])
+    # a record without its shapes, or a run without its batch, is named, not a traceback
+    for broken in ({**found, "shapes": None}, {**found, "runs": [{**run, "batch": None}]},
+                   {**found, "shapes": {"tiny": [8, 8]}}):
+        path.write_text(json.dumps(broken))
+        with pytest.raises(FxroofError, match="shapes .6 numbers each. and its runs' batches"):
+            conv_kernels.main(["transposes", str(path), "--multiprocessors", "4"])
+    path.write_text(json.dumps(found))
     assert conv_kernels.main(["transposes", str(path), "--min-elements", "1",
                               "--multiprocessors", "4"]) == 0
     assert "bf16:   2 kernels  60.000 (44.000-76.000) ns" in capsys.readouterr().out

@@ -41,3 +41,7 @@ def test_record_keeps_an_existing_file_and_summary_refuses_another_kind(tmp_path
     kept.write_text(json.dumps({"benchmark": "elementwise_rates", "runs": [run]}))
     with pytest.raises(FxroofError, match="run 0's seconds is not a positive number"):
         elementwise_rates.main(["summary", str(kept)])
+    kept.write_text(json.dumps({"benchmark": "elementwise_rates",
+                                "runs": [{**run, "seconds": 1e-6, "bytes": "many"}]}))
+    with pytest.raises(FxroofError, match="run 0's bytes is not a positive number"):
+        elementwise_rates.main(["summary", str(kept)])
