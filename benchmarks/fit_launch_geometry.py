@@ -19,6 +19,9 @@ kind, on ``--chip``'s SMs and compute capability:
   (fewer are fixed costs, not trips); the backward's bound is its sums alone
   (launch_geometry.bound_s), so there measured / bound exceeds 1 by the elementwise pass;
 * pooling: POOL_OUTPUT_S, the median seconds an element per SM;
+* an NCHW adaptive pooling (a block of 8 warps per plane): the seconds a warp per SM it
+  implies, the median -- a check of WARP_ISSUE_S, which ships as the eval batch norm's
+  BLOCK_ISSUE_S over its blocks' two warps, not fitted on these nodes;
 * layer norm: LAYER_NORM_ROW_S and LAYER_NORM_ELEMENT_S, least squares of the seconds a
   row per SM on the row's width, over LAYER_NORM_FIT_MODELS' nodes of two waves of rows or
   more (one point per shape);
@@ -171,6 +174,14 @@ def fit_pool(nodes, chip) -> dict:
     return {"POOL_OUTPUT_S": statistics.median(values) if values else None}
 
 
+def fit_adaptive_pool(nodes, chip) -> dict:
+    """The seconds a warp per SM the adaptive poolings took (planes x 8 warps)."""
+    values = [r["time_s"] * _units(chip)
+              / (math.prod(r["shape"][:-2]) * lg.ADAPTIVE_POOL_WARPS) for _, r in nodes]
+    return {"WARP_ISSUE_S (implied; ships as BLOCK_ISSUE_S / 2)":
+            statistics.median(values) if values else None}
+
+
 def fit_layer_norm(nodes, chip) -> dict:
     """Least squares of seconds a row per SM = a + b x width, one point per shape."""
     by_shape = defaultdict(list)
@@ -295,7 +306,8 @@ SHARES = {"narrow": roofline.NARROW_CONV_COMPUTE,
 FITS = {"bn_eval": fit_transform,
         "bn_train": lambda n, c: fit_reduction(n, c, "STATISTICS_ITERATION_S"),
         "bn_backward": lambda n, c: fit_reduction(n, c, "BACKWARD_REDUCTION_ITERATION_S"),
-        "pool": fit_pool, "layer_norm": fit_layer_norm, "dw_conv": fit_depthwise,
+        "pool": fit_pool, "adaptive_pool": fit_adaptive_pool, "layer_norm": fit_layer_norm,
+        "dw_conv": fit_depthwise,
         "dw_conv_backward": fit_depthwise_backward, "row_reduction": fit_row_reduction,
         ELEMENTWISE_LOOP: fit_elementwise_loops, GLOBAL_REDUCE: fit_global_reduce}
 

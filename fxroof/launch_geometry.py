@@ -46,6 +46,18 @@ backward BACKWARD_REDUCTION_ITERATION_S (0.86-1.2 us a trip once the transform's
 taken off); the classes' times had priced those nodes 1.53x and 1.31x short in sum. The
 backward's bound is its sums alone (bound_s).
 
+ATen's NCHW adaptive poolings (``adaptive_average_pool`` and ``adaptivemaxpool``, their
+backwards' atomic kernels; aten/src/ATen/native/cuda/AdaptiveAveragePooling.cu and
+AdaptiveMaxPooling2d.cu) launch a block of 32 x 8 threads per (image, channel) plane, a
+thread per output element of the plane: for AlexNet's and VGG's pools (6 x 6 and 7 x 7
+outputs, each the mean of one element) 36 or 49 busy threads of 256. Blocks that short are
+the batch norm's issue-bound case above with four times the warps, and the SMs took them so:
+VGG-16's 131,072 planes at batch 256 in 346 us on the H100 and the H200, fp32 and bf16
+alike (the same time for half the bytes), where the class's bandwidth had priced 14-20 us.
+The bound is planes x ADAPTIVE_POOL_WARPS x WARP_ISSUE_S / SMs, WARP_ISSUE_S being
+BLOCK_ISSUE_S over the batch norm's two warps a block -- not fitted on these nodes: it
+gives VGG-16's 1.01x and AlexNet's (65,536 planes, H200) 0.87x of their times.
+
 ATen's NCHW pooling kernels (``max_pool_forward_nchw``, ``avg_pool2d_out_cuda_frame`` and
 their backwards, aten/src/ATen/native/cuda/DilatedMaxPool2d.cu and AveragePool2d.cu) run a
 thread per output element that walks its window with scalar loads and bounds checks. On the
@@ -149,6 +161,9 @@ from typing import Optional
 
 ITERATION_LATENCY_S = 0.62e-6   # one dependent load-scale-store round trip, a wave of blocks
 BLOCK_ISSUE_S = 86e-9           # an SM taking one more block (short blocks)
+# ... a warp of such a block: the transform's short blocks are 64 threads
+WARP_ISSUE_S = BLOCK_ISSUE_S / 2
+ADAPTIVE_POOL_WARPS = 8         # an adaptive pooling's block: 32 x 8 threads a plane
 STATISTICS_ITERATION_S = 0.5e-6           # a Welford round trip, statistics kernel
 BACKWARD_REDUCTION_ITERATION_S = 0.9e-6   # a round trip of the backward's two sums
 POOL_OUTPUT_S = 1.73e-9         # an SM's time per output element of an NCHW pooling kernel
@@ -254,6 +269,17 @@ def pool_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
     if not multiprocessors or not shape:
         return None
     return math.prod(shape) * POOL_OUTPUT_S / multiprocessors
+
+
+def adaptive_pool_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
+    """Seconds below which ATen's block-per-plane adaptive pooling (or its backward) over an
+    NCHW ``shape`` -- (N, C, H, W) or (C, H, W), the output's or the input gradient's: the
+    planes are the same -- runs on an NVIDIA GPU of ``multiprocessors`` SMs: the SMs taking
+    its blocks' warps (the module's docstring); None where the SMs are unknown."""
+    if not multiprocessors or not shape or len(shape) < 3:
+        return None
+    planes = math.prod(shape[:-2])
+    return planes * ADAPTIVE_POOL_WARPS * WARP_ISSUE_S / multiprocessors
 
 
 def layer_norm_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
@@ -411,6 +437,8 @@ def _reference_bound_s(kind: str, shape: tuple, multiprocessors: Optional[int],
                                       BACKWARD_REDUCTION_ITERATION_S)
     if kind == "pool":
         return pool_s(shape, multiprocessors)
+    if kind == "adaptive_pool":
+        return adaptive_pool_s(shape, multiprocessors)
     if kind == "layer_norm":
         return layer_norm_s(shape, multiprocessors)
     raise ValueError(f"no launch bound for {kind!r}")

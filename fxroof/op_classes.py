@@ -115,9 +115,14 @@ def running_statistics_norm(record: dict) -> bool:
 
 
 # The kinds of kernel fxroof.launch_geometry bounds, by what a node record is
-LAUNCH_KINDS = ("bn_eval", "bn_train", "bn_backward", "pool", "layer_norm", "dw_conv",
-                "dw_conv_backward", "row_reduction", "strided_loop", "strided_casting_loop",
-                "casting_loop")
+LAUNCH_KINDS = ("bn_eval", "bn_train", "bn_backward", "pool", "adaptive_pool", "layer_norm",
+                "dw_conv", "dw_conv_backward", "row_reduction", "strided_loop",
+                "strided_casting_loop", "casting_loop")
+# The adaptive poolings ATen runs a block per (image, channel) plane over NCHW tensors
+# (fxroof.launch_geometry); one to a 1 x 1 output is a mean (adaptive_avg_pool2d's own
+# shortcut), and the 3-d ones run other kernels
+ADAPTIVE_POOL_OPS = ("_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward",
+                     "adaptive_max_pool2d", "adaptive_max_pool2d_backward")
 # The launch kind of an elementwise node by the loop its rule names (op_costs.pointwise's
 # loop_variant: "pointwise[mul][strided]"): ATen's legacy or casting loops, whose time is
 # the SM's per element, not the bytes (fxroof.launch_geometry)
@@ -147,10 +152,10 @@ def launch_kind(record: dict) -> Optional[str]:
     elementwise op whose rule names a legacy or casting loop (elementwise_loop), whatever
     its layout; then, of NCHW nodes only (a channels-last one runs other kernels), a batch
     norm in eval (running statistics) or training (batch statistics) or its backward, a
-    fixed-window pooling or its backward (a thread per element; an adaptive pooling is not
-    one), a layer norm's forward, a depthwise convolution of ATEN_DEPTHWISE_DTYPES or its
-    backward of ATEN_DEPTHWISE_BACKWARD_DTYPES, a reduction over the innermost dimensions
-    (row_reduction)."""
+    fixed-window pooling or its backward (a thread per element), a 2-d adaptive pooling or
+    its backward (a block per plane: ADAPTIVE_POOL_OPS), a layer norm's forward, a depthwise
+    convolution of ATEN_DEPTHWISE_DTYPES or its backward of ATEN_DEPTHWISE_BACKWARD_DTYPES,
+    a reduction over the innermost dimensions (row_reduction)."""
     loop = elementwise_loop(record)
     if loop or record.get("layout") == "channels_last":
         return loop
@@ -158,6 +163,8 @@ def launch_kind(record: dict) -> Optional[str]:
     if "batch_norm" in op:
         return {"norm": "bn_eval", "norm_train": "bn_train",
                 "norm_bwd": "bn_backward"}.get(op_class)
+    if op in ADAPTIVE_POOL_OPS:
+        return "adaptive_pool"
     if op_class == "pool" and "adaptive" not in op:
         return "pool"
     if op_class == "norm" and "layer_norm" in op:

@@ -313,8 +313,9 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
                                       used))
     bound = _launch_bound_s(record, chip)  # a kernel its grid holds back, not its bytes
-    if bound > kernel:
-        expected += bound - kernel
+    if bound > kernel:  # the longer kernel, behind the same overlapped fixed cost
+        expected += float(cal.with_fixed_cost(params, bound) - cal.with_fixed_cost(params,
+                                                                                   kernel))
         kernel = bound
     # the device's part: the kernel and what follows it (faults, reorders, transposes), less
     # the fixed cost, which inside a step the host spends while earlier kernels run
