@@ -201,6 +201,17 @@ NARROW_WEIGHT_GRADIENT_COMPUTE = 0.46
 CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.15,
                            ("convolution", "float32"): 0.044,
                            ("convolution_backward", "float32"): 0.0097}
+# A 1x1 convolution that cuDNN runs as a GEMM on its NCHW tensors (op_classes.nchw_gemm)
+# reads an image's H x W positions as a matrix's rows. Tensor-core GEMM kernels load their
+# operands in 128-bit vectors, so a row stride that is not a multiple of 16 bytes rules them
+# out ("most kernels targeting Tensor Cores require 128b aligned memory accesses ... a
+# documented requirement in cublas": NVIDIA/cutlass issue #75): Inception's 35 x 35 and 73 x
+# 73 planes in any dtype, SqueezeNet's 54 x 54 in 16-bit. Timed (the H100's and H200's bf16
+# profiles), Inception's 14 such convolutions took what cuDNN's transposes of their
+# operands and results take at its element rate, 0.90-1.09x on both boards alike -- not the
+# GEMM's time (2.1-3.6x it) nor transposes and GEMM in turn (0.63-0.75x of that): the
+# elements go through the SM one at a time, as in those transposes.
+ALIGNMENT_BYTES = 16
 
 
 class NodeTime(NamedTuple):
@@ -312,7 +323,8 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         + bias_add_s(record, chip) + bias_gradient_s(record, chip)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
                                       used))
-    bound = _launch_bound_s(record, chip)  # a kernel its grid holds back, not its bytes
+    # a kernel its grid holds back, or its unaligned operands, not its bytes
+    bound = max(_launch_bound_s(record, chip), _unaligned_gemm_s(record, chip, key))
     if bound > kernel:  # the longer kernel, behind the same overlapped fixed cost
         expected += float(cal.with_fixed_cost(params, bound) - cal.with_fixed_cost(params,
                                                                                    kernel))
@@ -478,6 +490,31 @@ def _transpose_s(record: dict, chip: Chip, key: str) -> float:
     bound = launch_geometry.bound_s("transpose", (elements,), units, chip.compute_capability,
                                     clock_hz=sm_clock_hz(chip, units))
     return max(moved / (chip.bandwidth * copy.memory), bound or 0.0)
+
+
+def unaligned_rows(record: dict) -> bool:
+    """Whether a node is a 1x1 convolution (or its backward) run as a GEMM on NCHW tensors
+    (op_classes.nchw_gemm) whose image rows, H x W elements, are not a multiple of
+    ALIGNMENT_BYTES."""
+    if not op_classes.nchw_gemm(record):
+        return False
+    height, width = record["shape"][2:]
+    return height * width * itemsize(record.get("dtype")) % ALIGNMENT_BYTES != 0
+
+
+def _unaligned_gemm_s(record: dict, chip: Chip, key: str) -> float:
+    """Seconds below which an NVIDIA GPU's tensor cores (a matrix-engine roof) run a 1x1
+    NCHW convolution with unaligned rows (unaligned_rows): every element it reads and
+    writes -- a backward's output gradient twice, once for each of its GEMMs -- at the rate
+    cuDNN's transposes move elements (launch_geometry.transpose_s; ALIGNMENT_BYTES's
+    comment); 0 for any other node, and where the SMs are unknown."""
+    if not _nvidia_gpu(chip) or chip.units.get(key) != "matrix" or not unaligned_rows(record):
+        return 0.0
+    elements = (record["bytes"] + hidden_bytes.reread_gradient_bytes(record)) \
+        / itemsize(record.get("dtype"))
+    units = multiprocessors(chip)
+    return launch_geometry.bound_s("transpose", (elements,), units, chip.compute_capability,
+                                   clock_hz=sm_clock_hz(chip, units)) or 0.0
 
 
 def bias_add_s(record: dict, chip: Chip) -> float:

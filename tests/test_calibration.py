@@ -1137,6 +1137,76 @@ def test_a_16bit_nchw_convolutions_transposes_take_cudnns_time_an_element():
         roofline.node_time(channels_last, gpu(24)).predicted_s + elements * 0.254e-9 / 24)
 
 
+def test_a_1x1_nchw_gemm_with_unaligned_rows_moves_its_elements_at_cudnns_transpose_rate():
+    """A 1x1 convolution cuDNN runs as a GEMM on NCHW tensors reads an image's H x W
+    positions as a matrix's rows; tensor-core kernels load 16-byte vectors, so rows of 35 x
+    35 bf16 elements (2450 bytes) rule them out. By hand, Inception's 192 -> 64 channels at
+    35 x 35, batch 256, bf16, on 132 SMs at the reference clock: its input (60.2 M
+    elements), output (20.1 M) and weights (12 288) at 0.254 ns an element per SM take
+    154.5 us, the node's device time, where its GEMM at 1e15 FLOP/s and 3e12 B/s takes 53.5
+    us (its bytes). The same convolution at 28 x 28 (1568-byte rows), channels-last, with
+    its tensor-core roof taken away (an fp32 one with TF32 off) or on a CPU keeps the GEMM's
+    time; fp32 at 35 x 35 (4900-byte rows) with TF32 on is held back as well."""
+    def gpu(fp32_unit="vector"):
+        flat = {"t0": 1e-5, "compute": 0.5, "memory": 1.0, "band": [1, 1]}
+        return parse_chip({"id": "gpu-x", "name": "a GPU", "class": "gpu", "vendor": "NVIDIA",
+                           "peaks": {"fp32": {"value": 1e15, "unit": fp32_unit},
+                                     "tf32": {"value": 1e15, "unit": "matrix"},
+                                     "bf16": {"value": 1e15, "unit": "matrix"}},
+                           "bandwidth": {"value": 3e12}, "multiprocessors": 132,
+                           "clock": launch_geometry.REFERENCE_CLOCK_HZ,
+                           "compute_capability": "9.0",
+                           "calibration": {"conv": flat, "elementwise": flat, "copy": flat}},
+                          "(test)")
+
+    def pointwise(size, dtype="bfloat16", memory_format=torch.contiguous_format):
+        x = torch.empty(256, 192, size, size).to(memory_format=memory_format)
+        (record,) = [r for r in fxroof.analyze(torch.nn.Conv2d(192, 64, 1, bias=False), x,
+                                               device="cuda", dtype=dtype).records()
+                     if r["op"] == "convolution"]
+        return record
+
+    from fxroof import launch_geometry
+    unaligned = pointwise(35)
+    elements = 256 * 192 * 35 * 35 + 256 * 64 * 35 * 35 + 64 * 192
+    assert unaligned["bytes"] == 2 * elements
+    by_hand = elements * 0.254e-9 / 132
+    assert by_hand == pytest.approx(154.5e-6, rel=1e-3)
+    assert unaligned["bytes"] / 3e12 == pytest.approx(53.5e-6, rel=1e-3)
+    assert roofline.device_seconds(roofline.node_time(unaligned, gpu())) == \
+        pytest.approx(by_hand)
+    for record in (pointwise(28), pointwise(35, memory_format=torch.channels_last)):
+        assert not roofline.unaligned_rows(record) or record["layout"] == "channels_last"
+        assert roofline._unaligned_gemm_s(record, gpu(), "bf16") == 0
+    assert roofline._unaligned_gemm_s(unaligned, load_chips()["epyc_9654"], "bf16") == 0
+    fp32 = pointwise(35, "float32")
+    assert roofline.unaligned_rows(fp32)
+    assert roofline._unaligned_gemm_s(fp32, gpu(), "tf32") == \
+        pytest.approx(elements * 0.254e-9 / 132)
+    assert roofline._unaligned_gemm_s(fp32, gpu(), "fp32") == 0  # CUDA cores: no vectors
+
+
+def test_the_kept_unaligned_1x1_convolutions_took_their_elements_at_the_transpose_rate():
+    """Inception-v3's 14 bf16 1x1 convolutions over 35 x 35 and 73 x 73 planes at batch 256
+    (the H100's and the H200's profiles) took 0.85-1.15x the element bound, whose constant
+    was fitted on cuDNN's transposes, not on them, and SqueezeNet's six over 54 x 54 (H100)
+    0.6-1.4x (their bias adds included); before the bound they took 2.1-3.6x and 1.25-1.85x
+    their GEMM's prediction."""
+    from benchmarks.gpu_classes import read_traced_profile
+    measured = os.path.join(ROOT, "benchmarks", "measured")
+    for name, chip_id, count, low, high in (
+            ("h100-profile-inception_v3-b256-bf16.json", "h100_sxm", 14, 0.85, 1.15),
+            ("h200-profile-inception_v3-b256-bf16.json", "h200_sxm", 14, 0.85, 1.15),
+            ("h100-profile-squeezenet1_0-b256-bf16.json", "h100_sxm", 6, 0.6, 1.4)):
+        chip = load_chips()[chip_id]
+        nodes = [r for r in read_traced_profile(os.path.join(measured, name))["nodes"]
+                 if roofline.unaligned_rows(r) and r["op"] == "convolution"]
+        assert len(nodes) == count, name
+        for record in nodes:
+            ratio = record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
+            assert low <= ratio <= high, (name, record["name"], ratio)
+
+
 @pytest.mark.parametrize("amp", [None, "bf16"])
 def test_a_cuda_convolutions_bias_is_added_and_summed_by_kernels_of_their_own(monkeypatch,
                                                                               amp):
