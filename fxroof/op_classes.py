@@ -128,6 +128,8 @@ ADAPTIVE_POOL_OPS = ("_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward",
 # the SM's per element, not the bytes (fxroof.launch_geometry)
 ELEMENTWISE_LOOPS = {"[strided]": "strided_loop", "[strided casting]": "strided_casting_loop",
                      "[casting]": "casting_loop"}
+# op_costs.norm's variant for the contiguous copies a layer norm makes of strided operands
+_COPIES = re.compile(r"\[(\d+) cop(?:y|ies)\]$")
 # The reductions ATen runs with its reduce kernel, a group of threads a row when the reduced
 # dimensions are the innermost (mean shares sum's kernel: MeanOps, SharedReduceOps.h)
 ROW_REDUCTION_OPS = ("mean", "sum")
@@ -177,6 +179,14 @@ def launch_kind(record: dict) -> Optional[str]:
             and record["dtype"] in ATEN_DEPTHWISE_BACKWARD_DTYPES:
         return "dw_conv_backward"
     return None
+
+
+def contiguous_copies(record: dict) -> int:
+    """How many strided operands a node copies to contiguous memory before its kernel, as
+    its rule names them (op_costs.norm: a layer norm's ``[1 copy]``, ``[2 copies]``); 0 for
+    any other node. Each is a tensor of the node's shape and dtype."""
+    found = _COPIES.search(str(record.get("rule", "")))
+    return int(found.group(1)) if found else 0
 
 
 def elementwise_loop(record: dict) -> Optional[str]:

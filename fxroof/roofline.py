@@ -314,13 +314,15 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
     peak, key, params, used = _compute_rate(record, chip, op_class, params)
     moved = record["bytes"] + _second_pass_bytes(record, chip, op_class) \
-        + (hidden_bytes.reread_gradient_bytes(record) if chip.cls == "gpu" else 0)
+        + (hidden_bytes.reread_gradient_bytes(record) if chip.cls == "gpu" else 0) \
+        - _copied_bytes(record, chip)
     fresh, layout, layout_fresh = _faults_and_reorders(record)
     params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
                                  used, fresh, layout, layout_fresh)) \
         + _transpose_s(record, chip, key) + _global_reduce_s(record, chip) \
-        + bias_add_s(record, chip) + bias_gradient_s(record, chip)
+        + bias_add_s(record, chip) + bias_gradient_s(record, chip) \
+        + contiguous_copy_s(record, chip)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
                                       used))
     # a kernel its grid holds back, or its unaligned operands, not its bytes
@@ -531,6 +533,27 @@ def bias_add_s(record: dict, chip: Chip) -> float:
                                     moved_bytes=moved)
     params = _params(chip, "elementwise")
     return max(bound or 0.0, moved / (chip.bandwidth * params.memory) if params else 0.0)
+
+
+def _copied_bytes(record: dict, chip: Chip) -> int:
+    """Bytes of a node's contiguous copies of strided operands (op_classes.
+    contiguous_copies: each read and written once) that a GPU runs as copy kernels of their
+    own, priced apart (contiguous_copy_s); 0 for any other node, and on a CPU, where the
+    norm class's fitted rates already hold the copies of the nodes they were timed on."""
+    if chip.cls != "gpu" or not record.get("shape"):
+        return 0
+    return 2 * op_classes.contiguous_copies(record) * math.prod(record["shape"]) \
+        * itemsize(record.get("dtype"))
+
+
+def contiguous_copy_s(record: dict, chip: Chip) -> float:
+    """Seconds a GPU spends on a node's contiguous copies (_copied_bytes), at its copy
+    class's streaming rate: ATen's copy of a strided tensor is its own kernel, the norm's
+    kernel then reads the copy (ViT's layer norms behind nn.MultiheadAttention's transposes
+    took 1.9x the first one's time, whose input is contiguous: benchmarks/README.md)."""
+    copied = _copied_bytes(record, chip)
+    copy = _params(chip, "copy") if copied else None
+    return copied / (chip.bandwidth * copy.memory) if copy else 0.0
 
 
 def bias_gradient_s(record: dict, chip: Chip) -> float:

@@ -22,6 +22,14 @@ Weight norm (w = v * g / ||v||, the norm over every dim but `dim`), per element 
 sum(grad_w * v) / ||v|| (2: mul, add); grad_v = (g / ||v||) * grad_w - (g * grad_g /
 ||v||^2) * v (3: mul, mul, sub) = 5. Per-slice scalars (the root, g / ||v||) are omitted.
 
+A layer norm's kernels (ATen's CPU and CUDA alike) read a contiguous input: a strided one
+-- a transformer's residual stream behind nn.MultiheadAttention's (L, N, E) transposes,
+ViT's -- is copied first (``input.expect_contiguous()``, and in the backward the output
+gradient's and the input's ``contiguous()``: torch.profiler lists aten::contiguous and
+aten::copy_ inside the node). Each copy reads and writes its operand once more; the rule
+counts those bytes and names them, ``layer_norm[1 copy]`` (COPY_VARIANT), so that a time
+model can price them as the copy kernels they are (fxroof.op_classes.contiguous_copies).
+
 An embedding's max_norm (embedding_renorm_, in place before the lookup): ATen sorts the N
 indices (N ceil(log2 N) comparisons), then for each distinct row of D computes its norm (2D)
 and, where it exceeds max_norm, scales it (D). Which rows repeat or exceed the bound is
@@ -32,7 +40,7 @@ from __future__ import annotations
 
 import math
 
-from op_costs.registry import VECTOR, Cost, register
+from op_costs.registry import VECTOR, Cost, register, standard_bytes
 
 aten = __import__("torch").ops.aten
 
@@ -40,6 +48,9 @@ STATS, NORMALISE = 4, 2
 # A batch norm that computes its statistics runs another kernel than one that applies
 # running statistics: a reduction over the batch before the elementwise pass.
 BATCH_STATS = "batch stats"
+# ... and a layer norm that copies its strided operands first: "layer_norm[1 copy]",
+# "layer_norm_backward[2 copies]"
+COPY_VARIANT, COPIES_VARIANT = "copy", "copies"
 
 
 def norm_forward_flops(numel: int, batch_stats: bool, weight, bias) -> int:
@@ -101,15 +112,34 @@ def batch_norm_backward_vendor(x, grad_out, weight, *_, out, **__):
     return Cost(flops=norm_backward_flops(x.numel, True, weight, (True, True, True)))
 
 
+def with_contiguous_copies(flops: int, operands: tuple, out, copied: tuple) -> Cost:
+    """A cost of ``flops`` whose standard traffic over ``operands`` and ``out`` grows by
+    a read and a write of every tensor of ``copied`` that is not contiguous (the copy ATen
+    makes first), the count named in the variant; the plain cost where none is."""
+    strided = [t for t in copied if t is not None and not t.is_contiguous]
+    if not strided:
+        return Cost(flops=flops)
+    read, written = standard_bytes(operands, {}, out)
+    extra = sum(t.nbytes for t in strided)
+    return Cost(flops=flops, bytes_read=read + extra, bytes_written=written + extra,
+                variant=copy_variant(len(strided)))
+
+
+def copy_variant(copies: int) -> str:
+    return f"{copies} {COPY_VARIANT if copies == 1 else COPIES_VARIANT}"
+
+
 @register(aten.native_layer_norm, op_class=VECTOR)
 def layer_norm(x, normalized_shape, weight, bias, eps, *, out, **_):
-    return Cost(flops=norm_forward_flops(x.numel, True, weight, bias))
+    return with_contiguous_copies(norm_forward_flops(x.numel, True, weight, bias),
+                                  (x, weight, bias), out, (x,))
 
 
 @register(aten.native_layer_norm_backward, op_class=VECTOR)
 def layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask,
                         *, out, **_):
-    return Cost(flops=norm_backward_flops(x.numel, True, weight, output_mask))
+    return with_contiguous_copies(norm_backward_flops(x.numel, True, weight, output_mask),
+                                  (grad_out, x, mean, rstd, weight, bias), out, (grad_out, x))
 
 
 @register(aten.native_group_norm, op_class=VECTOR)

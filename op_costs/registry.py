@@ -68,6 +68,17 @@ class TensorMeta:
         """Bytes a kernel must touch to read or write this tensor once."""
         return self.distinct_elements * self.itemsize
 
+    @property
+    def is_contiguous(self) -> bool:
+        """Whether the tensor is dense and row-major (torch's is_contiguous: a size-1
+        dimension's stride is never used)."""
+        expected = 1
+        for size, stride in reversed(tuple(zip(self.shape, self.stride))):
+            if size != 1 and stride != expected:
+                return False
+            expected *= size
+        return True
+
 
 @dataclass(frozen=True)
 class Cost:

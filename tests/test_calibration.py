@@ -1936,6 +1936,56 @@ def test_a_layer_norm_on_an_nvidia_gpu_lasts_at_least_its_rows_over_the_sms():
     assert roofline.node_time(record, chip("cpu")).predicted_s == pytest.approx(2e-5 + streamed)
 
 
+def test_a_layer_norm_of_a_strided_input_on_a_gpu_pays_its_copy_at_the_copy_rate():
+    """A layer norm over a transposed input (a transformer's (L, N, E) residual seen as (N, L,
+    E)) copies it first: on a GPU the copy is a kernel of its own, the input read and
+    written at the copy class's rate (0.9 of 3 TB/s here), beside the row kernel's bound
+    for the rest. By hand for 8 x 197 rows of 768 fp32: the bound 1576 x (148 ns + 768 x
+    0.40 ns) / 132 and the copy 2 x 4.84 MB / 2.7e12 B/s. On a CPU the copy's bytes stay
+    in the node's, priced by the norm class."""
+    from fxroof import launch_geometry
+    x = torch.empty(197, 8, 768).transpose(0, 1)
+    (record,) = [r for r in fxroof.analyze(torch.nn.LayerNorm(768), x, device="cuda").records()
+                 if op_classes.op_class_of(r) == "norm"]
+    assert record["rule"] == "layer_norm[1 copy]" and op_classes.contiguous_copies(record) == 1
+    copied = 2 * 8 * 197 * 768 * 4
+    plain = 2 * 8 * 197 * 768 * 4 + 2 * 768 * 4 + 2 * 8 * 197 * 4  # x, y; weight, bias; stats
+    assert record["bytes"] == plain + copied
+    flat = {"t0": 2e-5, "compute": 0.5, "memory": 1.0, "band": [1, 1]}
+
+    def chip(cls):
+        return parse_chip({"id": "g", "name": "a chip", "class": cls, "vendor": "NVIDIA",
+                           "multiprocessors": {"value": 132, "source": "(test)"},
+                           "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                           "bandwidth": {"value": 3e12},
+                           "calibration": {"norm": flat, "copy": {**flat, "memory": 0.9}}},
+                          "(test)")
+    bound = launch_geometry.layer_norm_s(record["shape"], 132)
+    assert bound == pytest.approx(1576 * (148e-9 + 768 * 0.40e-9) / 132)
+    assert bound > plain / 3e12  # the rows, not the bytes left, set the kernel
+    assert roofline.device_seconds(roofline.node_time(record, chip("gpu"))) == \
+        pytest.approx(bound + copied / (0.9 * 3e12))
+    assert roofline.node_time(record, chip("cpu")).predicted_s == \
+        pytest.approx(2e-5 + (plain + copied) / 3e12)
+
+
+def test_the_kept_strided_layer_norms_took_their_copy_and_their_rows():
+    """ViT-B/16's layer norms behind nn.MultiheadAttention (the H100's bf16 profile at batch
+    256: 24 copy a strided fp32 input; its first, over the embeddings, does not) took 1.9x
+    the first one's time, 277 against 147 us; with the copy priced they come out 0.85-1.1x
+    of the prediction (1.55x without it)."""
+    from benchmarks.gpu_classes import read_traced_profile
+    path = os.path.join(ROOT, "benchmarks", "measured", "h100-profile-vit_b_16-b256-bf16.json")
+    chip = load_chips()["h100_sxm"]
+    norms = [r for r in read_traced_profile(path)["nodes"] if r["op"] == "native_layer_norm"]
+    copied = [r for r in norms if op_classes.contiguous_copies(r) == 1]
+    assert len(norms) == 25 and len(copied) == 24
+    for record in copied:
+        ratio = record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
+        assert 0.85 <= ratio <= 1.1, (record["name"], ratio)
+    assert 1.8 < statistics.median(r["time_s"] for r in copied) / norms[0]["time_s"] < 2.0
+
+
 def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
     """cuDNN's tensor-core convolutions are implicit GEMMs: where a GPU's convolution fit
     passes its GEMMs' share of the peak (FP32 Winograd kernels do fewer multiplies than

@@ -243,6 +243,24 @@ CASES = [
     ("layer_norm_backward", aten.native_layer_norm_backward.default,
      (T(6, 16), T(6, 16), [16], T(6, 1), T(6, 1), T(16), T(16), [True, True, True]), {},
      (T(6, 16), T(16), T(16)), dict(flops=96 * (10 + 2 + 1))),
+    # a strided input (a transposed one: strides (1, 6)) is copied to contiguous memory
+    # first, read and written once more (input.expect_contiguous())
+    ("layer_norm strided", aten.native_layer_norm.default,
+     (T(6, 16, stride=(1, 6)), [16], T(16), T(16), 1e-5), {}, (T(6, 16), T(6, 1), T(6, 1)),
+     dict(flops=96 * 8, rule="layer_norm[1 copy]",
+          bytes_read=F4 * (96 + 16 + 16) + F4 * 96,
+          bytes_written=F4 * (96 + 6 + 6) + F4 * 96)),
+    # ... and its backward both a strided output gradient and a strided input
+    ("layer_norm_backward strided", aten.native_layer_norm_backward.default,
+     (T(6, 16, stride=(1, 6)), T(6, 16, stride=(1, 6)), [16], T(6, 1), T(6, 1), T(16), T(16),
+      [True, True, True]), {}, (T(6, 16), T(16), T(16)),
+     dict(flops=96 * (10 + 2 + 1), rule="layer_norm_backward[2 copies]",
+          bytes_read=F4 * (96 + 96 + 6 + 6 + 16 + 16) + F4 * 2 * 96,
+          bytes_written=F4 * (96 + 16 + 16) + F4 * 2 * 96)),
+    # a size-1 dimension's stride is never used: still contiguous, no copy
+    ("layer_norm size-1 stride", aten.native_layer_norm.default,
+     (T(1, 6, 16, stride=(7, 16, 1)), [16], T(16), T(16), 1e-5), {},
+     (T(1, 6, 16), T(1, 6, 1), T(1, 6, 1)), dict(rule="layer_norm")),
     ("group_norm", aten.native_group_norm.default,
      (T(2, 4, 3, 3), T(4), T(4), 2, 4, 9, 2, 1e-5), {}, (T(2, 4, 3, 3), T(2, 2), T(2, 2)),
      dict(flops=72 * 8)),
