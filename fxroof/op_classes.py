@@ -190,10 +190,11 @@ def contiguous_copies(record: dict) -> int:
 
 
 def elementwise_loop(record: dict) -> Optional[str]:
-    """The ELEMENTWISE_LOOPS kind of an elementwise node whose rule names a loop other than
+    """The ELEMENTWISE_LOOPS kind of an elementwise node -- or of a copy, which runs the same
+    loops (op_costs.data_movement's ``copy[strided]``) -- whose rule names a loop other than
     the vectorised one, None for any other node."""
     rule = record.get("rule", "")
-    if op_class_of(record) != "elementwise" or not rule.endswith("]"):
+    if op_class_of(record) not in ("elementwise", "copy") or not rule.endswith("]"):
         return None
     return ELEMENTWISE_LOOPS.get(rule[rule.rfind("["):])
 

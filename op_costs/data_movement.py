@@ -21,6 +21,7 @@ import torch
 
 from op_costs.registry import (ANY_VIEW, MEMORY, VIEW, Cost, TensorMeta, first_output, register,
                                register_tag, tensors_in, total_bytes)
+from op_costs.pointwise import STRIDED, loop_variant
 
 aten = torch.ops.aten
 
@@ -69,7 +70,7 @@ def fill(*args, out, **kwargs):
     return Cost(bytes_read=0)
 
 
-@register(aten.clone, aten._to_copy, aten.cat, aten.stack, aten.constant_pad_nd, aten.roll,
+@register(aten.cat, aten.stack, aten.constant_pad_nd, aten.roll,
           aten.flip, aten.repeat, aten.tril, aten.triu, aten.reflection_pad1d,
           aten.reflection_pad2d, aten.reflection_pad3d, aten.replication_pad1d,
           aten.replication_pad2d, aten.replication_pad3d, aten.pixel_shuffle,
@@ -83,10 +84,28 @@ def copy(*args, out, **kwargs):
     return Cost()
 
 
+# A copy whose source is laid out unlike its result -- a transposing clone, nn.
+# MultiheadAttention's (L, N, E) q/k/v made contiguous -- is an elementwise copy through
+# ATen's strided loop, one offset computed per element (op_costs.pointwise.loop_variant);
+# the rule names it "copy[strided]". A dtype change alone (an autocast cast of a dense
+# tensor) is not named: the copy kernel converts as it streams.
+STRIDED_COPY = STRIDED
+
+
+def _copy_variant(src, result) -> str | None:
+    variant = loop_variant((src,), result) or ""
+    return STRIDED_COPY if STRIDED in variant.split() else None
+
+
+@register(aten.clone, aten._to_copy, op_class=MEMORY, name="copy")
+def elementwise_copy(x, *args, out, **kwargs):
+    return Cost(variant=_copy_variant(x, out))
+
+
 @register(aten.copy_, aten.copy, op_class=MEMORY)
 def copy_into(dst, src, *args, out, **kwargs):
     """Reads the source only; the destination is overwritten, not read."""
-    return Cost(bytes_read=src.nbytes)
+    return Cost(bytes_read=src.nbytes, variant=_copy_variant(src, dst))
 
 
 def _gather(table, *index_like, out):

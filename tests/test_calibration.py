@@ -1986,6 +1986,56 @@ def test_the_kept_strided_layer_norms_took_their_copy_and_their_rows():
     assert 1.8 < statistics.median(r["time_s"] for r in copied) / norms[0]["time_s"] < 2.0
 
 
+def test_a_transposing_copy_on_an_nvidia_gpu_runs_atens_strided_loop():
+    """A copy laid out unlike its source (nn.MultiheadAttention's q, k and v made contiguous
+    from (L, N, 3, E)) runs ATen's strided loop: on an NVIDIA GPU it lasts at least its
+    elements x 0.237 ns + its bytes x 0.026 ns per SM (launch_geometry's loop constants,
+    fitted on elementwise ops), by hand for 3 x 197 x 8 x 768 bf16 elements on 132 SMs; a
+    dense copy keeps the copy class's bandwidth time."""
+    x = torch.empty(197, 8, 3, 768)
+
+    def copied(source):
+        g = fxroof.analyze(_Contiguous(), source, device="cuda", dtype="bfloat16")
+        (record,) = [r for r in g.records() if r["op"] == "clone"]
+        return record
+
+    strided = copied(x.permute(2, 0, 1, 3))
+    dense = copied(x.permute(2, 0, 1, 3).contiguous())
+    assert (strided["rule"], dense["rule"]) == ("copy[strided]", "copy")
+    elements = 3 * 197 * 8 * 768
+    assert strided["bytes"] == dense["bytes"] == 2 * 2 * elements
+    flat = {"t0": 2e-5, "compute": 0.5, "memory": 0.9, "band": [1, 1]}
+    gpu = parse_chip({"id": "g", "name": "a GPU", "class": "gpu", "vendor": "NVIDIA",
+                      "multiprocessors": {"value": 132, "source": "(test)"},
+                      "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                      "bandwidth": {"value": 3e12}, "calibration": {"copy": flat}}, "(test)")
+    by_hand = (elements * 0.237e-9 + 4 * elements * 0.026e-9) / 132
+    assert by_hand > 1.5 * dense["bytes"] / (0.9 * 3e12)
+    assert roofline.device_seconds(roofline.node_time(strided, gpu)) == pytest.approx(by_hand)
+    assert roofline.device_seconds(roofline.node_time(dense, gpu)) == \
+        pytest.approx(dense["bytes"] / (0.9 * 3e12))
+
+
+class _Contiguous(torch.nn.Module):
+    def forward(self, x):
+        return x.clone(memory_format=torch.contiguous_format)  # a copy even when dense
+
+
+def test_the_kept_transposing_copies_took_the_strided_loops_time():
+    """ViT-B/16's q/k/v copies (the H100's bf16 profile at batch 256: 12 clones of 3 x 197 x
+    256 x 768 elements) took 298-301 us each, 1.68x the copy class's bandwidth time and
+    0.99-1.0x the strided loop's bound, whose constants were fitted on elementwise ops."""
+    from benchmarks.gpu_classes import read_traced_profile
+    path = os.path.join(ROOT, "benchmarks", "measured", "h100-profile-vit_b_16-b256-bf16.json")
+    chip = load_chips()["h100_sxm"]
+    clones = [r for r in read_traced_profile(path)["nodes"] if r["op"] == "clone"]
+    assert len(clones) == 12 and all(r["rule"] == "copy[strided]" for r in clones)
+    for record in clones:
+        assert 298e-6 < record["time_s"] < 301e-6
+        ratio = record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
+        assert 0.95 <= ratio <= 1.05, (record["name"], ratio)
+
+
 def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
     """cuDNN's tensor-core convolutions are implicit GEMMs: where a GPU's convolution fit
     passes its GEMMs' share of the peak (FP32 Winograd kernels do fewer multiplies than
