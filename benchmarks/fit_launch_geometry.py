@@ -32,6 +32,8 @@ kind, on ``--chip``'s SMs and compute capability:
 * a mean or sum over the innermost dimensions (op_classes.row_reduction):
   REDUCTION_ROW_S and REDUCTION_BYTE_S, least squares (relative) of its seconds per SM on
   its rows and the bytes it reads, over ROW_REDUCTION_FIT_MODELS' nodes;
+* a copy that runs the strided loop (``copy[strided]``): no constant, a check of the
+  elementwise loops' (COPY_LOOP);
 * an elementwise op that runs ATen's legacy or casting loop (op_classes.elementwise_loop):
   LOOP_ELEMENT_S per kind and LOOP_BYTE_S, least squares (relative) of its seconds per SM on
   its elements, by kind, and the bytes it moves, over LOOP_FIT_MODELS' nodes of
@@ -92,6 +94,9 @@ LOOP_FIT_MODELS = ("efficientnet_b0", "convnext_tiny", "vit_b_16")
 # (128 threads of 2-4 elements) are a launch, not a rate
 MIN_LOOP_ELEMENTS = 1_000_000
 ELEMENTWISE_LOOP = "elementwise loop"  # gather's key of the loops' nodes
+# ... and of the copies that run those loops (a transposing clone: op_costs.data_movement's
+# copy[strided]), kept as a check of the elementwise fit, not fitted on
+COPY_LOOP = "copy loop"
 # The column reductions fitted on: the bias gradients of ConvNeXt-T's training step (fp32,
 # H200; 8 shapes, 96 to 3072 columns of 3136 to 200704 rows, 13 to 196 round trips); ViT's
 # (3 shapes of 22 to 25 trips, which cannot tell a trip from the fixed cost) are a check
@@ -126,7 +131,9 @@ def gather(profiles: list[dict], chip) -> dict:
             if kind in lg.CLOCKED_KINDS:
                 record = {**record, "time_s": record["time_s"] * clock / lg.REFERENCE_CLOCK_HZ}
             if kind in lg.LOOP_ELEMENT_S:
-                found[ELEMENTWISE_LOOP].append((profile["name"], {**record, "kind": kind}))
+                key = COPY_LOOP if op_classes.op_class_of(record) == "copy" \
+                    else ELEMENTWISE_LOOP
+                found[key].append((profile["name"], {**record, "kind": kind}))
             elif kind:
                 found[kind].append((profile["name"], record))
             elif op_classes.column_reduction(record) and record.get("time_s"):
@@ -309,7 +316,8 @@ FITS = {"bn_eval": fit_transform,
         "pool": fit_pool, "adaptive_pool": fit_adaptive_pool, "layer_norm": fit_layer_norm,
         "dw_conv": fit_depthwise,
         "dw_conv_backward": fit_depthwise_backward, "row_reduction": fit_row_reduction,
-        ELEMENTWISE_LOOP: fit_elementwise_loops, GLOBAL_REDUCE: fit_global_reduce}
+        ELEMENTWISE_LOOP: fit_elementwise_loops, COPY_LOOP: lambda nodes, chip: {},
+        GLOBAL_REDUCE: fit_global_reduce}
 
 
 def shipped_ratio(kind: str, record: dict, chip) -> float | None:
