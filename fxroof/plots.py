@@ -305,6 +305,17 @@ def join_labels(labels: list[str]) -> str:
     return " ".join(words[0][:head] + [", ".join(middles)] + words[0][len(words[0]) - tail:])
 
 
+def shortened_label(label: str) -> str:
+    """A label join_labels cut to names and a count, cut to its first name and the count of
+    the others ("a, b, c, +9 more (t4)" -> "a, +11 more (t4)"), for a point with no room
+    for the whole; any other label as it is."""
+    names = label.split(", ")
+    more = re.fullmatch(r"\+(\d+) more(.*)", names[-1])
+    if more is None or len(names) < 3:
+        return label
+    return f"{names[0]}, +{len(names) - 2 + int(more.group(1))} more{more.group(2)}"
+
+
 def _zoom_to(ax, points: list[dict], chips: list[Chip], dtype: str) -> None:
     """Show the points' decade range and the roofs' ridges and peaks, not 6 empty decades."""
     keys = [(c, roof_key(c, dtype)) for c in chips]
@@ -345,13 +356,7 @@ def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_p
             bx + bw <= ox or ox + ow <= bx or by + bh <= oy or oy + oh <= by
             for ox, oy, ow, oh in taken)
 
-    order = sorted(range(len(points)), key=lambda i: (points[i][x], points[i][y]))
-    for i in order:
-        (px, py), label = centres[i], points[i]["label"]
-        if not label:  # merged into a coincident point's label
-            continue
-        width = char_w * len(label)
-        gap = clear[i] + 2
+    def spot_for(px, py, width, gap):  # the nearest free offset, None where none is
         for step in range(40):
             reach = step * line_h
             candidates = [(gap, -line_h / 2 + reach), (gap, -line_h / 2 - reach),
@@ -360,10 +365,21 @@ def place_labels(ax, points: list[dict], x: str = "intensity", y: str = "flops_p
             spot = next(((dx, dy) for dx, dy in candidates
                          if free((px + dx, py + dy, width, line_h))), None)
             if spot is not None:
-                break
-        else:
-            spot = (gap, -line_h / 2)
-        dx, dy = spot
+                return spot
+        return None
+
+    order = sorted(range(len(points)), key=lambda i: (points[i][x], points[i][y]))
+    for i in order:
+        (px, py), label = centres[i], points[i]["label"]
+        if not label:  # merged into a coincident point's label
+            continue
+        gap = clear[i] + 2
+        spot = spot_for(px, py, char_w * len(label), gap)
+        if spot is None and shortened_label(label) != label:  # too wide for any free spot
+            label = shortened_label(label)
+            spot = spot_for(px, py, char_w * len(label), gap)
+        width = char_w * len(label)
+        dx, dy = spot if spot is not None else (gap, -line_h / 2)
         taken.append((px + dx, py + dy, width, line_h))
         moved = abs(dy + line_h / 2) > line_h
         ax.annotate(label, (points[i][x], points[i][y]),

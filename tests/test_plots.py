@@ -112,6 +112,48 @@ def test_join_labels_keeps_shared_words_once(labels, joined):
     assert join_labels(labels) == joined
 
 
+@pytest.mark.parametrize("label,short", [
+    ("sdpa, sdpa_1, sdpa_2, +9 more", "sdpa, +11 more"),
+    ("bn_0, bn_1, bn_2, +37 more (a100)", "bn_0, +39 more (a100)"),
+    ("bn_0, bn_1, bn_2, bn_3 (a100)", "bn_0, bn_1, bn_2, bn_3 (a100)"),  # no count: as is
+    ("conv", "conv"),
+])
+def test_a_label_too_wide_for_its_point_keeps_its_first_name_and_a_count(label, short):
+    from fxroof.plots import shortened_label
+
+    assert shortened_label(label) == short
+
+
+def test_a_long_label_at_the_right_edge_stays_inside_the_axes(monkeypatch):
+    """vit_b_16's attention nodes sit at the right end of a node roofline, and their merged
+    label ("scaled_dot_product_efficient_attention, ..._1, ..._2, +9 more") fitted on
+    neither side: it ran out of the axes and the figure grew to hold it. It is cut to its
+    first name and a count where the whole finds no room."""
+    from matplotlib import pyplot as plt
+
+    from fxroof import plots
+    from fxroof.chips import load_chips
+
+    kept = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path, overwrite: kept.update(fig=fig))
+    names = [f"scaled_dot_product_efficient_attention_{i}" for i in range(12)]
+    points = [{"label": plots.join_labels(names), "intensity": 75.0, "flops_per_s": 6.6e13,
+               "group": "MultiheadAttention"},
+              {"label": "add, add_1, +22 more", "intensity": 0.08, "flops_per_s": 2.7e11,
+               "group": "add"}]
+    plots.plot_points(points, [load_chips()["h100_sxm"]], "unused.png", title="labels")
+    fig = kept["fig"]
+    fig.tight_layout()
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    box = ax.get_window_extent()
+    (attention,) = [t for t in ax.texts if "scaled_dot" in t.get_text()]
+    assert attention.get_text() == "scaled_dot_product_efficient_attention_0, +11 more"
+    extent = attention.get_window_extent()
+    assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1
+    plt.close(fig)
+
+
 def test_plot_roofline_api_takes_graphs_json_and_names(tmp_path, monkeypatch):
     """fxroof.plot_roofline is the CLI's `roofline` for Python users: graphs (timed ones at
     their achieved FLOP/s, once), saved JSON and model names, chips by id or object."""
