@@ -63,6 +63,22 @@ def parsed_chip_arguments(doc: str, inputs: str, what: str, argv=None) -> tuple:
     return args, checked_chip(args)
 
 
+def record_and_summary_parser(doc: str, record_help: str, summary_help: str) -> tuple:
+    """The parser of a script that records on a device and summarises what it recorded:
+    ``record --out FILE [--device D] [--force]`` and ``summary FILE``, the command in
+    ``args.command``; returns (parser, its subcommands, record's parser) for the script's
+    own options and subcommands."""
+    import argparse
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    record = commands.add_parser("record", help=record_help)
+    record.add_argument("--out", required=True, help="JSON file of what is recorded")
+    record.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default: cuda)")
+    record.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    commands.add_parser("summary", help=summary_help).add_argument("file")
+    return parser, commands, record
+
+
 def output_arguments(parser) -> None:
     """The options of a script that may write its result as JSON."""
     parser.add_argument("--json", help="also write the result here")

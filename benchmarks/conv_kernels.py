@@ -27,7 +27,6 @@ changes (fxroof.launch_geometry.TRANSPOSE_ELEMENT_S) over files that record them
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import sys
@@ -38,7 +37,8 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import device_kernels, read_recorded, script_main  # noqa: E402
+from benchmarks import (  # noqa: E402
+    device_kernels, read_recorded, record_and_summary_parser, script_main)
 from fxroof.device import check_device  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
@@ -255,11 +255,8 @@ def transposes(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("record", help="profile each convolution's kernels")
-    r.add_argument("--out", required=True, help="JSON file of the recorded kernels")
-    r.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default: cuda)")
+    parser, sub, r = record_and_summary_parser(__doc__, "profile each convolution's kernels",
+                                               "print a recorded file's kernels")
     r.add_argument("--batch", type=positive_int_arg, nargs="+", default=[64])
     which = r.add_mutually_exclusive_group()
     which.add_argument("--shapes", nargs="+", help=f"of {', '.join(SHAPES)} (default: all)")
@@ -272,9 +269,6 @@ def main(argv=None) -> int:
     r.add_argument("--no-input-gradient", action="store_true",
                    help="backwards of the weight gradient alone, as a network's first layer's")
     r.add_argument("--warmup", type=positive_int_arg, default=3)
-    r.add_argument("--force", action="store_true", help="overwrite an existing --out")
-    s = sub.add_parser("summary", help="print a recorded file's kernels")
-    s.add_argument("file")
     t = sub.add_parser("transposes", help="fit cuDNN's transposes' time an element")
     t.add_argument("files", nargs="+")
     t.add_argument("--multiprocessors", type=positive_int_arg,

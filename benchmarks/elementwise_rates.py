@@ -24,7 +24,6 @@ the time and the bytes moved and read per second at each size.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import statistics
@@ -37,7 +36,8 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import device_kernels, read_recorded, script_main  # noqa: E402
+from benchmarks import (  # noqa: E402
+    device_kernels, read_recorded, record_and_summary_parser, script_main)
 from fxroof.device import check_device  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.validate import positive_int_arg  # noqa: E402
@@ -205,19 +205,14 @@ def summary(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("record", help="time each elementwise op, batch norm and bias add")
-    r.add_argument("--out", required=True, help="JSON file of the recorded times")
-    r.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default: cuda)")
+    parser, _, r = record_and_summary_parser(
+        __doc__, "time each elementwise op, batch norm and bias add",
+        "print a recorded file's rates")
     r.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
     r.add_argument("--log2-sizes", type=int, nargs="+", default=[16, 18, 20, 22, 24, 26, 28],
                    choices=range(4, 31), metavar="K", help="tensors of 2^K elements")
     r.add_argument("--norm-batch", type=positive_int_arg, default=256,
                    help="batch of the batch norms and bias adds")
-    r.add_argument("--force", action="store_true", help="overwrite an existing --out")
-    s = sub.add_parser("summary", help="print a recorded file's rates")
-    s.add_argument("file")
     args = parser.parse_args(argv)
     return record(args) if args.command == "record" else summary(args)
 

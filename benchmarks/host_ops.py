@@ -24,7 +24,6 @@ extra step time per cast against an fp32 op's share of its step.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -36,7 +35,8 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import read_recorded as recorded, script_main  # noqa: E402
+from benchmarks import (  # noqa: E402
+    read_recorded as recorded, record_and_summary_parser, script_main)
 from fxroof.device import Stopwatch, check_device  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.models import build_model, default_inputs  # noqa: E402
@@ -194,22 +194,16 @@ def summary(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    actions = parser.add_subparsers(dest="action", required=True)
-    r = actions.add_parser("record", help="profile eager steps' host events")
-    r.add_argument("--out", required=True)
-    r.add_argument("--device", default="cuda")
+    parser, _, r = record_and_summary_parser(__doc__, "profile eager steps' host events",
+                                             "per-op host times of a recorded file")
     r.add_argument("--models", nargs="+", default=["resnet50", "convnext_tiny", "vit_b_16",
                                                     "mobilenet_v2"])
     r.add_argument("--batch", type=positive_int_arg, default=1)
     r.add_argument("--precision", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     r.add_argument("--warmup", type=positive_int_arg, default=5)
     r.add_argument("--steps", type=positive_int_arg, default=10)
-    r.add_argument("--force", action="store_true")
-    s = actions.add_parser("summary", help="per-op host times of a recorded file")
-    s.add_argument("file")
     args = parser.parse_args(argv)
-    return record(args) if args.action == "record" else summary(args)
+    return record(args) if args.command == "record" else summary(args)
 
 
 if __name__ == "__main__":
