@@ -236,6 +236,15 @@ def cudnn_batch_norm(record: dict) -> bool:
     return "batch_norm" in record["op"] and record["dtype"] in CUDNN_BATCH_NORM_DTYPES
 
 
+def cudnn_training_batch_norm(record: dict) -> bool:
+    """Whether a node is a training batch norm or its backward that eager PyTorch runs as
+    cuDNN's, whose kernels the launch bounds do not describe: the fp32 training profiles'
+    nodes on ATen's kernels sum to more than their eager steps (benchmarks/README.md, "GPU:
+    cuDNN's eval batch norm"). cuDNN's eval kernel is not one of these: it took ATen's
+    transform's time."""
+    return cudnn_batch_norm(record) and op_class_of(record) != "norm"
+
+
 def op_class_on(record: dict, device_class: str) -> Optional[str]:
     """The class that prices a node on a device of ``device_class`` ("cpu", "gpu", ...):
     op_class_of's, but on a GPU an eval batch norm is the elementwise kernel it runs --
