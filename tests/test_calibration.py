@@ -1734,6 +1734,9 @@ def test_an_eval_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_launch_geometry(
 
     nchw = record(torch.contiguous_format)
     bound = batch_norm_transform_s((64, 512, 7, 7), 132, (9, 0))
+    # by hand: 7 x 7 planes take 64-thread blocks, one image each: 512 x 64 blocks, issued
+    # at 86 ns a block per SM (one round trip a thread, 7.8 waves of 0.62 us, is shorter)
+    assert bound == pytest.approx(512 * 64 / 132 * 86e-9)
     streamed = nchw["bytes"] / (0.8 * 3e12)
     assert bound > 2 * streamed  # small planes: the grid, not the bytes, sets the time
     assert roofline.device_seconds(roofline.node_time(nchw, gpu("NVIDIA"))) == \
