@@ -6,14 +6,16 @@ Which batch norms: eager PyTorch hands a CUDA batch norm of fp32 or fp16 input t
 input -- every one under bf16 autocast -- to ATen's own kernels, the ones modelled here.
 fxroof's timing pass runs the graph's ``native_batch_norm``, ATen's kernels, whatever the
 dtype, so a profile's eager step beside its summed nodes tells how cuDNN's compare. In
-training they do not show cuDNN's as slow: the fp32 training profiles' forwards (ResNet-50
-at batch 64 on the H100, MobileNetV2 on the H200) sum to 1.18x and 1.36x their eager steps
-(ConvNeXt-T's, with no batch norm, 1.13x), and bounding them moved the fp32 training steps
-both ways, so the training bounds apply to bf16 alone. In eval, cuDNN's kernel is no faster
-than ATen's
-transform: the H200's fp32 EfficientNet-B0 at batch 256, whose 49 batch norms took 6.5 ms
-of ATen's time where their bytes stream in 3.7, ran its eager step in 25.8 ms against its
-nodes' 24.4 -- with cuDNN's at the bytes' time it would have taken about 21.6. So an eval
+training cuDNN's kernels are faster than ATen's: the fp32 training profiles' forwards sum
+to 1.18x (ResNet-50 at batch 64, H100) and 1.36x (MobileNetV2 at 64, H200) their eager
+steps. Taking the whole shortfall as the norms', cuDNN's forward norms took about their
+class's time in ResNet-50 (4.9 ms against 4.9; ATen's 7.5) and 1.6x it in MobileNetV2
+(3.3 ms against 2.1; ATen's 6.8): between the class and the bound, and bounding them moved
+the fp32 training steps both ways, so the training bounds apply to bf16 alone. In eval,
+cuDNN's kernel is no faster than ATen's transform: the H200's fp32 EfficientNet-B0 at batch
+256, whose 49 batch norms took 6.5 ms of ATen's time where their bytes stream in 3.7, ran
+its eager step in 25.8 ms against its nodes' 24.4 -- with cuDNN's at the bytes' time it
+would have taken about 21.6. So an eval
 batch norm takes the transform's bound in any dtype (fxroof.roofline applies them so; fp16
 eval steps were not timed).
 
