@@ -201,6 +201,19 @@ NARROW_WEIGHT_GRADIENT_COMPUTE = 0.46
 CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.15,
                            ("convolution", "float32"): 0.044,
                            ("convolution_backward", "float32"): 0.0097}
+# cuDNN's TF32 weight-gradient kernels on Hopper (sm90_xmma_wgrad_indexed_implicit_gemm_
+# ..._tf32f32) run a convolution's multiply-adds at about half the rate of its input-gradient
+# (dgrad) kernels; BF16's run at about the same. Timed per kernel on the H100 and the H200
+# (cuDNN 9.19, batch 256: benchmarks/measured/conv-layouts/*-conv-kernels-b256.json,
+# `benchmarks/conv_kernels.py summary`), weight over input gradient for the same FLOPs:
+# ResNet-50's 3x3 kernels at 56, 14 and 7, NCHW and channels-last, 1.73-2.23 in TF32
+# (median 2.05) against 0.95-1.27 in BF16; ResNeXt's grouped 3x3 ones 2.3-3.2 against
+# 1.18-1.20; 1x1 ones 0.63-1.68 against 0.56-1.20, which keep the class's rate. The conv
+# classes price both gradients at one rate, so on a Hopper GPU a TF32 backward over a kernel
+# wider than 1x1 takes its weight gradient at half of it. Other GPUs keep the one rate: the
+# public TF32 training steps of older cuDNNs on A100s moved both ways under it
+# (benchmarks/README.md, "GPU: cuDNN's eval batch norm ... TF32 weight gradients").
+TF32_WEIGHT_GRADIENT_SLOWDOWN = 2.0
 # A 1x1 convolution that cuDNN runs as a GEMM on its NCHW tensors (op_classes.nchw_gemm)
 # reads an image's H x W positions as a matrix's rows. Tensor-core GEMM kernels load their
 # operands in 128-bit vectors, so a row stride that is not a multiple of 16 bytes rules them
@@ -359,11 +372,28 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
     share = _cuda_core_conv_share(record, chip)
     if share:  # the measured share is of the whole kernel, tiles and reduction included
         return peak, key, dataclasses.replace(params, compute=share), 1.0
+    peak /= _tf32_weight_gradient_slowdown(record, chip, key)
     dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
     used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
     return peak, key, params, used
+
+
+def _tf32_weight_gradient_slowdown(record: dict, chip: Chip, key: str) -> float:
+    """How many times longer a node's multiply-adds take than its engine's rate allows:
+    for a TF32 convolution backward on a Hopper GPU over a kernel wider than 1x1, dense or
+    grouped (TF32_WEIGHT_GRADIENT_SLOWDOWN), the weight gradient -- half the node's
+    multiply-adds, or all of them where it computes no input gradient (a first layer) --
+    at half the rate; 1.0 for any other node, and on a GPU measured by `chips measure`, whose
+    own fit holds its kernels' rates."""
+    if key != "tf32" or record["op"] != "convolution_backward" or chip.calibration \
+            or (chip.compute_capability or (0,))[0] != 9 \
+            or op_classes.POINTWISE_VARIANT in record.get("rule", "") \
+            or op_classes.depthwise(record):
+        return 1.0
+    weight_share = 1.0 if op_classes.weight_gradient_only(record) else 0.5
+    return 1.0 + weight_share * (TF32_WEIGHT_GRADIENT_SLOWDOWN - 1.0)
 
 
 def _host_band(chip: Chip) -> Optional[tuple]:

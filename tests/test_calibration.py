@@ -2500,3 +2500,50 @@ def test_a_half_precision_tensor_core_nodes_band_reaches_higher_on_a_gpu():
     vector = cal.load().params("h100_sxm", "gpu", "elementwise")
     t = roofline.node_time(add, chip)
     assert t.high_s == pytest.approx(t.predicted_s * vector.band[1])
+
+
+def test_a_tf32_convolution_backward_on_hopper_takes_its_weight_gradient_at_half_rate(
+        monkeypatch):
+    """cuDNN's TF32 weight-gradient kernels on the H100 and H200 took about twice their
+    input-gradient kernels' time for the same multiply-adds (TF32_WEIGHT_GRADIENT_SLOWDOWN):
+    a 3x3 backward computing both gradients runs at 1 / 1.5 of the TF32 peak's rate there,
+    a first layer's (its weight gradient alone) at 1 / 2 -- worked by hand from chips.yaml's
+    H100 SXM dense TF32 peak, 494.7 TFLOP/s. A bf16 one, a 1x1 one, a depthwise one, an
+    A100's (compute capability 8.0) and a GPU measured by `chips measure` keep the rate."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    h100, a100 = load_chips()["h100_sxm"], load_chips()["a100_sxm_80gb"]
+    measured = next(iter(chips.read_file(os.path.join(ROOT, "benchmarks", "measured",
+                                                      "h100-chip.yaml"))))
+
+    def backward(module, shape, dtype="float32", first_layer=False):
+        x = torch.empty(shape) if first_layer else torch.empty(shape).requires_grad_()
+        g = fxroof.analyze(module, x, device="cuda", backward=True, dtype=dtype)
+        (found,) = [r for r in g.records() if r["op"] == "convolution_backward"]
+        return found
+
+    def peak(record, chip):
+        op_class = op_classes.op_class_on(record, chip.cls)
+        return roofline._compute_rate(record, chip, op_class,
+                                      roofline._params(chip, op_class))[0]
+
+    dense = backward(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), (8, 64, 28, 28))
+    first = backward(torch.nn.Conv2d(16, 64, 3, padding=1, bias=False), (8, 16, 28, 28),
+                     first_layer=True)
+    assert not op_classes.weight_gradient_only(dense) and op_classes.weight_gradient_only(first)
+    assert peak(dense, h100) == pytest.approx(494.7e12 / 1.5)
+    assert peak(first, h100) == pytest.approx(494.7e12 / 2)
+    grouped = backward(torch.nn.Conv2d(64, 64, 3, padding=1, groups=8, bias=False),
+                       (8, 64, 28, 28))
+    assert peak(grouped, h100) == pytest.approx(494.7e12 / 1.5)
+    kept = [backward(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), (8, 64, 28, 28),
+                     dtype="bfloat16"),
+            backward(torch.nn.Conv2d(64, 64, 1, bias=False), (8, 64, 28, 28)),
+            backward(torch.nn.Conv2d(64, 64, 3, padding=1, groups=64, bias=False),
+                     (8, 64, 28, 28))]
+    for record in kept:
+        engine = roofline.engine_class(record, h100)
+        assert peak(record, h100) == pytest.approx(
+            roofline.peak_for(h100, engine, record["dtype"], record["op"])[0]), record["rule"]
+    assert peak(dense, a100) == pytest.approx(156e12)  # chips.yaml: A100 dense TF32
+    assert peak(dense, measured) == pytest.approx(roofline.peak_for(
+        measured, roofline.engine_class(dense, measured), "float32", dense["op"])[0])
