@@ -212,7 +212,7 @@ CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.15,
 # classes price both gradients at one rate, so on a Hopper GPU a TF32 backward over a kernel
 # wider than 1x1 takes its weight gradient at half of it. Other GPUs keep the one rate: the
 # public TF32 training steps of older cuDNNs on A100s moved both ways under it
-# (benchmarks/README.md, "GPU: cuDNN's eval batch norm ... TF32 weight gradients").
+# (benchmarks/README.md, "TF32 weight gradients on Hopper at half the rate").
 TF32_WEIGHT_GRADIENT_SLOWDOWN = 2.0
 # A 1x1 convolution that cuDNN runs as a GEMM on its NCHW tensors (op_classes.nchw_gemm)
 # reads an image's H x W positions as a matrix's rows. Tensor-core GEMM kernels load their
