@@ -16,8 +16,8 @@ Each function reads a node record (fxroof.op_classes) and returns bytes.
 """
 from __future__ import annotations
 
-from fxroof.op_classes import (BACKWARD_CONV_CLASSES, POINTWISE_VARIANT, TRAINING_NORM_CLASSES,
-                               conv_weight_bytes, nchw_gemm, op_class_of)
+from fxroof.op_classes import (BACKWARD_CONV_CLASSES, TRAINING_NORM_CLASSES, conv_weight_bytes,
+                               nchw_gemm, op_class_of, pointwise)
 
 # glibc's malloc serves an allocation this large or larger with a fresh mmap (the dynamic
 # threshold stops rising at DEFAULT_MMAP_THRESHOLD_MAX, 4 * 1024 * 1024 * sizeof(long) on a
@@ -61,7 +61,7 @@ def pointwise_weights(record: dict) -> bool:
     blocked layout on every call, which runs well below the copy bandwidth once it leaves
     the cache (op_costs.conv.POINTWISE), so a device may price it at a rate of its own
     (Params.pointwise_layout_rate)."""
-    return (op_class_of(record) == "conv_cl" and POINTWISE_VARIANT in record.get("rule", "")
+    return (op_class_of(record) == "conv_cl" and pointwise(record)
             and not prepacked(record)  # in the compiled view: inductor extern[convolution[...]]
             and conv_weight_bytes(record) >= STREAMED_WEIGHT_BYTES)
 

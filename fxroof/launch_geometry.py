@@ -15,9 +15,8 @@ the fp32 training steps both ways, so the training bounds apply to bf16 alone. I
 cuDNN's kernel is no faster than ATen's transform: the H200's fp32 EfficientNet-B0 at batch
 256, whose 49 batch norms took 6.5 ms of ATen's time where their bytes stream in 3.7, ran
 its eager step in 25.8 ms against its nodes' 24.4 -- with cuDNN's at the bytes' time it
-would have taken about 21.6. So an eval
-batch norm takes the transform's bound in any dtype (fxroof.roofline applies them so; fp16
-eval steps were not timed).
+would have taken about 21.6. So an eval batch norm takes the transform's bound in any dtype
+(fxroof.roofline applies them so; fp16 eval steps were not timed).
 
 An eval-mode batch norm over an NCHW tensor runs ATen's per-plane transform kernel
 (``batch_norm_transform_input_kernel``, launched by ``batch_norm_elemt_cuda_template`` in

@@ -240,8 +240,8 @@ def cudnn_training_batch_norm(record: dict) -> bool:
     """Whether a node is a training batch norm or its backward that eager PyTorch runs as
     cuDNN's, whose kernels the launch bounds do not describe: the fp32 training profiles'
     nodes on ATen's kernels sum to 1.18-1.36x their eager steps on cuDNN's
-    (fxroof.launch_geometry's docstring). cuDNN's eval kernel is not one of these: it took ATen's
-    transform's time."""
+    (fxroof.launch_geometry's docstring). cuDNN's eval kernel is not one of these: it took
+    ATen's transform's time."""
     return cudnn_batch_norm(record) and op_class_of(record) != "norm"
 
 
@@ -255,6 +255,12 @@ def op_class_on(record: dict, device_class: str) -> Optional[str]:
     if device_class == "gpu" and running_statistics_norm(record):
         return "elementwise"
     return op_class_of(record)
+
+
+def pointwise(record: dict) -> bool:
+    """Whether a node is a dense 1x1 convolution or its backward, strided or not (its rule
+    names POINTWISE_VARIANT, inside a compiled view's extern[...] too)."""
+    return POINTWISE_VARIANT in record.get("rule", "")
 
 
 def depthwise(record: dict) -> bool:

@@ -389,7 +389,7 @@ def _tf32_weight_gradient_slowdown(record: dict, chip: Chip, key: str) -> float:
     own fit holds its kernels' rates."""
     if key != "tf32" or record["op"] != "convolution_backward" or chip.calibration \
             or (chip.compute_capability or (0,))[0] != 9 \
-            or op_classes.POINTWISE_VARIANT in record.get("rule", "") \
+            or op_classes.pointwise(record) \
             or op_classes.depthwise(record):
         return 1.0
     weight_share = 1.0 if op_classes.weight_gradient_only(record) else 0.5
