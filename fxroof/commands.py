@@ -29,40 +29,27 @@ from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study
 from fxroof.target import Target
 from fxroof.units import si
 
-PREDICT_NOTE = (
-    "time model 'calibrated': per node a kernel of max(FLOPs / (peak x compute x tile "
-    "utilization), bytes / (bandwidth x memory)) behind a fixed cost t0 (on a GPU part of t0 "
-    "runs beside the kernel), fitted on public GPU kernel measurements (NeuSight) or on "
-    "`fxroof chips measure`'s; on a "
-    "GPU a tensor-core convolution on NCHW tensors also pays cuDNN's NHWC transposes (of its "
-    "operands only on a GeForce board with --cudnn-benchmark, PyTorch's "
-    "torch.backends.cudnn.benchmark; on an NVIDIA GPU of known SMs at least their elements' "
-    "time, a 16-bit tensor's), on a Hopper GPU a TF32 convolution backward of a kernel "
-    "wider than 1x1 takes its weight gradient at half the rate (as cuDNN's kernels did), on "
-    "an NVIDIA GPU a convolution's bias is ATen's own kernels "
-    "beside cuDNN's (an add over the output, the gradient's sum), a "
-    "norm of training reads its inputs twice, and on an NVIDIA GPU of known SMs an ATen "
-    "kernel its launch geometry holds back (batch norm, and cuDNN's in eval, which took as "
-    "long; pooling, an adaptive pooling's "
-    "planes, layer norm, depthwise convolution, a reduction's rows, an elementwise op or a "
-    "copy on broadcast, strided or mixed-dtype operands: fxroof.launch_geometry, at the "
-    "GPU's SM clock) lasts at least that long, as does a 1x1 NCHW convolution whose rows are "
-    "not 16-byte aligned (its elements at the transposes' rate); a layer norm of a strided "
-    "input pays the copy ATen makes first, and a reduction over the outer dimensions (a bias "
-    "gradient) the combining of the blocks its rows are split across; a GeForce board without "
-    "measurements of its "
-    "own takes the GPU family's parameters with the tensor-core and memory rates measured "
-    "on GeForce boards, an AMD GPU the median of the AMD GPUs measured; t0 is the host's "
-    "cost of issuing the op, which "
-    "overlaps the kernels before it (the "
-    "step is pipelined, not summed; 'waits for host': the share of it the GPU sits idle, "
-    "which fewer launches would save and a faster GPU would not); 'page faults': the share "
-    "of a CPU step spent faulting in pages glibc's malloc gave back to the kernel, which an "
-    "allocator that keeps them saves (--allocator caching); p10..p90 is its band from "
-    "validation on GPUs it was not fitted on, a host cost's the spread of hosts measured "
-    f"({HOST_BAND[0]}..{HOST_BAND[1]}x: a host-bound step's band is the hosts'). 'ideal' (and "
-    "the roof column): max(FLOPs / peak, bytes / bandwidth) per node, summed. Model "
-    "intensity = total FLOPs / total bytes.")
+PREDICT_NOTE = textwrap.fill(
+    "'total' is the time model's expectation (the roof, where 'time model' says ideal) and "
+    "p10..p90 its band, from validation on "
+    "GPUs it was not fitted on (a host cost's: the spread of hosts measured, "
+    f"{HOST_BAND[0]}..{HOST_BAND[1]}x). 'roof': max(FLOPs / peak, bytes / bandwidth) per "
+    "node, summed, a bound no real step reaches. 'waits for host': the share of the step "
+    "the GPU sits idle while the host issues ops, which fewer launches would save and a "
+    "faster GPU would not; 'page faults': the share of a CPU step spent faulting in pages "
+    "glibc's malloc gave back (--allocator caching keeps them). FLOP/byte: total FLOPs / "
+    "total bytes.", 96)
+PARTS_NOTE = textwrap.fill(
+    "Where each predicted step goes, shares of its total: 'roof' as above; 'below roof': "
+    "the kernels at the rates fitted on measured kernels (NeuSight's public GPU sweeps, or "
+    "`fxroof chips measure`'s) beyond their roof, for efficiency and tile waves; "
+    "'launch-bound kernels': ATen kernels whose grid, not their bytes, sets their time at "
+    "the GPU's SM clock (batch and layer norms, pooling, depthwise convolutions, strided "
+    "elementwise loops) beyond that; 'uncounted work': kernels and passes no node's bytes count (cuDNN's "
+    "NCHW<->NHWC transposes, a convolution's bias kernels, ATen's copies, a CPU's layout "
+    "reorders and page faults); 'per-op fixed costs': the host's issue time the GPU waits "
+    "for and its floor per kernel, a CPU op's dispatch. README, 'How it works', item 6, "
+    "gives each rule and its evidence.", 96)
 ROOF_ONLY_NOTE = textwrap.fill(
     "Chips with no calibrated time model (no kernel measurements to fit one on): their ideal "
     "roof, a lower bound no real step reaches. Compare them with each other, not with the "
@@ -270,7 +257,9 @@ def run_predict(args) -> int:
         print(render.prediction_table(roof_only))
     else:
         print(render.prediction_table(rows))
-    print(PREDICT_NOTE)
+    print(f"\n{PREDICT_NOTE}")
+    if calibrated:
+        print(f"\n{render.time_parts_table(calibrated)}\n{PARTS_NOTE}")
     return 0
 
 

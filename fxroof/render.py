@@ -152,6 +152,30 @@ def prediction_table(rows: list[dict]) -> str:
     return tabulate(body, headers=headers, disable_numparse=True)
 
 
+# The columns of time_parts_table: roofline.TIME_PARTS, as a reader asks about them
+PART_HEADERS = {"roof_s": "roof", "fitted_rates_s": "below roof (fitted rates)",
+                "launch_bound_s": "launch-bound kernels", "extra_work_s": "uncounted work",
+                "fixed_cost_s": "per-op fixed costs"}
+
+
+def time_parts_table(rows: list[dict]) -> str:
+    """Where each chip's predicted step goes: each part of roofline.TIME_PARTS as a share of
+    the step's predicted time (rows as prediction_table's, calibrated ones)."""
+    body = []
+    for r in rows:
+        total = r["prediction"]["overall"]
+        body.append([r["chip"].name, seconds(total["predicted_s"])]
+                    + [_signed_share(total["parts"][part], total["predicted_s"])
+                       for part in PART_HEADERS])
+    return tabulate(body, headers=["chip", "total", *PART_HEADERS.values()],
+                    disable_numparse=True)
+
+
+def _signed_share(part: float, whole: float) -> str:
+    """'41%' of a predicted time, '-3%' for a part below zero, '0%' for none."""
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
 def _share(part, whole) -> str:
     """'41%' of a predicted time, '-' where there is none."""
     return f"{100 * part / whole:.0f}%" if part and whole else "-"

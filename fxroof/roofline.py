@@ -227,6 +227,22 @@ TF32_WEIGHT_GRADIENT_SLOWDOWN = 2.0
 ALIGNMENT_BYTES = 16
 
 
+# Where a predicted time goes (predict's "parts", seconds summing to its predicted_s):
+# * roof_s: each node's roof, max(FLOPs / peak, bytes / bandwidth);
+# * fitted_rates_s: its kernel at the time model's fitted rates (efficiency, tile waves,
+#   second passes over memory) beyond the roof -- below 0 where a fitted rate passes the
+#   peak's (cuDNN's Winograd kernels do fewer multiplies than the FLOPs counted);
+# * launch_bound_s: kernels their launch geometry or unaligned operands hold back, beyond
+#   their fitted time (fxroof.launch_geometry);
+# * extra_work_s: work the nodes' counted bytes do not show: cuDNN's layout transposes, a
+#   convolution's bias kernels, ATen's copies, a reduction's partial sums, a CPU's layout
+#   reorders and page faults;
+# * fixed_cost_s: the rest, per-op fixed costs: on an accelerator the time the device waits
+#   for the host to issue work and its floor per kernel, on a CPU each op's dispatch.
+TIME_PARTS = ("roof_s", "fitted_rates_s", "launch_bound_s", "extra_work_s", "fixed_cost_s")
+_NO_PARTS = (0.0,) * (len(TIME_PARTS) - 1)
+
+
 class NodeTime(NamedTuple):
     ideal_s: float           # the roof time (plus a measured chip's per-op overhead)
     predicted_s: float       # the time model's expectation
@@ -239,6 +255,10 @@ class NodeTime(NamedTuple):
     host_band: Optional[tuple] = None  # p10, p90 of the host's cost over host_s where the
                                        # host is not the one measured (pipeline.HOST_BAND);
                                        # None: the band's edges scale it as the kernel
+    # where kernel_s goes (TIME_PARTS): the roof, max(FLOPs / peak, bytes / bandwidth) ...
+    roof_s: float = 0.0
+    launch_s: float = 0.0    # ... the launch geometry's bound beyond the fitted kernel ...
+    extra_s: float = 0.0     # ... and work the node's counted bytes do not show
 
 
 @functools.lru_cache(maxsize=1)
@@ -315,7 +335,8 @@ def multiprocessor_facts(chip: Chip) -> str:
 def node_time(record: dict, chip: Chip, roof: str = "calibrated",
               roof_of_node: Optional[NodeRoof] = None) -> NodeTime:
     """The predicted time of one node on ``chip`` (seconds), with its band."""
-    ideal = (roof_of_node or node_roof(record, chip)).predicted_s
+    bounds = roof_of_node or node_roof(record, chip)
+    ideal = bounds.predicted_s
     if chip.cls == "gpu" and roof == "calibrated" and op_classes.allocation(record):
         # no kernel: PyTorch's CUDA caching allocator hands out a block on the host, inside
         # the call that asked for it (batch norm's reserve, one per layer of a CNN), where
@@ -340,6 +361,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
                                       used))
     # a kernel its grid holds back, or its unaligned operands, not its bytes
     bound = max(_launch_bound_s(record, chip), _unaligned_gemm_s(record, chip, key))
+    fitted = kernel
     if bound > kernel:  # the longer kernel, behind the same overlapped fixed cost
         expected += float(cal.with_fixed_cost(params, bound) - cal.with_fixed_cost(params,
                                                                                    kernel))
@@ -350,9 +372,10 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     low, high = params.band
     if chip.cls == "gpu" and key in HALF_PRECISION_KEYS and op_class in op_classes.MATRIX_CLASSES:
         high *= HALF_PRECISION_BAND_WIDENING
+    roof = max(record["flops"] / bounds.peak, record["bytes"] / chip.bandwidth)
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device,
-                    _host_band(chip))
+                    _host_band(chip), roof, kernel - fitted, device - kernel)
 
 
 def _compute_rate(record: dict, chip: Chip, op_class: str,
@@ -627,6 +650,7 @@ def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
                                           "faults_s": 0.0, "flops": 0, "bytes": 0,
                                           "model": "ideal"})
             p["predicted_s"] += timed.predicted_s
+            p["parts"] = [a + b for a, b in zip(p.get("parts", _NO_PARTS), node_parts(timed))]
             p["faults_s"] += timed.faults_s
             p["low_s"] += timed.low_s
             p["high_s"] += timed.high_s
@@ -639,9 +663,19 @@ def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
     if chip.cls != "cpu" and any(t.host_s for times in issued.values() for t in times):
         _overlap_host(result, issued)  # a time model with host costs (the roof has none)
     for p in result.values():
+        p["parts"] = dict(zip(TIME_PARTS, [*p["parts"], p["predicted_s"] - sum(p["parts"])]))
         p["intensity"] = p["flops"] / p["bytes"] if p["bytes"] else None
         p["bound"] = "compute" if p["compute_bound_s"] >= p["ideal_s"] / 2 else "memory"
     return result
+
+
+def node_parts(t: NodeTime) -> tuple:
+    """A node's share of TIME_PARTS but the last (the fixed costs, which the step's pipeline
+    sets): its device time split into roof, fitted rates, launch bound and extra work; a
+    node the roof alone prices puts it all in the roof."""
+    if t.model != "calibrated":
+        return t.predicted_s, 0.0, 0.0, 0.0
+    return t.roof_s, t.kernel_s - t.roof_s - t.launch_s - t.extra_s, t.launch_s, t.extra_s
 
 
 def _overlap_host(result: dict, issued: dict[str, list[NodeTime]]) -> None:

@@ -200,7 +200,9 @@ def test_predict_groups_what_it_skips_and_keeps_roofs_apart_from_calibrated_time
     # much faster its roof is than a calibrated time
     note = out.index("Chips with no calibrated time model")
     calibrated = {c.name for c in chips.values() if roofline.time_model_source(c)}
-    rows = {line.split("  ")[0]: i for i, line in enumerate(out.splitlines())}
+    rows: dict = {}  # each chip's first line: the parts table after both repeats them
+    for i, line in enumerate(out.splitlines()):
+        rows.setdefault(line.split("  ")[0], i)
     note_line = out[:note].count("\n")
     for name, line in rows.items():
         chip = next((c for c in chips.values() if c.name == name), None)
