@@ -320,13 +320,16 @@ def test_chips_show_says_where_its_time_model_comes_from(capsys):
 def test_chips_show_says_which_sms_and_clock_the_time_model_reads(capsys):
     """An A100: 108 SMs (the calibration's) and 1.41 GHz, which its datasheet line states
     ("6912 CUDA cores x 1.41 GHz"), derived from the FP32 peak; the P4 its stated 1.114
-    GHz; a GeForce board and a CPU, whose SMs fxroof does not know, no such line."""
+    GHz; a GeForce RTX 4090 its entry's 128 SMs (16384 CUDA cores / 128 an Ada SM) at
+    82.6 TFLOP/s / (128 x 128 x 2) = 2.52 GHz; a CPU, whose SMs fxroof does not know, no
+    such line."""
     shown = {chip: run(capsys, "chips", "show", chip)[1]
              for chip in ("a100_sxm_80gb", "p4", "rtx_4090", "epyc_9654")}
     assert "multiprocessors: 108 SMs (the shipped calibration's), SM clock 1.41 GHz (its " \
            "FP32 peak" in shown["a100_sxm_80gb"]
     assert "SM clock 1.11 GHz (the chip entry's)" in shown["p4"]
-    assert all("multiprocessors:" not in shown[c] for c in ("rtx_4090", "epyc_9654"))
+    assert "multiprocessors: 128 SMs" in shown["rtx_4090"] and "2.52 GHz" in shown["rtx_4090"]
+    assert "multiprocessors:" not in shown["epyc_9654"]
 
 
 def test_chips_without_an_action_prints_its_actions(capsys):
