@@ -330,9 +330,10 @@ def test_the_row_reduction_fit_recovers_planted_constants_at_any_clock():
         assert set(fit.fit_row_reduction(found["row_reduction"][:1], chip).values()) == {None}
 
 
-@pytest.mark.parametrize("chip", ["l4", "epyc_9654"])
+@pytest.mark.parametrize("chip", ["mi300x", "epyc_9654"])
 def test_the_launch_geometry_fit_refuses_a_chip_without_sms_or_capability(chip):
-    """The L4 lists no SM count, a CPU neither: a clear error before any profile is read."""
+    """The MI300X lists no compute units nor a CUDA compute capability, a CPU neither: a
+    clear error before any profile is read."""
     from benchmarks import fit_launch_geometry
     with pytest.raises(FxroofError, match="not an NVIDIA GPU whose SMs"):
         fit_launch_geometry.main(["no-such-profile.json", "--chip", chip])
