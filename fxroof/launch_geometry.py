@@ -88,6 +88,20 @@ short; vit_b_16's 768-wide rows
 took 1.59x this (not fitted; NeuSight's LayerNorm sweeps, 264 columns and more, hold no
 short rows).
 
+A layer norm's backward runs the input gradient -- a block per row again, a pass over the
+node's counted bytes, which its class prices -- and then the weight and bias gradients in a
+kernel of their own (``GammaBetaBackwardCUDAKernelTemplate``, layer_norm_kernel.cu, PyTorch
+2.7 on; the 32 x 32 kernel before it had the same grid): a block of 32 x 32 threads per 32
+columns walks all M rows, 256 a trip, so a 768-wide row gives 24 blocks to 132 SMs and
+M / 256 dependent trips each. Only a tall, narrow problem (M > 65536 and N / 32 under half
+the SMs) splits the rows across blocks, and its partial sums stream. Those trips at the
+batch norm's round trip, ITERATION_LATENCY_S (not fitted on these nodes), on top of the
+class's time, put ConvNeXt-T's fp32 backwards at batch 64 on the H200 (rows of 192 to 768)
+at 0.77-1.06x of their times, where the class alone had priced 0.30-0.75x, and ViT-B/16's
+(768 wide, never fitted on either) at 0.75x, 0.51x before; a tall, narrow one (96 wide,
+200,704 rows) stays at the class's 0.70x (benchmarks/README.md, "A layer norm's weight
+gradient").
+
 ATen's NCHW depthwise convolution (``conv_depthwise2d_forward_kernel``, aten/src/ATen/
 native/cuda/DepthwiseConv2d.cu; fp32 and bf16, op_classes.ATEN_DEPTHWISE_DTYPES) is a
 thread per output element walking its kernel's taps with scalar loads. On the H200 each
@@ -301,6 +315,33 @@ def layer_norm_s(shape, multiprocessors: Optional[int]) -> Optional[float]:
         return None
     rows, width = math.prod(shape[:-1]), shape[-1]
     return rows * (LAYER_NORM_ROW_S + width * LAYER_NORM_ELEMENT_S) / multiprocessors
+
+
+# GammaBetaBackwardCUDAKernelTemplate's launch (LaunchGammaBetaBackwardCUDAKernel): columns
+# a block takes; rows under which each block height (threads) and rows a trip apply, else
+# the last; rows and N / columns below which the rows are not split across blocks
+GAMMA_BETA_COLUMNS = 32
+GAMMA_BETA_TRIPS = ((64, 1, 8), (128, 8, 64), (256, 16, 128), (math.inf, 32, 256))
+GAMMA_BETA_SPLIT_ROWS = 64 * 1024
+
+
+def layer_norm_weight_gradient_s(rows: int, width: int, multiprocessors: Optional[int],
+                                 compute_capability: Optional[tuple]) -> float:
+    """Seconds of ATen's weight-and-bias gradient kernel of a layer norm over ``rows`` rows
+    of ``width`` elements on an NVIDIA GPU (the module's docstring): its waves of column
+    blocks, each walking every row, a round trip per trip; 0 where the rows are split
+    across blocks (the partial sums stream: the class's time) or the GPU's SMs or limits
+    are unknown."""
+    limits = RESIDENT.get(tuple(compute_capability or ()))
+    if not multiprocessors or limits is None or rows < 1 or width < 1:
+        return 0.0
+    if rows > GAMMA_BETA_SPLIT_ROWS and width // GAMMA_BETA_COLUMNS < multiprocessors // 2:
+        return 0.0
+    height, per_trip = next((h, r) for below, h, r in GAMMA_BETA_TRIPS if rows < below)
+    blocks = math.ceil(width / GAMMA_BETA_COLUMNS)
+    resident = min(limits[1], limits[0] // (GAMMA_BETA_COLUMNS * height))
+    waves = math.ceil(blocks / (multiprocessors * resident))
+    return waves * math.ceil(rows / per_trip) * ITERATION_LATENCY_S
 
 
 def depthwise_conv_s(shape, macs: float, multiprocessors: Optional[int],

@@ -212,6 +212,19 @@ def column_reduction(record: dict) -> Optional[tuple]:
     return (round(inputs / columns), columns) if columns else None
 
 
+def layer_norm_weight_gradient(record: dict, itemsize: int) -> Optional[tuple]:
+    """(rows, width) of a layer norm's backward that computes the weight or bias gradient
+    beside the input gradient (of ``itemsize``-byte elements), None for any other node. The
+    width is the last dimension's (a layer norm over more than the last dimension is priced
+    as one over it); the weight gradient is there when the node writes more than its input
+    gradient."""
+    shape = record.get("shape") or ()
+    if "layer_norm_backward" not in record["op"] or len(shape) < 2 \
+            or record.get("bytes_written", 0) <= math.prod(shape) * itemsize:
+        return None
+    return math.prod(shape[:-1]), shape[-1]
+
+
 def row_reduction(record: dict) -> bool:
     """Whether a node is a mean or sum over its input's innermost dimensions, each output a
     row of contiguous elements: one that keeps the reduced dimensions (``keepdim``) and so

@@ -23,7 +23,8 @@ chips with no calibration (CPUs, ASICs, SoCs) and ``roof="ideal"`` use the roof 
 On an NVIDIA GPU a node's expectation also holds the kernels its ATen node does not show:
 cuDNN's NHWC transposes around an NCHW tensor-core convolution (_transpose_s), the bias add
 after a cuDNN convolution and a convolution backward's bias-gradient sum (bias_add_s,
-bias_gradient_s), and the reduce kernel's combining of its blocks (_global_reduce_s).
+bias_gradient_s), the reduce kernel's combining of its blocks (_global_reduce_s) and a
+layer norm backward's weight-gradient kernel (_layer_norm_weight_gradient_s).
 """
 from __future__ import annotations
 
@@ -235,8 +236,8 @@ ALIGNMENT_BYTES = 16
 # * launch_bound_s: kernels their launch geometry or unaligned operands hold back, beyond
 #   their fitted time (fxroof.launch_geometry);
 # * extra_work_s: work the nodes' counted bytes do not show: cuDNN's layout transposes, a
-#   convolution's bias kernels, ATen's copies, a reduction's partial sums, a CPU's layout
-#   reorders and page faults;
+#   convolution's bias kernels, ATen's copies, a reduction's partial sums, a layer norm's
+#   weight-gradient kernel, a CPU's layout reorders and page faults;
 # * fixed_cost_s: the rest, per-op fixed costs: on an accelerator the time the device waits
 #   for the host to issue work and its floor per kernel, on a CPU each op's dispatch.
 TIME_PARTS = ("roof_s", "fitted_rates_s", "launch_bound_s", "extra_work_s", "fixed_cost_s")
@@ -355,6 +356,7 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
                                  used, fresh, layout, layout_fresh)) \
         + _transpose_s(record, chip, key) + _global_reduce_s(record, chip) \
+        + _layer_norm_weight_gradient_s(record, chip) \
         + bias_add_s(record, chip) + bias_gradient_s(record, chip) \
         + contiguous_copy_s(record, chip)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
@@ -496,6 +498,17 @@ def _global_reduce_s(record: dict, chip: Chip) -> float:
         return 0.0
     return launch_geometry.global_reduce_s(*shape, multiprocessors(chip),
                                            chip.compute_capability)
+
+
+def _layer_norm_weight_gradient_s(record: dict, chip: Chip) -> float:
+    """Seconds of an NVIDIA GPU's layer-norm weight-gradient kernel
+    (launch_geometry.layer_norm_weight_gradient_s), on top of the class's time for the
+    input gradient's pass; 0 for any other node or device."""
+    found = op_classes.layer_norm_weight_gradient(record, itemsize(record.get("dtype")))
+    if not _nvidia_gpu(chip) or found is None:
+        return 0.0
+    return launch_geometry.layer_norm_weight_gradient_s(*found, multiprocessors(chip),
+                                                        chip.compute_capability)
 
 
 def sm_clock_hz(chip: Chip, units: Optional[int]) -> Optional[float]:

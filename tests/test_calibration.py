@@ -1942,6 +1942,58 @@ def test_a_layer_norm_on_an_nvidia_gpu_lasts_at_least_its_rows_over_the_sms():
     assert roofline.node_time(record, chip("cpu")).predicted_s == pytest.approx(2e-5 + streamed)
 
 
+def test_a_layer_norm_weight_gradient_walks_its_rows_in_trips_of_256():
+    """ATen's weight-and-bias gradient kernel of a layer norm (layer_norm_kernel.cu): a
+    block of 32 x 32 threads per 32 columns walks every row, 256 a trip (fewer under 256
+    rows), at most two such blocks an SM of compute capability 9.0 (2048 threads), each
+    trip a round trip of 0.62 us; rows split across blocks only above 65536 rows of
+    fewer than SMs / 2 x 32 columns. Worked by hand on a 132-SM GPU."""
+    from fxroof import launch_geometry as lg
+    # ViT-B/16 at batch 32: 6304 rows of 768 -> 24 blocks, one wave, 25 trips
+    assert lg.layer_norm_weight_gradient_s(32 * 197, 768, 132, (9, 0)) == \
+        pytest.approx(25 * 0.62e-6)
+    # 100 rows: blocks of 32 x 8 threads, 64 rows a trip -> 2 trips
+    assert lg.layer_norm_weight_gradient_s(100, 768, 132, (9, 0)) == pytest.approx(2 * 0.62e-6)
+    # 19,200 columns: 600 blocks over 132 x 2 at a time -> 3 waves of 4 trips (1000 rows)
+    assert lg.layer_norm_weight_gradient_s(1000, 19200, 132, (9, 0)) == \
+        pytest.approx(3 * 4 * 0.62e-6)
+    # ConvNeXt's first stage at batch 64: 200,704 rows of 96 split across blocks: none
+    assert lg.layer_norm_weight_gradient_s(64 * 56 * 56, 96, 132, (9, 0)) == 0.0
+    # ... but 50,176 rows of 192 are not: 196 trips of its 6 blocks
+    assert lg.layer_norm_weight_gradient_s(64 * 28 * 28, 192, 132, (9, 0)) == \
+        pytest.approx(196 * 0.62e-6)
+    assert lg.layer_norm_weight_gradient_s(6304, 768, None, (9, 0)) == 0.0
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_a_layer_norm_backward_on_a_gpu_adds_its_weight_gradient_kernel(affine):
+    """A layer norm's backward whose input gradient is wanted (a linear layer before it)
+    over 8 x 197 rows of 768 on a 132-SM GPU of compute capability 9.0: the class's time
+    for its bytes plus ceil(1576 / 256) = 7 trips of 0.62 us where it has a weight, nothing
+    more without one; on a CPU neither."""
+    model = torch.nn.Sequential(torch.nn.Linear(768, 768),
+                                torch.nn.LayerNorm(768, elementwise_affine=affine))
+    records = fxroof.analyze(model, torch.empty(8, 197, 768), backward=True,
+                             device="cuda").records()
+    (record,) = [r for r in records if r["op"] == "native_layer_norm_backward"]
+    assert record["shape"] == [8, 197, 768]
+    norm = {"t0": 2e-5, "compute": 0.5, "memory": 0.8, "band": [1, 1]}
+
+    def chip(cls):
+        return parse_chip({"id": "g", "name": "a chip", "class": cls, "vendor": "NVIDIA",
+                           "multiprocessors": {"value": 132, "source": "(test)"},
+                           "compute_capability": {"value": "9.0", "source": "(test)"},
+                           "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                           "bandwidth": {"value": 3e12},
+                           "calibration": {"norm": norm, "norm_train": norm,
+                                           "norm_bwd": norm}}, "(test)")
+    gpu, cpu = roofline.node_time(record, chip("gpu")), roofline.node_time(record, chip("cpu"))
+    streamed = record["bytes"] / (0.8 * 3e12)
+    assert cpu.predicted_s == pytest.approx(2e-5 + streamed)
+    assert gpu.extra_s == pytest.approx(7 * 0.62e-6 if affine else 0.0)
+    assert roofline.device_seconds(gpu) == pytest.approx(streamed + gpu.extra_s)
+
+
 def test_a_layer_norm_of_a_strided_input_on_a_gpu_pays_its_copy_at_the_copy_rate():
     """A layer norm over a transposed input (a transformer's (L, N, E) residual seen as (N, L,
     E)) copies it first: on a GPU the copy is a kernel of its own, the input read and
