@@ -42,7 +42,8 @@ PREDICT_NOTE = textwrap.fill(
 PARTS_NOTE = textwrap.fill(
     "Where each predicted step goes, shares of its total: 'roof' as above; 'below roof': "
     "the kernels at the rates fitted on measured kernels (NeuSight's public GPU sweeps, or "
-    "`fxroof chips measure`'s) beyond their roof, for efficiency and tile waves; "
+    "`fxroof chips measure`'s) beyond their roof, for efficiency and tile waves (below "
+    "0 where they beat it: Winograd's fewer multiplies, a CPU's caches); "
     "'launch-bound kernels': ATen kernels whose grid, not their bytes, sets their time at "
     "the GPU's SM clock (batch and layer norms, pooling, depthwise convolutions, strided "
     "elementwise loops) beyond that; 'uncounted work': kernels and passes no node's bytes count (cuDNN's "

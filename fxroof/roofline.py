@@ -232,7 +232,8 @@ ALIGNMENT_BYTES = 16
 # * roof_s: each node's roof, max(FLOPs / peak, bytes / bandwidth);
 # * fitted_rates_s: its kernel at the time model's fitted rates (efficiency, tile waves,
 #   second passes over memory) beyond the roof -- below 0 where a fitted rate passes the
-#   peak's (cuDNN's Winograd kernels do fewer multiplies than the FLOPs counted);
+#   roof's (cuDNN's Winograd kernels do fewer multiplies than the FLOPs counted; a CPU's
+#   caches stream small tensors faster than its measured memory bandwidth);
 # * launch_bound_s: kernels their launch geometry or unaligned operands hold back, beyond
 #   their fitted time (fxroof.launch_geometry);
 # * extra_work_s: work the nodes' counted bytes do not show: cuDNN's layout transposes, a
