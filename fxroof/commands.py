@@ -46,11 +46,12 @@ PARTS_NOTE = textwrap.fill(
     "0 where they beat it: Winograd's fewer multiplies, a CPU's caches); "
     "'launch-bound kernels': ATen kernels whose grid, not their bytes, sets their time at "
     "the GPU's SM clock (batch and layer norms, pooling, depthwise convolutions, strided "
-    "elementwise loops) beyond that; 'uncounted work': kernels and passes no node's bytes count (cuDNN's "
-    "NCHW<->NHWC transposes, a convolution's bias kernels, ATen's copies, a layer norm's "
-    "weight-gradient kernel, a CPU's layout reorders and page faults); 'per-op fixed costs': the host's issue time the GPU waits "
-    "for and its floor per kernel, a CPU op's dispatch. README, 'How it works', item 6, "
-    "gives each rule and its evidence.", 96)
+    "elementwise loops) beyond that; 'uncounted work': kernels and passes no node's bytes "
+    "count (cuDNN's NCHW<->NHWC transposes, a convolution's bias kernels, ATen's copies, a "
+    "layer norm's weight-gradient kernel, a CPU's layout reorders and page faults); "
+    "'per-op fixed costs': the host's issue time the GPU waits for and its floor per "
+    "kernel, a CPU op's dispatch. README, 'How it works', item 6, gives each rule and its "
+    "evidence.", 96)
 ROOF_ONLY_NOTE = textwrap.fill(
     "Chips with no calibrated time model (no kernel measurements to fit one on): their ideal "
     "roof, a lower bound no real step reaches. Compare them with each other, not with the "

@@ -178,7 +178,7 @@ def _signed_share(part: float, whole: float) -> str:
 
 def _share(part, whole) -> str:
     """'41%' of a predicted time, '-' where there is none."""
-    return f"{100 * part / whole:.0f}%" if part and whole else "-"
+    return _signed_share(part, whole) if part else "-"
 
 
 COMPACT_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # fp64 in --wide

@@ -375,10 +375,10 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     low, high = params.band
     if chip.cls == "gpu" and key in HALF_PRECISION_KEYS and op_class in op_classes.MATRIX_CLASSES:
         high *= HALF_PRECISION_BAND_WIDENING
-    roof = max(record["flops"] / bounds.peak, record["bytes"] / chip.bandwidth)
+    roof_s = max(record["flops"] / bounds.peak, record["bytes"] / chip.bandwidth)
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device,
-                    _host_band(chip), roof, kernel - fitted, device - kernel)
+                    _host_band(chip), roof_s, kernel - fitted, device - kernel)
 
 
 def _compute_rate(record: dict, chip: Chip, op_class: str,
