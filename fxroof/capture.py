@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import operator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
@@ -36,8 +37,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from op_costs import TensorMeta
 from fxroof.errors import FxroofError
-from fxroof.keys import (BACKWARD, FORWARD, INPUT, OPTIMIZER, ORIGIN,  # noqa: F401 (re-exported)
-                         SHAPES)
+from fxroof.keys import (ACCUMULATES, BACKWARD, FORWARD, INPUT,  # noqa: F401 (re-exported)
+                         OPTIMIZER, ORIGIN, SHAPES)
 from fxroof.scope import ModuleScope, op_family
 
 # Ops that only re-label a tensor: recording them would add nodes, not information. Autograd
@@ -124,6 +125,8 @@ class GraphRecorder(TorchDispatchMode):
         self._by_sequence_nr: dict[int, fx.Node] = {}
         self._unresolved: list = []  # (forward node, sequence counter, output versions)
         self._sorted_sequence_nrs: Optional[list[int]] = None
+        self._hooked: set[int] = set()  # backward nodes that say when their function returns
+        self._returned: Optional[int] = None  # the sequence number of the last one that did
         self._names = collections.Counter()
         # the optimizer phase: id(parameter, gradient or state tensor) -> the parameter's name
         self.parameter_of: dict[int, str] = {}
@@ -220,6 +223,8 @@ class GraphRecorder(TorchDispatchMode):
         node.meta["val"] = out
         node.meta[SHAPES] = tensor_meta_tree(out)
         node.meta[ORIGIN] = self._origin(func, node, args, kwargs)
+        if self.phase == BACKWARD:
+            node.meta[ACCUMULATES] = self._engine_accumulating()
         self._register_outputs(node, out)
         return out
 
@@ -258,9 +263,38 @@ class GraphRecorder(TorchDispatchMode):
                 if not t._is_view() and version <= t._version <= version + bump:
                     if t.grad_fn is not None:
                         sequence_nr = t.grad_fn._sequence_nr()
+                        self._hook(t.grad_fn, sequence_nr)
                         break
             if sequence_nr is not None:
                 self._by_sequence_nr.setdefault(sequence_nr, node)
+
+    def _hook(self, grad_fn, sequence_nr: int) -> None:
+        """Have ``grad_fn`` say when its function returns (a post hook, which the engine runs
+        before it hands the gradients on): see _engine_accumulating."""
+        if sequence_nr not in self._hooked:
+            self._hooked.add(sequence_nr)
+            grad_fn.register_hook(functools.partial(self._function_returned, sequence_nr))
+
+    def _function_returned(self, sequence_nr: int, grad_inputs, grad_outputs) -> None:
+        self._returned = sequence_nr
+
+    def _engine_accumulating(self) -> bool:
+        """Whether the backward op running now is the engine's, not a backward function's:
+        once a node's function has returned, and while that node is still current, the engine
+        adds each gradient it produced to the one another path already delivered to the same
+        tensor (InputBuffer::add: a ResNet block's input, each of DenseNet's concatenated
+        features). Issued from C++ with no autograd node of its own, such an add costs the
+        host less than the ops around it (fxroof.pipeline). A node of a non-view output is
+        hooked when the forward records it (resolve_grad_fns); a view's, whose grad_fn the
+        forward never reads, from inside its own function, at its first op."""
+        current = torch._C._current_autograd_node()
+        if current is None or current.name().endswith("AccumulateGrad"):
+            return False  # (a hook would change whether AccumulateGrad steals a gradient)
+        sequence_nr = current._sequence_nr()
+        if sequence_nr == self._returned:
+            return True
+        self._hook(current, sequence_nr)  # a view's node, from inside its function
+        return False
 
     def _forward_node_of(self, grad_fn) -> Optional[fx.Node]:
         """The forward node a backward autograd node differentiates: by its sequence number,

@@ -39,6 +39,17 @@ KERNEL_FLOOR_S = 3.0e-6  # s: one kernel on the device, back to back (source abo
 # host is faster or slower than that VM's 16-core host it is off by as much as the t0
 # themselves.
 AUTOGRAD_HOST_FACTOR = 1.25
+# The host cost of the autograd engine's own gradient sums (a record's ``accumulates``: where
+# two paths' gradients reach one tensor, InputBuffer::add adds them after the function that
+# produced the second returns) over a training step's other ops. The engine calls ATen from
+# C++: no Python, no autograd node of its own, nothing saved. Not timed alone here; an op of
+# the same kind, an autocast cast dispatched from C++ inside another op, cost an H200 VM's
+# host 6.5-8.2 us, 0.23-0.41 of a Python-issued op of the same inference step
+# (benchmarks/host_ops.py summary benchmarks/measured/h200-host-ops-b1.json), so 0.18-0.33 of
+# a training step's op at AUTOGRAD_HOST_FACTOR. DenseNet-121's backward holds 535 such adds
+# beside 977 other ops, ResNet-50's 16 beside 170 (benchmarks/README.md, "The autograd
+# engine's gradient sums").
+ACCUMULATION_HOST_SHARE = 0.25
 # The p10 and p90 of a host's per-op cost over the shipped t0 (fitted on NeuSight's
 # hosts), where the host is not the one measured: the host issuing a GPU's ops is no part
 # of the chip (its CPU, Python and PyTorch), and hosts differ by 2-3x. Measured / predicted

@@ -40,7 +40,8 @@ from fxroof import calibration as cal, hidden_bytes, launch_geometry, op_classes
 from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
-from fxroof.pipeline import AUTOGRAD_HOST_FACTOR, HOST_BAND, KERNEL_FLOOR_S, pipelined_s
+from fxroof.pipeline import (ACCUMULATION_HOST_SHARE, AUTOGRAD_HOST_FACTOR, HOST_BAND,
+                             KERNEL_FLOOR_S, pipelined_s)
 from fxroof.units import itemsize, peak_key
 
 ROOFS = ("calibrated", "ideal")
@@ -376,7 +377,8 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     if chip.cls == "gpu" and key in HALF_PRECISION_KEYS and op_class in op_classes.MATRIX_CLASSES:
         high *= HALF_PRECISION_BAND_WIDENING
     roof_s = max(record["flops"] / bounds.peak, record["bytes"] / chip.bandwidth)
-    return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", params.t0,
+    host = params.t0 * (ACCUMULATION_HOST_SHARE if record.get("accumulates") else 1.0)
+    return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", host,
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device,
                     _host_band(chip), roof_s, kernel - fitted, device - kernel)
 

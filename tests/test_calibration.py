@@ -438,6 +438,26 @@ def test_a_training_steps_ops_cost_the_host_more_than_ops_alone_by_hand():
     assert step["overall"]["predicted_s"] == pytest.approx(2 * (2 * factor * p.t0 + kernel))
 
 
+def test_the_engines_gradient_sums_cost_the_host_a_share_of_an_op_by_hand():
+    """Two tiny backward adds on the T4, host-bound: the backward formula's costs the host
+    AUTOGRAD_HOST_FACTOR t0, the engine's own gradient sum (``accumulates``) that times
+    ACCUMULATION_HOST_SHARE; their kernels, and each node's time alone, are the same."""
+    t4 = load_chips()["t4"]
+    p = cal.load().params("t4", "gpu", "elementwise")
+    add = {"op": "add", "op_class": "vector", "dtype": "float32", "flops": 256,
+           "bytes": 3072, "phase": "backward", "shape": [256]}
+    summed = {**add, "accumulates": True}
+    kernel = max(256 / (t4.peaks["fp32"] * p.compute), 3072 / (t4.bandwidth * p.memory),
+                 3e-6)
+    share, factor = pipeline.ACCUMULATION_HOST_SHARE, pipeline.AUTOGRAD_HOST_FACTOR
+    assert 0 < share < 1 and kernel < share * factor * p.t0  # the premise: host-bound
+    alone, engine = roofline.node_time(add, t4), roofline.node_time(summed, t4)
+    assert engine.host_s == pytest.approx(share * p.t0) and alone.host_s == p.t0
+    assert (engine.predicted_s, engine.kernel_s) == (alone.predicted_s, alone.kernel_s)
+    step = roofline.predict([add, summed], t4)["backward"]
+    assert step["predicted_s"] == pytest.approx((1 + share) * factor * p.t0 + kernel)
+
+
 def test_an_allocation_launches_nothing_on_a_gpu():
     """A CNN's eval batch norm records an empty reserve tensor beside its kernel: on a GPU
     the caching allocator hands out a block and no kernel runs, so the step is its kernel

@@ -182,3 +182,55 @@ def test_custom_function_attribution_and_an_op_without_a_rule():
     assert coverage["default_rule_ops"] == {"fxroof_capture.opaque.default": 1}
     opaque = [r for r in g.records() if r["rule"] == "default"]
     assert all(r["flops"] == 0 and r["bytes"] > 0 for r in opaque)  # never silently zero
+
+
+class _DenseBlock(nn.Module):
+    """A stem, then ``layers`` convolutions each reading every feature map before it (cat),
+    and the block's output the cat of them all, as DenseNet's blocks."""
+
+    def __init__(self, layers: int, growth: int = 2):
+        super().__init__()
+        self.stem = nn.Conv2d(3, growth, 1)
+        self.convs = nn.ModuleList(nn.Conv2d(growth * (i + 1), growth, 1)
+                                   for i in range(layers))
+
+    def forward(self, x):
+        features = [self.stem(x)]
+        for conv in self.convs:
+            features.append(conv(torch.cat(features, 1)))
+        return torch.cat(features, 1)
+
+
+def test_the_engines_gradient_sums_are_marked_and_nothing_else():
+    """A tensor read by c ops gets c gradients, which the autograd engine adds up c - 1 times
+    between backward functions. In a dense block of n layers the stem's output is read by
+    the n layers and the last cat (n sums), layer j's output by the n - j layers after it
+    and the last cat (n - j sums): n (n + 1) / 2 in all. Only those are ``accumulates``."""
+    for n in (1, 3, 5):
+        g = fxroof.analyze(_DenseBlock(n), torch.randn(2, 3, 4, 4), backward=True)
+        summed = [r for r in g.records("backward") if r["accumulates"]]
+        assert len(summed) == n * (n + 1) // 2
+        assert {r["target"] for r in summed} == {"aten.add.Tensor"}
+        assert not any(r["accumulates"] for r in g.records("forward"))
+        assert sum(r["op"] == "add" for r in g.records("backward")) == len(summed)
+
+
+def test_gradient_sums_after_a_views_backward_and_a_formulas_own_add():
+    """q and k, two selects of one projection, send it two gradients through their views'
+    backward nodes: one engine sum. atan2's backward formula computes q^2 + k^2 itself: an
+    add that is the formula's, not the engine's."""
+    class SelectPair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.project = nn.Linear(4, 8)
+
+        def forward(self, x):
+            qk = self.project(x).unflatten(-1, (2, 4))
+            return torch.atan2(qk[:, 0], qk[:, 1])
+
+    g = fxroof.analyze(SelectPair(), torch.randn(3, 4), backward=True)
+    backward = g.records("backward")
+    adds = [r for r in backward if r["op"] == "add"]
+    summed = [r for r in backward if r["accumulates"]]
+    assert len(summed) == 1 and summed[0]["shape"] == [3, 2, 4]
+    assert len(adds) == 2  # the formula's add is there, and not marked
