@@ -27,6 +27,7 @@ import bisect
 import collections
 import functools
 import operator
+import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
@@ -126,7 +127,9 @@ class GraphRecorder(TorchDispatchMode):
         self._unresolved: list = []  # (forward node, sequence counter, output versions)
         self._sorted_sequence_nrs: Optional[list[int]] = None
         self._hooked: set[int] = set()  # backward nodes that say when their function returns
-        self._returned: Optional[int] = None  # the sequence number of the last one that did
+        # engine thread -> the sequence number of the last node whose function returned there
+        # (a CUDA device's backward runs on a thread of its own, a CPU's on the caller's)
+        self._returned: dict[int, int] = {}
         self._names = collections.Counter()
         # the optimizer phase: id(parameter, gradient or state tensor) -> the parameter's name
         self.parameter_of: dict[int, str] = {}
@@ -276,7 +279,7 @@ class GraphRecorder(TorchDispatchMode):
             grad_fn.register_hook(functools.partial(self._function_returned, sequence_nr))
 
     def _function_returned(self, sequence_nr: int, grad_inputs, grad_outputs) -> None:
-        self._returned = sequence_nr
+        self._returned[threading.get_ident()] = sequence_nr
 
     def _engine_accumulating(self) -> bool:
         """Whether the backward op running now is the engine's, not a backward function's:
@@ -291,7 +294,7 @@ class GraphRecorder(TorchDispatchMode):
         if current is None or current.name().endswith("AccumulateGrad"):
             return False  # (a hook would change whether AccumulateGrad steals a gradient)
         sequence_nr = current._sequence_nr()
-        if sequence_nr == self._returned:
+        if sequence_nr == self._returned.get(threading.get_ident()):
             return True
         self._hook(current, sequence_nr)  # a view's node, from inside its function
         return False

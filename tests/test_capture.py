@@ -205,9 +205,11 @@ def test_the_engines_gradient_sums_are_marked_and_nothing_else():
     """A tensor read by c ops gets c gradients, which the autograd engine adds up c - 1 times
     between backward functions. In a dense block of n layers the stem's output is read by
     the n layers and the last cat (n sums), layer j's output by the n - j layers after it
-    and the last cat (n - j sums): n (n + 1) / 2 in all. Only those are ``accumulates``."""
-    for n in (1, 3, 5):
-        g = fxroof.analyze(_DenseBlock(n), torch.randn(2, 3, 4, 4), backward=True)
+    and the last cat (n - j sums): n (n + 1) / 2 in all. Only those are ``accumulates``,
+    on a CPU target and on a GPU one (whose backward the engine runs on a thread of its own)."""
+    for n, device in ((1, "cpu"), (3, "cpu"), (5, "cpu"), (5, "cuda")):
+        g = fxroof.analyze(_DenseBlock(n), torch.randn(2, 3, 4, 4), backward=True,
+                           device=device)
         summed = [r for r in g.records("backward") if r["accumulates"]]
         assert len(summed) == n * (n + 1) // 2
         assert {r["target"] for r in summed} == {"aten.add.Tensor"}
