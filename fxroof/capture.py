@@ -79,6 +79,11 @@ class Capture:
         return [g for g in (self.forward, self.backward, self.optimizer) if g is not None]
 
 
+def _note_return(returned: dict, sequence_nr: int, grad_inputs, grad_outputs) -> None:
+    """A backward node's post hook: its function has returned, on this engine thread."""
+    returned[threading.get_ident()] = sequence_nr
+
+
 def require_dense(t: torch.Tensor) -> None:
     """Cost rules need strides: sparse and nested tensors get a clear error, not a crash."""
     if t.layout == torch.strided and not t.is_nested:
@@ -276,10 +281,10 @@ class GraphRecorder(TorchDispatchMode):
         before it hands the gradients on): see _engine_accumulating."""
         if sequence_nr not in self._hooked:
             self._hooked.add(sequence_nr)
-            grad_fn.register_hook(functools.partial(self._function_returned, sequence_nr))
-
-    def _function_returned(self, sequence_nr: int, grad_inputs, grad_outputs) -> None:
-        self._returned[threading.get_ident()] = sequence_nr
+            # the hook holds the dict, not the recorder: the recorder keeps the forward's
+            # tensors, and so their nodes and hooks, alive -- a cycle through C++ autograd
+            # nodes that Python's collector cannot break
+            grad_fn.register_hook(functools.partial(_note_return, self._returned, sequence_nr))
 
     def _engine_accumulating(self) -> bool:
         """Whether the backward op running now is the engine's, not a backward function's:

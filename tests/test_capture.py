@@ -1,11 +1,14 @@
 """Capture: graphs, attribution, fake execution, and leaving the user's model untouched."""
+import gc
 import resource
+import weakref
 
 import torch
 from torch import nn
 import torchvision
 
 import fxroof
+from fxroof import capture
 from fxroof.capture import INPUT
 
 
@@ -236,3 +239,21 @@ def test_gradient_sums_after_a_views_backward_and_a_formulas_own_add():
     summed = [r for r in backward if r["accumulates"]]
     assert len(summed) == 1 and summed[0]["shape"] == [3, 2, 4]
     assert len(adds) == 2  # the formula's add is there, and not marked
+
+
+def test_a_dropped_analysis_leaves_its_recorder_to_the_collector(monkeypatch):
+    """The backward nodes' hooks hold no reference to the recorder, which keeps the
+    forward's tensors and so their nodes alive: a cycle through C++ autograd nodes would
+    keep every capture of a study's process (dozens of models) in memory."""
+    recorders = []
+    record = capture.GraphRecorder.__init__
+
+    def init(self, *args, **kwargs):
+        record(self, *args, **kwargs)
+        recorders.append(weakref.ref(self))
+    monkeypatch.setattr(capture.GraphRecorder, "__init__", init)
+    g = fxroof.analyze(_DenseBlock(3), torch.randn(2, 3, 4, 4), backward=True)
+    assert recorders and any(r["accumulates"] for r in g.records("backward"))
+    del g
+    gc.collect()
+    assert [r() for r in recorders] == [None] * len(recorders)
