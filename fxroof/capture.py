@@ -15,7 +15,8 @@ Recording below autograd gives us, in one pass at the cost of FlopCounterMode:
 Graph conventions (shared with make_fx/AOTAutograd graphs): ``call_function`` nodes target
 ``OpOverload``s, multi-output ops are followed by ``operator.getitem`` nodes, every node's
 ``meta["val"]`` is its fake output. fxroof adds, per node, ``meta[ORIGIN]`` (an :class:`Origin`)
-and ``meta[SHAPES]`` (TensorMeta of the outputs at the time of the call); per placeholder
+and ``meta[SHAPES]`` (TensorMeta of the outputs at the time of the call), per backward node
+``meta[ACCUMULATES]`` (True for the engine's own gradient sums), per placeholder
 ``meta[INPUT]`` (an :class:`InputKind`). The forward graph returns the model's tensor outputs
 followed by the tensors the backward graph reads (its "saved" placeholders, named like the
 forward nodes they stand for); the backward graph takes those plus one tangent per
