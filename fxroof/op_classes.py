@@ -356,11 +356,19 @@ def lane_padding(record: dict, lanes: float) -> float:
     ceil(c / lanes) vectors. Timed on this project's AVX-512 CPU, a channels-last 3x3
     convolution of 192 channels (batch 8, 28 x 28) took 0.82, 0.80 and 0.83 ms at 4, 8 and
     16 channels a group, whose FLOPs differ 4x (benchmarks/README.md, bench_grouped_conv)."""
-    found = _GROUP_WIDTH.search(str(record.get("rule", "")))
-    channels = int(found.group(1)) if found else 0
-    if channels < 1 or lanes < 2:  # (a saved annotation's rule may say anything)
+    channels = group_width(record)
+    if not channels or lanes < 2:
         return 1.0
     return math.ceil(channels / lanes) * lanes / channels
+
+
+def group_width(record: dict) -> Optional[int]:
+    """The channels a group of a grouped convolution's output (its rule's GROUPED_VARIANT:
+    the forward's output channels, the backward's input-gradient channels), None for any
+    other node (a saved annotation's rule may say anything: None where it names no count)."""
+    found = _GROUP_WIDTH.search(str(record.get("rule", "")))
+    channels = int(found.group(1)) if found else 0
+    return channels if channels >= 1 else None
 
 
 def matrix_vector(record: dict) -> bool:

@@ -216,6 +216,23 @@ CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.15,
 # public TF32 training steps of older cuDNNs on A100s moved both ways under it
 # (benchmarks/README.md, "TF32 weight gradients on Hopper at half the rate").
 TF32_WEIGHT_GRADIENT_SLOWDOWN = 2.0
+# A grouped convolution (ResNeXt's, RegNet's) runs cuDNN's grouped implicit-GEMM kernels,
+# not the dense ones the conv classes were fitted on. They pack several groups into one tile
+# of output channels and compute it as a dense block, so a group of c channels takes the work
+# of a tile's W columns (kernel names: TF32 "tilesize256x32x32_g8" at 4 channels a group,
+# "128x32x32_g1" at 32; BF16 "64x64x64_g16" and "_g2"), and run that padded work at a rate
+# per SM and clock well below the tensor cores' peak. Timed per kernel on the H100 and H200
+# (benchmarks/measured/conv-layouts/*-conv-kernels-b256.json: ResNeXt's grouped 3x3 at 56
+# and 7, channels-last forwards), FLOPs x W / c over the kernel's time, per SM and clock,
+# was 360-450 in TF32 (median 406) and 1260-1380 in BF16 (median 1317), where the conv class
+# had priced those kernels 2.1-3.0x short. A grouped convolution or its backward on an
+# NVIDIA GPU of compute capability 8 or more (those kernels are sm80_ and sm90_ ones) takes
+# that rate on its own SMs and clock, at most its engine's peak; FP16 takes BF16's.
+# Per SM and clock, not as a share of the peak: read as Hopper's shares of the peak (0.21,
+# 0.35), the rates priced the A100's and the GeForce boards' grouped models slower than
+# measured (benchmarks/README.md, "GPU: cuDNN's grouped convolutions").
+GROUPED_CONV_TILE_CHANNELS = {"tf32": 32, "bf16": 64, "fp16": 64}
+GROUPED_CONV_SM_CLOCK_FLOPS = {"tf32": 410.0, "bf16": 1300.0, "fp16": 1300.0}
 # A 1x1 convolution that cuDNN runs as a GEMM on its NCHW tensors (op_classes.nchw_gemm)
 # reads an image's H x W positions as a matrix's rows. Tensor-core GEMM kernels load their
 # operands in 128-bit vectors, so a row stride that is not a multiple of 16 bytes rules them
@@ -401,6 +418,11 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
     if share:  # the measured share is of the whole kernel, tiles and reduction included
         return peak, key, dataclasses.replace(params, compute=share), 1.0
     peak /= _tf32_weight_gradient_slowdown(record, chip, key)
+    grouped = _grouped_conv_share(record, chip, key)
+    if grouped:  # in place of the class's rate, tiles and rise
+        channels, tile = op_classes.group_width(record), GROUPED_CONV_TILE_CHANNELS[key]
+        return peak, key, dataclasses.replace(params, compute=grouped), \
+            channels / (math.ceil(channels / tile) * tile)
     dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
     used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
@@ -422,6 +444,21 @@ def _tf32_weight_gradient_slowdown(record: dict, chip: Chip, key: str) -> float:
         return 1.0
     weight_share = 1.0 if op_classes.weight_gradient_only(record) else 0.5
     return 1.0 + weight_share * (TF32_WEIGHT_GRADIENT_SLOWDOWN - 1.0)
+
+
+def _grouped_conv_share(record: dict, chip: Chip, key: str) -> Optional[float]:
+    """The share of its engine's peak at which cuDNN's grouped kernels run a grouped
+    convolution or its backward (GROUPED_CONV_SM_CLOCK_FLOPS on the chip's SMs and clock, at
+    most 1) on an NVIDIA GPU of compute capability 8 or more that the shipped parameters
+    price; None for any other node or GPU, or one whose SMs or clock are unknown."""
+    if key not in GROUPED_CONV_SM_CLOCK_FLOPS or not _nvidia_gpu(chip) or chip.calibration \
+            or (chip.compute_capability or (0,))[0] < 8 or not op_classes.group_width(record):
+        return None
+    units = multiprocessors(chip)
+    clock = sm_clock_hz(chip, units)
+    if not units or not clock:
+        return None
+    return min(1.0, GROUPED_CONV_SM_CLOCK_FLOPS[key] * units * clock / chip.peaks[key])
 
 
 def _host_band(chip: Chip) -> Optional[tuple]:

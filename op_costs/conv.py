@@ -51,8 +51,10 @@ POINTWISE = "pointwise"
 # runs a stride-1 one as a GEMM on the NCHW tensors themselves (fxroof.op_classes.nchw_gemm)
 POINTWISE_STRIDED = "pointwise strided"
 # A grouped convolution that is not depthwise ("convolution[grouped 8]": 8 output channels
-# a group, RegNet's and ResNeXt's): a CPU's vector kernel computes a group's output channels
-# a vector at a time, so groups narrower than a vector leave its lanes idle (fxroof.roofline).
+# a group, RegNet's and ResNeXt's; its backward names its input gradient's channels a group):
+# a CPU's vector kernel computes a group's output channels a vector at a time, so groups
+# narrower than a vector leave its lanes idle, and a GPU's grouped kernels give a group a
+# whole tile's columns (fxroof.roofline).
 GROUPED = "grouped"
 # A dense convolution of fewer input channels than a tensor core's reduction step
 # ("convolution[narrow 3]": an image's 3 channels, a CNN's stem or a ViT's patch embedding):
@@ -91,13 +93,20 @@ def _narrow(weight, groups, transposed: bool):
     return f"{NARROW} {weight.shape[1]}"
 
 
+def _grouped(channels: int, weight, groups, transposed: bool):
+    """"grouped C" for a grouped convolution that is not depthwise, C being the channels a
+    group of the node's output, else None."""
+    if transposed or groups == 1 or weight.shape[1] == 1:
+        return None
+    return f"{GROUPED} {channels}"
+
+
 def _kind(weight, groups, transposed: bool, stride, padding):
     """The forward convolution's variant: grouped (with its output channels per group),
     narrow (a dense one of few input channels), pointwise (dense 1x1; strided, or padded),
     depthwise or none."""
-    if not transposed and groups > 1 and weight.shape[1] > 1:
-        return f"{GROUPED} {weight.shape[0] // groups}"
-    return _narrow(weight, groups, transposed) \
+    return _grouped(weight.shape[0] // groups, weight, groups, transposed) \
+        or _narrow(weight, groups, transposed) \
         or _pointwise(weight, groups, transposed, stride, padding) \
         or _depthwise(weight, groups, transposed)
 
@@ -120,5 +129,6 @@ def convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilat
     # grad_input needs (grad_out, weight); grad_weight needs (grad_out, x); grad_bias grad_out.
     read = grad_out.nbytes + (weight.nbytes if want_input else 0) + (x.nbytes if want_weight else 0)
     return Cost(flops=flops, macs=macs, bytes_read=read,
-                variant=_depthwise(weight, groups, transposed, want_weight)
+                variant=_grouped(weight.shape[1], weight, groups, transposed)
+                or _depthwise(weight, groups, transposed, want_weight)
                 or _pointwise(weight, groups, transposed, stride, padding))

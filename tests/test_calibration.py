@@ -1299,7 +1299,7 @@ def test_a_first_layers_backward_keeps_its_dtype():
     (torch.nn.Conv2d(8, 16, 1), "convolution_backward[pointwise]"),
     (torch.nn.Conv2d(8, 16, 1, stride=2), "convolution_backward[pointwise strided]"),
     (torch.nn.Conv2d(8, 16, 3, padding=1), "convolution_backward"),
-    (torch.nn.Conv2d(8, 16, 1, groups=2), "convolution_backward"),
+    (torch.nn.Conv2d(8, 16, 1, groups=2), "convolution_backward[grouped 4]"),  # C_in / g
 ])
 def test_a_1x1_convolutions_backward_is_named_as_its_forward(layer, rule):
     graph = fxroof.analyze(layer, torch.empty(2, 8, 28, 28), backward=True)
@@ -2617,3 +2617,110 @@ def test_a_tf32_convolution_backward_on_hopper_takes_its_weight_gradient_at_half
         assert peak(record, h100) == pytest.approx(engine_peak), record["rule"]
     assert peak(dense, a100) == pytest.approx(156e12)  # chips.yaml: A100 dense TF32
     assert peak(dense, measured) == pytest.approx(406.5e12)  # h100-chip.yaml's TF32 peak
+
+
+def _grouped_conv_node(channels, groups, dtype, op="convolution", batch=8, size=56):
+    """A grouped 3x3 convolution's node (or its backward's), channels-last, analysed for a
+    GPU: no layout transposes around its kernel."""
+    x = torch.empty(batch, channels, size, size).to(memory_format=torch.channels_last)
+    layer = torch.nn.Conv2d(channels, channels, 3, padding=1, groups=groups, bias=False)
+    g = fxroof.analyze(layer, x.requires_grad_(), device="cuda", backward=True, dtype=dtype,
+                       memory_format="channels_last")
+    return next(r for r in g.records() if r["op"] == op)
+
+
+def test_a_grouped_convolution_backward_names_its_input_gradient_channels_a_group():
+    """The forward names its output channels a group, the backward its input gradient's
+    (C_in / groups): a grouped kernel's tiles are over the node's output."""
+    x = torch.empty(2, 8, 9, 9).requires_grad_()
+    g = fxroof.analyze(torch.nn.Conv2d(8, 12, 3, groups=4), x, backward=True)
+    rules = {r["op"]: r["rule"] for r in g.records() if r["op"].startswith("convolution")}
+    assert rules == {"convolution": "convolution[grouped 3]",
+                     "convolution_backward": "convolution_backward[grouped 2]"}
+    depthwise = fxroof.analyze(torch.nn.Conv2d(8, 8, 3, groups=8), x, backward=True)
+    assert {r["rule"] for r in depthwise.records() if r["op"] == "convolution_backward"} \
+        == {"convolution_backward[depthwise]"}
+
+
+def test_a_grouped_convolution_on_an_ampere_or_later_gpu_takes_its_grouped_kernels_rate():
+    """On an H100 SXM (132 SMs; its SM clock 66.9e12 / (132 SMs x 128 FP32 lanes x 2) Hz, the
+    FP32 peak of chips.yaml) a grouped 3x3 convolution of 4 channels a group computes
+    FLOPs x W / 4 at GROUPED_CONV_SM_CLOCK_FLOPS per SM and clock -- W = 64 output channels
+    a tile in BF16, 32 in TF32 -- and its backward the same, TF32's weight gradient at half
+    that (TF32_WEIGHT_GRADIENT_SLOWDOWN). 48 channels a group take two TF32 tiles' work."""
+    h100 = load_chips()["h100_sxm"]
+    clock = 66.9e12 / (132 * 128 * 2)
+    bf16, tf32 = (roofline.GROUPED_CONV_SM_CLOCK_FLOPS[k] * 132 * clock for k in ("bf16", "tf32"))
+
+    def kernel_s(record):
+        return roofline.node_time(record, h100).kernel_s
+
+    forward = _grouped_conv_node(128, 32, "bfloat16")
+    flops = 2 * 8 * 56 * 56 * 128 * 4 * 9
+    assert forward["rule"] == "convolution[grouped 4]" and forward["flops"] == flops
+    assert kernel_s(forward) == pytest.approx(flops * 64 / 4 / bf16, rel=1e-6)
+    backward = _grouped_conv_node(128, 32, "bfloat16", "convolution_backward")
+    assert backward["flops"] == 2 * flops
+    assert kernel_s(backward) == pytest.approx(2 * flops * 64 / 4 / bf16, rel=1e-6)
+    tf32_backward = _grouped_conv_node(128, 32, "float32", "convolution_backward")
+    assert kernel_s(tf32_backward) == pytest.approx(
+        (flops + 2 * flops) * 32 / 4 / tf32, rel=1e-6)  # input gradient + weight gradient
+    wide = _grouped_conv_node(96, 2, "float32", size=28)
+    assert wide["rule"] == "convolution[grouped 48]"
+    assert kernel_s(wide) == pytest.approx(wide["flops"] * 64 / 48 / tf32, rel=1e-6)
+
+
+def test_a_grouped_convolution_keeps_its_class_where_its_kernels_were_not_timed():
+    """A V100 (compute capability 7.0, whose kernels are not the timed sm80_ and sm90_
+    ones), a GPU measured by `chips measure` and a CPU price a grouped convolution as
+    before: halving the grouped kernels' rate moves none of them; on the A100 it doubles
+    the kernel's time, where the RTX 3090's tensor-core peak bounds it: 1317 BF16 FLOPs per
+    SM and clock would pass the 3090's 512 (71 TFLOP/s over 82 SMs at 1.70 GHz)."""
+    found = load_chips()
+    measured = next(iter(chips.read_file(os.path.join(ROOT, "benchmarks", "measured",
+                                                      "h200-chip.yaml"))))
+    half, single = _grouped_conv_node(128, 32, "float16"), _grouped_conv_node(128, 32, "float32")
+    unmoved = [(half, found["v100_sxm2"]), (single, measured), (single, found["epyc_9654"])]
+    ampere = [(half, found["a100_sxm_80gb"])]
+
+    def kernels(pairs):
+        return [roofline.node_time(node, chip).kernel_s for node, chip in pairs]
+
+    before, ampere_before = kernels(unmoved), kernels(ampere)
+    assert roofline._grouped_conv_share(half, found["rtx_3090"], "fp16") == 1.0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(roofline, "GROUPED_CONV_SM_CLOCK_FLOPS",
+                      {k: v / 2 for k, v in roofline.GROUPED_CONV_SM_CLOCK_FLOPS.items()})
+        assert kernels(unmoved) == before
+        assert kernels(ampere) == [pytest.approx(2 * ampere_before[0])]
+
+
+def test_the_shipped_grouped_kernel_rates_are_the_medians_of_the_kept_kernel_timings():
+    """GROUPED_CONV_SM_CLOCK_FLOPS is read off the kept H100 and H200 kernel timings
+    (conv_kernels.py record, batch 256): the median over their channels-last grouped
+    forwards of that dtype of F x W / c over the kernels' time, per SM (132) and clock
+    (66.9e12 / (132 x 256) Hz), to two significant digits; F = 2 x N x H x W x C_out x C_in
+    / groups x 9 by hand."""
+    import json
+
+    clock = 66.9e12 / (132 * 256)
+    tiles = {"fp32": 32, "bf16": 64}
+    rates = collections.defaultdict(list)
+    for board in ("h100", "h200"):
+        path = os.path.join(ROOT, "benchmarks", "measured", "conv-layouts",
+                            f"{board}-conv-kernels-b256.json")
+        with open(path) as f:
+            found = json.load(f)
+        for run in found["runs"]:
+            c_in, c_out, size, kernel, _, groups = found["shapes"][run["shape"]]
+            if groups == 1 or run["layout"] != "channels_last":
+                continue
+            flops = 2 * run["batch"] * size * size * c_out * c_in // groups * kernel ** 2
+            per_group, tile = c_out // groups, tiles[run["dtype"]]
+            padded = flops * math.ceil(per_group / tile) * tile / per_group
+            seconds = sum(k["us"] for k in run["forward"]) * 1e-6
+            rates[run["dtype"]].append(padded / seconds / (132 * clock))
+    assert len(rates["fp32"]) == len(rates["bf16"]) == 4
+    shipped = roofline.GROUPED_CONV_SM_CLOCK_FLOPS
+    assert float(f"{statistics.median(rates['fp32']):.2g}") == shipped["tf32"]
+    assert float(f"{statistics.median(rates['bf16']):.2g}") == shipped["bf16"] == shipped["fp16"]
