@@ -225,7 +225,7 @@ TF32_WEIGHT_GRADIENT_SLOWDOWN = 2.0
 # (benchmarks/measured/conv-layouts/*-conv-kernels-b256.json: ResNeXt's grouped 3x3 at 56
 # and 7, channels-last forwards), FLOPs x W / c over the kernel's time, per SM and clock,
 # was 360-450 in TF32 (median 406) and 1260-1380 in BF16 (median 1317), where the conv class
-# had priced those kernels 2.1-3.0x short. A grouped convolution or its backward on an
+# had priced those kernels 1.7-3.0x short. A grouped convolution or its backward on an
 # NVIDIA GPU of compute capability 8 or more (those kernels are sm80_ and sm90_ ones) takes
 # that rate on its own SMs and clock, at most its engine's peak; FP16 takes BF16's.
 # Per SM and clock, not as a share of the peak: read as Hopper's shares of the peak (0.21,
