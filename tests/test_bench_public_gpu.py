@@ -24,6 +24,26 @@ def test_summary_by_hand():
     assert s["inside_band"] == pytest.approx(0.75)
 
 
+def test_an_inference_point_is_measured_at_its_tables_throughput():
+    """A DeepLearningExamples inference step is batch / the README's "Throughput Avg" (its
+    "Latency Avg" holds the warm-up's slow iterations), the average latency kept beside it:
+    ResNet-50 FP32 on the T4 at batch 8, 363 img/s and 22.41 ms (resnet50v1.5/README.md)."""
+    (found,) = bench._inference_points([("resnet50", "t4", None, None, 8, 22.41e-3)])
+    assert found["measured_s"] == pytest.approx(8 / 363)
+    assert found["latency_avg_s"] == pytest.approx(22.41e-3)
+    assert bench.steady_step_s("resnet50", "v100_sxm2", None, 256) == pytest.approx(256 / 1261)
+    latency_tables = {("resnet50", *key): t for key, t in bench.RESNET50_LATENCY_MS.items()}
+    latency_tables |= {("efficientnet_b0", chip, None): t
+                       for chip, t in bench.EFFICIENTNET_B0_LATENCY_MS.items()}
+    latency_tables |= bench.RESNEXT_LATENCY_MS
+    assert set(bench.DLE_THROUGHPUT) == set(latency_tables)
+    for key, latencies in latency_tables.items():
+        assert tuple(latencies) == bench.DLE_BATCHES
+        # from batch 64 on, every table's steady step is below its average latency
+        assert all(bench.steady_step_s(*key, batch) < latencies[batch] / 1e3
+                   for batch in (64, 128, 256)), key
+
+
 def test_a_training_point_is_the_reference_step():
     # Lambda's RTX 4090 mixed-precision run: batch 448 at 1301 images/s, NCHW
     ((reference, chip, amp, layout, batch, rate),) = [
