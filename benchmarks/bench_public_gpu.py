@@ -17,9 +17,9 @@ PyTorch/Classification/ConvNets):
   Its ResNeXt101-32x4d and SE-ResNeXt101-32x4d READMEs (same container): the same
   inference tables and 1-GPU training on an A100 80GB and a V100 16GB, analysed as timm's
   resnext101_32x4d and seresnext101_32x4d (skipped where timm is not installed).
-  And its EfficientNet-B0 README (efficientnet/README.md, same container): inference
-  latency on the A100 80GB (TF32) and the V100 16GB (FP32), NCHW, batches 1-256; its mixed
-  precision rows are left out (their memory format is set by a configs.yml entry not read).
+  And its EfficientNet-B0 README (efficientnet/README.md, same container): inference on
+  the A100 80GB (TF32) and the V100 16GB (FP32), NCHW, and in mixed precision, channels-last
+  (its configs.yml), batches 1-256.
 * Lambda's GPU benchmarks (github.com/lambdal/deeplearning-benchmark, pytorch/
   pytorch-train-throughput-fp32.csv and -fp16.csv, 1 GPU, images/s, batches from
   pytorch-train-bs-fp32.csv and -fp16.csv, or for the H100 SXM5 from
@@ -94,15 +94,23 @@ RESNET50_LATENCY_MS = {
                      128: 114.24, 256: 225.95},
 }
 # EfficientNet-B0 (DeepLearningExamples' efficientnet/README.md, same container), FP32 on the
-# V100 and TF32 on the A100, NCHW: {chip: {batch: measured average latency, ms}}. Its mixed
-# precision rows are left out: the inference scripts take their memory format from a
-# configs.yml entry this benchmark could not read. Its EfficientNet-B0 is the paper's
-# network, as torchvision's efficientnet_b0 is.
+# V100 and TF32 on the A100, NCHW: {chip: {batch: measured average latency, ms}}. Its
+# EfficientNet-B0 is the paper's network, as torchvision's efficientnet_b0 is.
 EFFICIENTNET_B0_LATENCY_MS = {
     "a100_sxm_80gb": {1: 9.33, 2: 9.39, 4: 9.68, 8: 9.85, 16: 10.27, 32: 11.46, 64: 19.58,
                       128: 31.03, 256: 60.71},
     "v100_sxm2": {1: 13.15, 2: 13.17, 4: 13.25, 8: 13.42, 16: 13.78, 32: 16.46, 64: 25.14,
                   128: 48.03, 256: 94.86},
+}
+# ... and its mixed precision rows (added 2026-11-28, session 70, never fitted on), which run
+# channels-last: configs.yml, efficientnet-b0, DGXA100 and DGX1V-16G, AMP: "memory_format:
+# nhwc" (TF32 and FP32 take the default, NCHW). Kept out of latency_steps, which the host's
+# band was fitted on (fit_host_band.py).
+EFFICIENTNET_B0_AMP_LATENCY_MS = {
+    "a100_sxm_80gb": {1: 11.21, 2: 11.01, 4: 11.45, 8: 11.78, 16: 11.89, 32: 13.03, 64: 12.71,
+                      128: 18.78, 256: 39.05},
+    "v100_sxm2": {1: 17.19, 2: 17.96, 4: 17.9, 8: 17.38, 16: 18.23, 32: 19.29, 64: 20.34,
+                  128: 26.11, 256: 49.36},
 }
 # The same tables' "Throughput Avg" column, images/s at batches 1, 2, 4, ... 256: the steady
 # step is batch / throughput. Each table's "Latency Avg" is a mean over the run's iterations
@@ -123,6 +131,9 @@ DLE_THROUGHPUT = {
     ("efficientnet_b0", "a100_sxm_80gb", None): (130, 262, 503, 1004, 1880, 3401, 4656, 5001,
                                                  5154),
     ("efficientnet_b0", "v100_sxm2", None): (83, 167, 332, 657, 1289, 2140, 2743, 2908, 2968),
+    ("efficientnet_b0", "a100_sxm_80gb", "fp16"): (105, 214, 412, 803, 1584, 2915, 6315, 9311,
+                                                   10239),
+    ("efficientnet_b0", "v100_sxm2", "fp16"): (62, 119, 238, 495, 945, 1784, 3480, 5759, 6176),
     ("timm:resnext101_32x4d", "v100_sxm2", None): (55, 105, 170, 336, 397, 452, 500, 527, 533),
     ("timm:resnext101_32x4d", "v100_sxm2", "fp16"): (43, 84, 164, 333, 640, 1195, 1595, 1699,
                                                      1746),
@@ -371,6 +382,15 @@ def points() -> list[dict]:
     return found + [_bert_point(*point) for point in BERT_BASE_SQUAD_TRAINING]
 
 
+def efficientnet_amp_points() -> list[dict]:
+    """DeepLearningExamples' EfficientNet-B0 mixed precision inference points (channels-last,
+    EFFICIENTNET_B0_AMP_LATENCY_MS)."""
+    return _inference_points(("efficientnet_b0", chip_id, "fp16", "channels_last", batch,
+                              ms / 1e3)
+                             for chip_id, latencies in EFFICIENTNET_B0_AMP_LATENCY_MS.items()
+                             for batch, ms in latencies.items())
+
+
 def resnext_points() -> list[dict]:
     """DeepLearningExamples' ResNeXt101-32x4d and SE-ResNeXt101-32x4d points (timm's
     networks); none where timm is not installed. Kept out of latency_steps, which
@@ -411,7 +431,7 @@ def summary(found: list[dict], models: tuple = STEP_MODELS) -> dict:
 
 def main(argv=None) -> int:
     args = parsed_output_arguments(__doc__, argv)
-    found = points() + resnext_points()
+    found = points() + efficientnet_amp_points() + resnext_points()
     for p in found:
         print(f"{p['model'].removeprefix('timm:')[:8]:8s} {p['task']:9s} {p['chip']:13s} {p['precision']:5s} "
               f"{p['layout']:13s} b{p['batch']:<4d} measured "

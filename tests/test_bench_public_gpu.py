@@ -35,6 +35,8 @@ def test_an_inference_point_is_measured_at_its_tables_throughput():
     latency_tables = {("resnet50", *key): t for key, t in bench.RESNET50_LATENCY_MS.items()}
     latency_tables |= {("efficientnet_b0", chip, None): t
                        for chip, t in bench.EFFICIENTNET_B0_LATENCY_MS.items()}
+    latency_tables |= {("efficientnet_b0", chip, "fp16"): t
+                       for chip, t in bench.EFFICIENTNET_B0_AMP_LATENCY_MS.items()}
     latency_tables |= bench.RESNEXT_LATENCY_MS
     assert set(bench.DLE_THROUGHPUT) == set(latency_tables)
     for key, latencies in latency_tables.items():
