@@ -420,9 +420,8 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
     peak /= _tf32_weight_gradient_slowdown(record, chip, key)
     grouped = _grouped_conv_share(record, chip, key)
     if grouped:  # in place of the class's rate, tiles and rise
-        channels, tile = op_classes.group_width(record), GROUPED_CONV_TILE_CHANNELS[key]
         return peak, key, dataclasses.replace(params, compute=grouped), \
-            channels / (math.ceil(channels / tile) * tile)
+            _grouped_tile_use(record, key)
     dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
     used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class)) \
@@ -459,6 +458,13 @@ def _grouped_conv_share(record: dict, chip: Chip, key: str) -> Optional[float]:
     if not units or not clock:
         return None
     return min(1.0, GROUPED_CONV_SM_CLOCK_FLOPS[key] * units * clock / chip.peaks[key])
+
+
+def _grouped_tile_use(record: dict, key: str) -> float:
+    """The share of its tiles' work a grouped convolution uses: its c channels a group of the
+    ceil(c / W) x W columns they take (GROUPED_CONV_TILE_CHANNELS)."""
+    channels, tile = op_classes.group_width(record), GROUPED_CONV_TILE_CHANNELS[key]
+    return channels / (math.ceil(channels / tile) * tile)
 
 
 def _host_band(chip: Chip) -> Optional[tuple]:
