@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import logging
 import os
 import signal
@@ -41,8 +42,12 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _parser(sub, name: str, help: str, description: Optional[str] = None):
-    return sub.add_parser(name, help=help, description=description or help,
-                          formatter_class=_HelpFormatter)
+    p = sub.add_parser(name, help=help, description=description or help,
+                       formatter_class=_HelpFormatter)
+    # what an unknown option's error needs, read once the command's options are all added
+    p.set_defaults(usage_text=p.format_usage, prog=p.prog,
+                   option_names=lambda: [s for a in p._actions for s in a.option_strings])
+    return p
 
 
 def _model_arguments(p: argparse.ArgumentParser) -> None:
@@ -365,7 +370,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     forget_warnings()
     try:
         try:
-            args = build_parser().parse_args(argv)
+            args, unknown = build_parser().parse_known_args(argv)
+            if unknown:
+                print(_unknown_arguments(args, unknown), file=sys.stderr)
+                return EXIT_USAGE
         except SystemExit as e:  # argparse has printed usage and the error, or --help
             return e.code if isinstance(e.code, int) else EXIT_USAGE
         if getattr(args, "action", True) is None:  # a command that needs an action got none
@@ -400,6 +408,28 @@ def main(argv: Optional[list[str]] = None) -> int:
               "again; fxroof writes its files atomically, so none was left half-written.",
               file=sys.stderr)
         return EXIT_FAILED
+
+
+def _unknown_arguments(args: argparse.Namespace, unknown: list[str]) -> str:
+    """The command's own usage and what it did not take, with the option meant where one is
+    close (argparse alone names neither the command nor a fix: "fxroof: error:
+    unrecognized arguments")."""
+    prog, options = args.prog, args.option_names()
+    hints = []
+    for word in unknown:
+        name = word.split("=", 1)[0]
+        if name == "--model" and "model" in vars(args):
+            hints.append(f"the model is the first argument, not an option: "
+                         f"`{prog} resnet50`")
+        elif name.startswith("-"):
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"did you mean {close[0]}?")
+    text = (f"{prog}: usage error: it does not take {' '.join(unknown)}. "
+            + "".join(h[0].upper() + h[1:] + ("" if h.endswith("?") else ".") + " "
+                      for h in hints)
+            + f"`{prog} --help` lists what it takes.")
+    return args.usage_text() + text
 
 
 @contextlib.contextmanager

@@ -417,3 +417,29 @@ def test_a_model_too_large_to_build_for_real_points_to_the_analysis(tmp_path, mo
                     "memory: you tried to allocate 160000000000 bytes.\")\n")
     with pytest.raises(fxroof.FxroofError, match="weights need more memory than is free"):
         user.build(f"{spec}:make", device="cpu")
+
+
+def test_an_unknown_option_names_the_command_and_the_option_meant(capsys):
+    """argparse alone answers `fxroof: error: unrecognized arguments` under the top-level
+    usage; the command's own usage and a fix are what a newcomer needs."""
+    code, out, err = run(capsys, "predict", "resnet18", "--batch-size", "8")
+    assert code == 2 and out == ""
+    assert "usage: fxroof predict" in err
+    assert "fxroof predict: usage error: it does not take --batch-size 8" in err
+    assert "Did you mean --batch?" in err and "`fxroof predict --help`" in err
+    assert "Traceback" not in err
+
+
+def test_the_model_given_as_an_option_is_told_it_is_positional(capsys):
+    code, out, err = run(capsys, "annotate", "--model", "resnet18")
+    assert code == 2 and out == ""
+    assert "it does not take --model" in err
+    assert "The model is the first argument, not an option: `fxroof annotate resnet50`" in err
+
+
+def test_an_unknown_option_of_an_action_names_the_action(capsys):
+    code, _, err = run(capsys, "chips", "list", "--foo")
+    assert code == 2
+    assert "usage: fxroof chips list" in err
+    assert "fxroof chips list: usage error: it does not take --foo." in err
+    assert "Did you mean" not in err  # nothing close to --foo
