@@ -168,6 +168,10 @@ def ridge_point(chip: Chip, peak_key: str) -> float:
 # (benchmarks/README.md, "An H200") -- so such a node's band reaches 1.25x higher.
 HALF_PRECISION_KEYS = ("fp16", "bf16", "fp8")
 HALF_PRECISION_BAND_WIDENING = 1.25
+# The products a matrix engine streams at the chip's streaming rate when memory-bound
+# (_matrix_engine_gemm); a batched one (bmm) keeps the GEMM class's fitted fraction.
+PLAIN_PRODUCTS = ("mm", "addmm")
+STREAMING_PRODUCT_TILE = 128  # output rows and columns a tile; see _fills_the_gpu
 # A narrow convolution (fewer than 8 input channels: an image's 3) that PyTorch would run on
 # a GPU's tensor cores (TF32, BF16, FP16) runs on its CUDA cores instead (engine_class), and
 # there at a third of their peak or less: the 15 such nodes of the H100's and H200's
@@ -412,8 +416,8 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
         peak /= op_classes.lane_padding(record, _vector_lanes(chip))
     if op_class in op_classes.CONV_CLASSES and key != "fp32":
         params = _matrix_engine_conv(chip, params)
-    elif chip.units.get(key) == "matrix" and params.matrix_compute:
-        params = dataclasses.replace(params, compute=params.matrix_compute)
+    elif chip.units.get(key) == "matrix":
+        params = _matrix_engine_gemm(record, chip, params)
     share = _cuda_core_conv_share(record, chip)
     if share:  # the measured share is of the whole kernel, tiles and reduction included
         return peak, key, dataclasses.replace(params, compute=share), 1.0
@@ -427,6 +431,42 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
                            params.k_half, cal.tiling(op_class)) \
         if dims is not None else 1.0
     return peak, key, params, used
+
+
+def _matrix_engine_gemm(record: dict, chip: Chip, params: cal.Params) -> cal.Params:
+    """A product's parameters on a matrix engine: the sustained share of the engine's peak
+    where one was measured (Params.matrix_compute), and for a plain product (mm, addmm)
+    whose tiles fill a GPU the shipped parameters price, memory at least at the chip's
+    streaming rate (its elementwise class's). The GEMM class's own memory fraction (0.39-0.59
+    of the bandwidth) was fitted on FP32 SIMT products, whose memory-bound ones are skinny
+    and slow for reasons of their own; a tensor-core product of low intensity over many rows
+    streams its operands as a copy does -- ConvNeXt-T's 96- to 768-wide Linear layers in
+    BF16 and FP16 ran at 0.65-0.82 of an H100's bandwidth and 0.52-0.78 of an H200's
+    (benchmarks/measured/h100- and h200-profile-convnext_tiny-*.json). Batched products (bmm)
+    keep the fit: BERT's unfused attention products (384 x 384 outputs over K = 64) were
+    priced right by it on Lambda's boards and 5-15% fast at the streaming rate, and no kept
+    profile times one. So do skinny ones (_fills_the_gpu)."""
+    if params.matrix_compute:
+        params = dataclasses.replace(params, compute=params.matrix_compute)
+    if record["op"] not in PLAIN_PRODUCTS or chip.cls != "gpu" or chip.calibration \
+            or not _fills_the_gpu(record, chip):
+        return params
+    streaming = _params(chip, "elementwise")
+    if streaming is None:
+        return params
+    return dataclasses.replace(params, memory=max(params.memory, streaming.memory))
+
+
+def _fills_the_gpu(record: dict, chip: Chip) -> bool:
+    """Whether a product's output holds at least one STREAMING_PRODUCT_TILE-square tile per
+    SM: a skinny one (a classifier's few rows over a large weight matrix) is what the GEMM
+    class's memory fraction was fitted on, and streams no faster on the tensor cores."""
+    dims, units = op_classes.gemm_dims(record), multiprocessors(chip)
+    if dims is None or not units:
+        return False
+    batch, m, n, _ = dims
+    tile = STREAMING_PRODUCT_TILE
+    return batch * math.ceil(m / tile) * math.ceil(n / tile) >= units
 
 
 def _tf32_weight_gradient_slowdown(record: dict, chip: Chip, key: str) -> float:
