@@ -418,11 +418,12 @@ def _unknown_arguments(args: argparse.Namespace, unknown: list[str]) -> str:
     hints = []
     for word in unknown:
         name = word.split("=", 1)[0]
-        if name == "--model" and "model" in vars(args):
+        if name in ("--model", "--models") and {"model", "models"} & set(vars(args)):
             hints.append(f"the model is the first argument, not an option: "
                          f"`{prog} resnet50`")
-        elif name.startswith("-"):
-            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+        elif name.startswith("-"):  # --help is never the option meant
+            close = difflib.get_close_matches(name, [o for o in options if o != "--help"],
+                                              n=1, cutoff=0.6)
             if close:
                 hints.append(f"did you mean {close[0]}?")
     text = (f"{prog}: usage error: it does not take {' '.join(unknown)}. "

@@ -443,3 +443,10 @@ def test_an_unknown_option_of_an_action_names_the_action(capsys):
     assert "usage: fxroof chips list" in err
     assert "fxroof chips list: usage error: it does not take --foo." in err
     assert "Did you mean" not in err  # nothing close to --foo
+
+
+def test_a_command_of_several_models_is_told_they_are_positional_too(capsys):
+    code, _, err = run(capsys, "roofline", "--chip", "h100_sxm", "--model", "resnet18")
+    assert code == 2
+    assert "The model is the first argument, not an option" in err
+    assert "Did you mean --help" not in err
