@@ -46,6 +46,16 @@ PyTorch/Classification/ConvNets):
   FP32, FP16, BF16), from which the three largest are taken: a 72 W board sustaining its
   products, where mamf-finder's fastest shape is a best case. FP32 there is true FP32 (torch
   leaves TF32 matmuls off by default).
+* LLM decode steps, batch 1 (each token reads every weight once): gpt-fast's README
+  (github.com/meta-pytorch/gpt-fast, "Benchmarks": an A100 80GB power-limited to 330 W,
+  torch.compile with CUDA graphs, a 5-token prompt; tokens/s of Llama-2-7B and
+  Llama-3.1-8B in BF16) and its issue 27 (a Llama-2-7B at about 65 tokens/s on an RTX 4090,
+  which the maintainer's reply puts near the board's bandwidth). A compiled step fuses what
+  eager runs as hundreds of elementwise kernels, which fxroof prices only for the CPU, so the
+  step is checked against the part fxroof can price for it: the kernel time of its matrix-
+  vector products (HF's LlamaForCausalLM at one token; the weights' stream, which no faster
+  program avoids). That part must not exceed the measured step; how close it comes says how
+  much of the step is that stream. Reported apart from the steps.
 Both ran with cuDNN's engine search on (DeepLearningExamples' ConvNets/main.py sets
 ``cudnn.benchmark = True``), so the points are analysed with it on
 (fxroof.roofline.cudnn_searched).
@@ -76,6 +86,7 @@ from benchmarks import parsed_output_arguments, script_main  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
+from fxroof.op_classes import op_class_of  # noqa: E402
 from fxroof.roofline import cudnn_search, node_time, predict  # noqa: E402
 
 SOURCE = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
@@ -258,6 +269,36 @@ L4_SQUARE_MM = {
     torch.float16: {4096: 53.02, 8192: 53.80, 10240: 52.47},
     torch.bfloat16: {4096: 54.91, 8192: 59.40, 10240: 56.90},
 }
+
+
+# (reference, chip, model, LlamaConfig fields, tokens/s measured at batch 1)
+LLAMA_2_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000}
+LLAMA_3_1_8B = {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256}
+DECODE_STEPS = [
+    ("gpt-fast README", "a100_sxm_80gb", "Llama-2-7B", LLAMA_2_7B, 104.9),
+    ("gpt-fast README", "a100_sxm_80gb", "Llama-3.1-8B", LLAMA_3_1_8B, 93.89),
+    ("gpt-fast issue 27", "rtx_4090", "Llama-2-7B", LLAMA_2_7B, 65.0),
+]
+
+
+def decode_point(reference: str, chip_id: str, model: str, config: dict,
+                 tokens_per_s: float) -> dict:
+    """One decode step's point: the measured step (1 / tokens/s) and fxroof's kernel time for
+    the step's matrix-vector products (BF16, one token, batch 1), with the band and the
+    roof (their bytes at the spec bandwidth)."""
+    chip = get_chip(chip_id)
+    graph = analyze("hf:llama", hf_config=config, seq_len=1, batch=1, dtype=torch.bfloat16,
+                    device="cuda", chip=chip)
+    products = [node_time(r, chip) for r in graph.records() if op_class_of(r) == "gemv"]
+    kernel = sum(t.kernel_s for t in products)
+    band = [sum(t.kernel_s * getattr(t, edge) / t.predicted_s for t in products)
+            for edge in ("low_s", "high_s")]
+    return {"reference": reference, "chip": chip_id, "model": model,
+            "measured_s": 1.0 / tokens_per_s, "products_s": kernel,
+            "low_s": band[0], "high_s": band[1],
+            "ideal_s": sum(t.ideal_s for t in products)}
 
 
 class _MatMul(torch.nn.Module):
@@ -464,10 +505,21 @@ def main(argv=None) -> int:
               f"  predicted x{p['pipelined_s'] / p['measured_s']:.2f}"
               f"  roof x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
     result["l4_square_mm"] = summary(squares, models=("pipelined", "ideal"))
+    decodes = [decode_point(*step) for step in DECODE_STEPS]
+    for p in decodes:
+        print(f"decode {p['model']:12s} {p['chip']:13s} measured {p['measured_s'] * 1e3:6.2f} ms"
+              f"  matrix-vector products x{p['products_s'] / p['measured_s']:.2f}"
+              f"  their roof x{p['ideal_s'] / p['measured_s']:.2f}", file=sys.stderr)
+    result["decode_products_share"] = {
+        "median": round(statistics.median(p["products_s"] / p["measured_s"] for p in decodes),
+                        3),
+        "largest": round(max(p["products_s"] / p["measured_s"] for p in decodes), 3),
+        "within_step": all(p["products_s"] <= p["measured_s"] for p in decodes)}
     print(json.dumps(result, indent=1))
     if args.json:
         write_json(args.json, {"summary": result, "points": found, "largest_bf16_gemm": gemms,
-                               "l4_square_mm": squares}, overwrite=args.force)
+                               "l4_square_mm": squares, "decode": decodes},
+                   overwrite=args.force)
     return 0
 
 

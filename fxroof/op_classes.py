@@ -46,7 +46,8 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # this project's CPU a 151 MB weight streamed at 22 GB/s times one row and 7-11 GB/s times
 # 4, 8 or 16 rows; one class for both fitted 0.34 of the bandwidth (11 GB/s) and priced
 # alexnet's batch-1 classifier 1.8x long, its step 1.39x. A chip never probed for it (every
-# shipped GPU fit: NeuSight swept no GEMV) prices it as a GEMM.
+# shipped GPU fit: NeuSight swept no GEMV) prices it as a GEMM, untiled, and on a GPU at the
+# chip's streaming rate (roofline._streaming_gemv).
 # A generated kernel that copies across a transpose (fxroof.compiled: an NCHW input made
 # channels-last, a weight converted per call) is the "transpose" class, apart from the
 # other generated kernels: Inductor's C++ transposes 2-D tiles in registers, with scalar

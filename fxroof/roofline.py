@@ -418,6 +418,8 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
         params = _matrix_engine_conv(chip, params)
     elif chip.units.get(key) == "matrix":
         params = _matrix_engine_gemm(record, chip, params)
+    if op_class == "gemv":
+        params = _streaming_gemv(chip, params)
     share = _cuda_core_conv_share(record, chip)
     if share:  # the measured share is of the whole kernel, tiles and reduction included
         return peak, key, dataclasses.replace(params, compute=share), 1.0
@@ -455,6 +457,28 @@ def _matrix_engine_gemm(record: dict, chip: Chip, params: cal.Params) -> cal.Par
     if streaming is None:
         return params
     return dataclasses.replace(params, memory=max(params.memory, streaming.memory))
+
+
+def _streaming_gemv(chip: Chip, params: cal.Params) -> cal.Params:
+    """A matrix-vector product's parameters on a GPU with no gemv class of its own (every
+    shipped fit: NeuSight swept no GEMV, so the class falls back to the GEMM's): memory at the
+    chip's streaming rate (its elementwise class's). cuBLAS runs one row as a level-2 kernel
+    that reads the matrix once across every SM, a stream like a copy's, where the GEMM class's
+    memory fraction (0.39 of an H100's bandwidth, 1.0 of an A100 80GB's) was fitted on tiled
+    FP32 products. Public decode steps, batch 1, weights streamed once per token: a Llama-2-7B
+    on an RTX 4090 at 65 tokens/s (meta-pytorch/gpt-fast issue 27), 15.4 ms a step, where the
+    GEMM fraction (0.54) put its matrix-vector products alone at 24 ms; calm's author reads
+    cuBLAS at about 955 of the 4090's 1008 GB/s (zeux/calm, README); gpt-fast's A100 80GB at
+    330 W streams about 1700 GB/s at best, 0.83 of 2039 (its README) -- the A100's streaming
+    rate is 0.86. And on the workplace's H100 and H200, whose batch-1 VGG-16 and AlexNet
+    steps end in 16-411 MB classifiers, those steps' fp32 predictions went 1.17-1.42x the
+    measured to 1.05-1.33x (benchmarks/README.md, "LLM decode, matrix-vector products")."""
+    if chip.cls != "gpu" or "gemv" in (chip.calibration or {}):
+        return params
+    streaming = _params(chip, "elementwise")
+    if streaming is None:
+        return params
+    return dataclasses.replace(params, memory=streaming.memory)
 
 
 def _fills_the_gpu(record: dict, chip: Chip) -> bool:

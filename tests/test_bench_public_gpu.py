@@ -129,3 +129,20 @@ def test_the_resnext_points_are_the_readme_networks():
         assert (se is not None) == name.startswith("se")
         if se is not None:                                      # 256 channels / 16
             assert se.fc1.out_channels == 256 // 16
+
+
+def test_a_decode_point_prices_the_weights_stream_within_the_measured_step():
+    """gpt-fast's issue 27: a Llama-2-7B decoding at about 65 tokens/s on an RTX 4090. The
+    point's products are its 225 one-row projections (32 layers of q, k, v, o, gate, up and
+    down, and the LM head); their roof is their BF16 weights over the 4090's 1008 GB/s, and
+    fxroof's kernel time for them lies between that roof and the measured step."""
+    ((reference, chip, model, config, tokens_per_s),) = [
+        p for p in bench.DECODE_STEPS if p[1] == "rtx_4090"]
+    found = bench.decode_point(reference, chip, model, config, tokens_per_s)
+    assert found["measured_s"] == pytest.approx(1 / 65.0)
+    weights = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008) + 4096 * 32000
+    # each product's input and output rows
+    rows = 32 * (4 * (4096 + 4096) + 2 * (4096 + 11008) + (11008 + 4096)) + 4096 + 32000
+    assert found["ideal_s"] == pytest.approx(2 * (weights + rows) / 1008e9, rel=1e-6)
+    assert found["ideal_s"] < found["products_s"] <= found["measured_s"]
+    assert found["low_s"] <= found["products_s"] <= found["high_s"]
