@@ -42,7 +42,7 @@ UNTRACEABLE = (fake_tensor.DataDependentOutputException,
 def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, dtype=None,
             kwargs: Optional[dict] = None, input_shapes: Optional[Sequence[Sequence[int]]] = None,
             batch: Optional[int] = None, name: Optional[str] = None, device: Optional[str] = None,
-            seq_len: Optional[int] = None, hf_config: Optional[dict] = None,
+            seq_len: Optional[int] = None, hf_config: Optional[dict] = None, past=None,
             rules: Optional[dict] = None, compiled: bool = False, loss=None,
             optimizer: Optional[str] = None, optimizer_impl: Optional[str] = None,
             amp: Optional[str] = None, chip=None, memory_format: Optional[str] = None,
@@ -50,8 +50,8 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
     """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
 
     model: an nn.Module, a torchvision model name, 'hf:<model_type>' (a transformers model
-        from its config, with ``hf_config`` overrides and ``seq_len`` tokens), or
-        'package.module:callable'.
+        from its config, ``hf_config`` overrides, ``seq_len`` tokens -- new ones after a KV
+        cache of ``past`` for a decode step), or 'package.module:callable'.
     inputs: example inputs (tensors are used for their shape and dtype only); or give
         ``input_shapes`` (float inputs); or neither for a named model's native input of
         ``batch`` (default 1) rows; given inputs carry their batch (first) dimension.
@@ -72,7 +72,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
     amp: 'fp16' or 'bf16': run forward and loss under autocast, parameters stay fp32.
     memory_format: 'channels_last' for 4-D inputs and parameters (default: contiguous).
     """
-    device = _check_arguments(device, kwargs, seq_len, rules)
+    device = _check_arguments(device, kwargs, seq_len, rules, past)
     spec = model if isinstance(model, str) else None
     target = Target.of(device, _chip(chip), allocator)
     training = TrainingStep.of(loss, optimizer, optimizer_impl, amp, spec, target)
@@ -81,7 +81,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
     dtype = parse_dtype(dtype)
     mode = _checked_mode(mode, backward, compiled, freeze)
     inputs, kwargs = _example_inputs(spec, module, inputs, kwargs, input_shapes, batch,
-                                     seq_len, dtype)
+                                     seq_len, dtype, past)
     kwargs = training.model_kwargs(kwargs)
     _check_model(module, inputs, kwargs)
     fakes = _Fakes(dtype, "cpu", memory_format)
@@ -228,9 +228,13 @@ class _Fakes:
         return fake.requires_grad_(requires_grad and differentiable)
 
 
-def _example_inputs(spec, module, inputs, kwargs, input_shapes, batch, seq_len, dtype):
+def _example_inputs(spec, module, inputs, kwargs, input_shapes, batch, seq_len, dtype,
+                    past=None):
     """(args, kwargs): the inputs given, meta tensors of ``input_shapes``, or the named
-    model's native input at ``batch``."""
+    model's native input at ``batch`` (a decode step's, after ``past`` cached tokens)."""
+    if past is not None and (inputs or kwargs or input_shapes is not None):
+        raise UsageError("past (--past) builds a named hf: model's decode inputs, its KV cache "
+                         "included; with inputs given it would be ignored. Drop one of them.")
     if (inputs or kwargs) and input_shapes is not None:
         raise UsageError("Give the model's inputs or their shapes (input_shapes), not both: "
                          "input_shapes would be ignored.")
@@ -241,7 +245,7 @@ def _example_inputs(spec, module, inputs, kwargs, input_shapes, batch, seq_len, 
     if not inputs and not kwargs:
         # a 0-row input "works" and means nothing
         batch = validate.positive_int(1 if batch is None else batch, "batch")
-        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len)
+        inputs, default_kwargs = default_inputs(spec or "", module, batch, seq_len, past)
         return inputs, {**default_kwargs, **(kwargs or {})}
     _check_batch_agrees(batch, inputs, kwargs)
     return inputs, kwargs
@@ -301,7 +305,10 @@ def _model_info(name, fake_inputs, params, dtype, mode, backward, training) -> M
 
 def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backward,
               training: TrainingStep):
-    args, kwargs = inputs
+    # fresh containers around the same tensors: a decode step's KV cache is a container the
+    # model updates in place, and the inputs are read again after the step (their shapes,
+    # the timing pass's input spec)
+    args, kwargs = pytree.tree_unflatten(*pytree.tree_flatten(inputs))
     state = {**params, **buffers}
     try:
         with fake_mode, scope, recorder, training.dispatch():
@@ -398,7 +405,7 @@ def _chip(chip):
     return chips.get_chip(chip)
 
 
-def _check_arguments(device, kwargs, seq_len, rules) -> Optional[str]:
+def _check_arguments(device, kwargs, seq_len, rules, past=None) -> Optional[str]:
     """The device's name (a torch.device given is named), once the arguments are checked."""
     if device is not None:
         device = validate.device(device)
@@ -407,6 +414,8 @@ def _check_arguments(device, kwargs, seq_len, rules) -> Optional[str]:
                          f"{type(kwargs).__name__}.")
     if seq_len is not None:
         validate.positive_int(seq_len, "seq_len")
+    if past is not None:
+        validate.positive_int(past, "past")
     check_rules(rules)
     return device
 

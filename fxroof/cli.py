@@ -72,6 +72,9 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=positive_int_arg,
                    help=f"tokens per sequence of hf: text models (default: {DEFAULT_SEQ_LEN}), "
                    "samples of waveform ones (default: 16000, one second at 16 kHz)")
+    p.add_argument("--past", type=positive_int_arg, metavar="TOKENS",
+                   help="a decode step of an hf: causal LM: its KV cache holds this many "
+                        "tokens per layer, and --seq-len counts the new tokens (default 1)")
     p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
                    help="override a field of an hf: model's config (repeatable)")
     _step_arguments(p)

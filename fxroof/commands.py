@@ -65,6 +65,7 @@ def _analyze(args, chip=None, device=None):
     shapes, inputs = _input_shapes(args.input_shape or [], args.dtype)
     return analyze(args.model, *inputs, backward=args.backward, mode=args.mode, dtype=args.dtype,
                    input_shapes=shapes, batch=args.batch, seq_len=args.seq_len,
+                   past=args.past,
                    hf_config=parse_overrides(args.hf_config),
                    compiled=getattr(args, "compiled", False),
                    freeze=getattr(args, "freeze", False), device=device or args.device,
@@ -133,9 +134,22 @@ def _print_header(g, detail: str, targets: int = 1) -> None:
         where += f" ({m.allocator} host allocator: no page faults)"
     if roofline.cudnn_searched() and m.device != "cpu":  # also said only where changed
         where += " (cuDNN engine search on)"
-    print(f"{m.name}: inputs {', '.join(str(tuple(i['shape'])) for i in m.inputs)}, "
+    print(f"{m.name}: inputs {_shapes_line(m.inputs)}, "
           f"{m.dtype}, {where}, {m.mode} mode{step}, {detail}")
     print()
+
+
+def _shapes_line(inputs: list[dict]) -> str:
+    """The inputs' shapes, a run of three or more equal ones once with its count (a decode
+    step's KV cache is two tensors a layer: '(1, 1), 64 x (1, 32, 4096, 128)')."""
+    runs: list[list] = []
+    for shape in (tuple(i["shape"]) for i in inputs):
+        if runs and runs[-1][0] == shape:
+            runs[-1][1] += 1
+        else:
+            runs.append([shape, 1])
+    return ", ".join(f"{n} x {shape}" if n > 2 else ", ".join([str(shape)] * n)
+                     for shape, n in runs)
 
 
 def _phases(g) -> list[str]:

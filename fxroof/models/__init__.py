@@ -85,11 +85,16 @@ def _every_name() -> tuple[list[str], dict]:
     return list(shown), shown
 
 
-def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[int]):
+def default_inputs(spec: str, model: nn.Module, batch: int, seq_len: Optional[int],
+                   past: Optional[int] = None):
     """(args, kwargs) of meta tensors for a named model: images at the native resolution, or
-    a transformers model's token ids / pixel values."""
+    a transformers model's token ids / pixel values (with ``past`` tokens' KV cache)."""
     if spec.startswith("hf:"):
-        return (), hf.example_inputs(model, batch, seq_len)
+        return (), hf.example_inputs(model, batch, seq_len, past)
+    if past is not None:
+        raise UsageError(f"--past (past) is a decode step's KV cache, which an hf: causal LM "
+                         f"takes; '{spec or type(model).__name__}' is not one. Drop it, or "
+                         "analyse a decoder such as hf:llama.")
     if seq_len is not None:
         name = spec or type(model).__name__
         raise UsageError(f"--seq-len (seq_len) sets the tokens of an hf: text model; '{name}' "

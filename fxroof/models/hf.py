@@ -19,6 +19,7 @@ import torch
 from fxroof.defaults import DEFAULT_SEQ_LEN
 from fxroof.errors import FxroofError, UsageError
 from fxroof.files import read_text
+from fxroof.models import kv_cache
 from fxroof.suggest import did_you_mean
 
 MAX_CONFIG_CHARS = 16 * 2 ** 20  # a config.json is a few kB; a tokenizer's vocabulary, MBs
@@ -179,17 +180,22 @@ def _typed(key: str, value, default, model_type: str):
                      f"{type(value).__name__}.")
 
 
-def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
+def example_inputs(model, batch: int, seq_len: Optional[int],
+                   past: Optional[int] = None) -> dict:
     """Keyword inputs for one step, by the model's main input: token ids (plus pixel values
     for a text-image model such as CLIP), pixel values for vision models, a waveform for
     speech encoders (wav2vec2), Whisper's log-mel frames; decoder ids for encoder-decoders.
     Meta tensors: shapes only. ``seq_len``: tokens per sequence (default: DEFAULT_SEQ_LEN, or
-    the model's maximum positions when it has fewer), or a waveform's samples.
+    the model's maximum positions when it has fewer), or a waveform's samples. ``past``: a
+    decode step -- a causal LM's KV cache of that many tokens (fxroof.models.kv_cache), and
+    ``seq_len`` new tokens after them (default 1).
 
     No attention mask: an unpadded batch's mask is all ones, which transformers drops on real
     data (masking_utils' _ignore_causal_mask_sdpa: SDPA then runs is_causal, no mask, and can
     use flash attention) but must keep on fake tensors, where it cannot read the values. Left
     out, the recorded program is the one the real step runs."""
+    if past is not None:
+        return _decode_inputs(model, batch, seq_len or 1, past)
     config = model.config
     main = getattr(model, "main_input_name", "input_ids")
     if main == "pixel_values":
@@ -220,6 +226,20 @@ def example_inputs(model, batch: int, seq_len: Optional[int]) -> dict:
     if getattr(config, "use_cache", False):
         inputs["use_cache"] = False  # a training step, no KV cache
     return inputs
+
+
+def _decode_inputs(model, batch: int, new_tokens: int, past: int) -> dict:
+    """A decode step's inputs: ``new_tokens`` token ids after a KV cache of ``past``."""
+    keyword = kv_cache.cache_keyword(model)
+    config = model.config
+    limit = next((getattr(config, f) for f in POSITION_FIELDS
+                  if isinstance(getattr(config, f, None), int)), None)
+    if limit is not None and 0 < limit < past + new_tokens:
+        raise UsageError(f"--past {past} with {new_tokens} new token(s) reaches position "
+                         f"{past + new_tokens}, past this model's {limit} positions: cache at "
+                         f"most {limit - new_tokens} tokens.")
+    return {"input_ids": torch.zeros(batch, new_tokens, dtype=torch.long, device="meta"),
+            keyword: kv_cache.past_cache(model, batch, past), "use_cache": True}
 
 
 # One second of 16 kHz audio, the sampling rate of wav2vec2's and HuBERT's feature extractors
