@@ -88,11 +88,16 @@ def _rebuilt(cache_class, leaves: list):
     for index in range(len(leaves) // 2):
         keys, values = leaves[2 * index], leaves[2 * index + 1]
         cache.update(keys[..., :0, :], values[..., :0, :], index)
-        layer = cache.layers[index]
+        layer = getattr(cache, "layers", [None] * (index + 1))[index]  # a layered cache
+        if layer is None or not hasattr(layer, "keys"):
+            raise FxroofError(_UNKNOWN_CACHE)
         layer.keys, layer.values = keys, values
         if layer.get_seq_length() != keys.shape[-2]:
-            raise FxroofError(
-                "This transformers version keeps a DynamicCache's tensors in a way fxroof does "
-                "not know, so a decode step's KV cache (--past) cannot be built. Analyse the "
-                "step without --past, or with the transformers version fxroof's tests run.")
+            raise FxroofError(_UNKNOWN_CACHE)
     return cache
+
+
+_UNKNOWN_CACHE = ("This transformers version keeps a DynamicCache's tensors in a way fxroof "
+                  "does not know, so a decode step's KV cache (--past) cannot be built. Analyse "
+                  "the step without --past, or upgrade transformers (pip install -U "
+                  "transformers).")
