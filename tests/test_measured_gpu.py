@@ -228,8 +228,10 @@ def test_multiprocessors_must_be_a_whole_number(value):
 def test_a_matrix_vector_product_on_a_gpu_is_one_pass_over_its_weights():
     """A batch-1 Linear(9216, 4096) in FP32 on the A100 80GB (alexnet's first classifier
     layer): cuBLAS runs it as a GEMV, so it is priced at its bytes over the bandwidth times
-    the GEMM class's memory fraction, plus the fixed cost -- not as a 128-row tile with one
-    useful row (622 us before, against 74 us for its 151 MB at the spec bandwidth)."""
+    the chip's streaming rate (its elementwise class's memory fraction: a GEMV streams the
+    matrix as a copy does), plus the fixed cost -- not as a 128-row tile with one useful row
+    (622 us before, against 74 us for its 151 MB at the spec bandwidth), nor at the GEMM
+    class's memory fraction (1.0 on this chip, fitted on tiled products)."""
     from fxroof.chips import get_chip
     from fxroof.roofline import calibration
 
@@ -240,8 +242,10 @@ def test_a_matrix_vector_product_on_a_gpu_is_one_pass_over_its_weights():
     weights = 9216 * 4096 * 4
     assert weights <= record["bytes"] <= weights * 1.01
     gemm = calibration().params("a100_sxm_80gb", "gpu", "gemm")
+    streaming = calibration().params("a100_sxm_80gb", "gpu", "elementwise").memory
+    assert (gemm.memory, streaming) == (1.0, 0.8611)
     compute = 2 * 9216 * 4096 / (chip.peaks["fp32"] * gemm.compute)
-    memory = record["bytes"] / (chip.bandwidth * gemm.memory)
+    memory = record["bytes"] / (chip.bandwidth * streaming)
     assert memory > compute
     assert node_time(record, chip).predicted_s == pytest.approx(gemm.t0 + memory)
 
