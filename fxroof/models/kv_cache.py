@@ -6,9 +6,9 @@ pytree does not know: fake-tensor conversion, the recorded step's inputs and the
 pass's real inputs would not see its tensors, and the cache would be neither priced as
 memory nor converted to the analysis's dtype. So DynamicCache is registered here as a
 pytree node -- leaves: each layer's keys, then its values -- rebuilt around the very leaf
-tensors, with no op, so the recorded step starts from them. What the model then does with
-the cache is recorded as it runs: DynamicCache concatenates each layer's new keys and values
-onto the cached ones, reading and writing the whole cache every token.
+tensors (before the step is recorded), so the recorded step starts from them. What the model
+then does with the cache is recorded as it runs: DynamicCache concatenates each layer's new
+keys and values onto the cached ones, reading and writing the whole cache every token.
 
 Every layer is cached whole, as a full-attention layer (transformers' DynamicCache with no
 config): a sliding-window layer (Mistral's, Gemma's) would keep only its window, so past a
