@@ -1,13 +1,11 @@
 """A decode step of an hf: causal LM (``past``, --past): its KV cache as inputs, what the model
 does with it recorded, the step runnable on real tensors."""
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.utils._pytree as pytree
 
 import fxroof
+from fxroof.cli import main
 from fxroof.errors import UsageError
 
 pytest.importorskip("transformers")
@@ -95,10 +93,8 @@ def test_the_cache_is_a_pytree_of_its_tensors():
     assert rebuilt is not cache and rebuilt.get_seq_length() == 16
 
 
-def test_the_command_line_names_the_cache_once():
+def test_the_command_line_names_the_cache_once(capsys):
     config = [arg for key, value in SMALL.items() for arg in ("--hf-config", f"{key}={value}")]
-    run = subprocess.run([sys.executable, "-m", "fxroof", "annotate", "hf:llama", *config,
-                          "--past", "16", "--dtype", "bfloat16"],
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("hf:llama: inputs (1, 1), 4 x (1, 2, 16, 64), bfloat16")
+    assert main(["annotate", "hf:llama", *config, "--past", "16", "--dtype", "bfloat16"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "hf:llama: inputs (1, 1), 4 x (1, 2, 16, 64), bfloat16")
