@@ -453,10 +453,10 @@ def _matrix_engine_gemm(record: dict, chip: Chip, params: cal.Params) -> cal.Par
     if record["op"] not in PLAIN_PRODUCTS or chip.cls != "gpu" or chip.calibration \
             or not _fills_the_gpu(record, chip):
         return params
-    streaming = _params(chip, "elementwise")
+    streaming = _streaming_memory(chip)
     if streaming is None:
         return params
-    return dataclasses.replace(params, memory=max(params.memory, streaming.memory))
+    return dataclasses.replace(params, memory=max(params.memory, streaming))
 
 
 def _streaming_gemv(chip: Chip, params: cal.Params) -> cal.Params:
@@ -475,10 +475,17 @@ def _streaming_gemv(chip: Chip, params: cal.Params) -> cal.Params:
     measured to 1.05-1.33x (benchmarks/README.md, "LLM decode, matrix-vector products")."""
     if chip.cls != "gpu" or "gemv" in (chip.calibration or {}):
         return params
-    streaming = _params(chip, "elementwise")
+    streaming = _streaming_memory(chip)
     if streaming is None:
         return params
-    return dataclasses.replace(params, memory=streaming.memory)
+    return dataclasses.replace(params, memory=streaming)
+
+
+def _streaming_memory(chip: Chip) -> Optional[float]:
+    """The fraction of a chip's bandwidth a kernel that reads its operands once streams at:
+    its elementwise class's memory fraction (None where it has no parameters)."""
+    elementwise = _params(chip, "elementwise")
+    return elementwise.memory if elementwise is not None else None
 
 
 def _fills_the_gpu(record: dict, chip: Chip) -> bool:

@@ -41,11 +41,16 @@ def _transformers():
 POSITION_FIELDS = ("max_position_embeddings", "max_target_positions")
 
 
-def _sequence_length(config, seq_len: Optional[int]) -> int:
+def _position_limit(config) -> tuple[Optional[str], Optional[int]]:
+    """(the field, the count) of a config's token positions; (field, None) where it sets
+    no limit, as XLNet's -1 (relative positions) does."""
     field, limit = next(((f, getattr(config, f)) for f in POSITION_FIELDS
                          if getattr(config, f, None) is not None), (None, None))
-    if not isinstance(limit, int) or limit <= 0:  # XLNet's -1: relative positions, no limit
-        limit = None
+    return field, limit if isinstance(limit, int) and limit > 0 else None
+
+
+def _sequence_length(config, seq_len: Optional[int]) -> int:
+    field, limit = _position_limit(config)
     if seq_len is None:
         return min(DEFAULT_SEQ_LEN, limit) if isinstance(limit, int) else DEFAULT_SEQ_LEN
     if isinstance(limit, int) and seq_len > limit:
@@ -231,13 +236,11 @@ def example_inputs(model, batch: int, seq_len: Optional[int],
 def _decode_inputs(model, batch: int, new_tokens: int, past: int) -> dict:
     """A decode step's inputs: ``new_tokens`` token ids after a KV cache of ``past``."""
     keyword = kv_cache.cache_keyword(model)
-    config = model.config
-    limit = next((getattr(config, f) for f in POSITION_FIELDS
-                  if isinstance(getattr(config, f, None), int)), None)
-    if limit is not None and 0 < limit < past + new_tokens:
+    field, limit = _position_limit(model.config)
+    if limit is not None and limit < past + new_tokens:
         raise UsageError(f"--past {past} with {new_tokens} new token(s) reaches position "
-                         f"{past + new_tokens}, past this model's {limit} positions: cache at "
-                         f"most {limit - new_tokens} tokens.")
+                         f"{past + new_tokens}, past this model's {limit} positions ({field}): "
+                         f"cache at most {limit - new_tokens} tokens.")
     return {"input_ids": torch.zeros(batch, new_tokens, dtype=torch.long, device="meta"),
             keyword: kv_cache.past_cache(model, batch, past), "use_cache": True}
 
