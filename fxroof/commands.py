@@ -141,15 +141,32 @@ def _print_header(g, detail: str, targets: int = 1) -> None:
 
 def _shapes_line(inputs: list[dict]) -> str:
     """The inputs' shapes, a run of three or more equal ones once with its count (a decode
-    step's KV cache is two tensors a layer: '(1, 1), 64 x (1, 32, 4096, 128)')."""
+    step's KV cache is two tensors a layer: '(1, 1), 64 x (1, 32, 4096, 128)'); where that
+    leaves more than SHAPE_RUNS runs (a cache whose layers alternate full and sliding-
+    window ones), each shape once with its count, in order of first appearance."""
+    shapes = [tuple(i["shape"]) for i in inputs]
+    runs = _runs(shapes)
+    if len(runs) > SHAPE_RUNS:
+        counts: dict = {}
+        for shape in shapes:
+            counts[shape] = counts.get(shape, 0) + 1
+        runs = [[shape, n] for shape, n in counts.items()]
+    return ", ".join(f"{n} x {shape}" if n > 2 else ", ".join([str(shape)] * n)
+                     for shape, n in runs)
+
+
+SHAPE_RUNS = 8
+
+
+def _runs(shapes: list) -> list[list]:
+    """[shape, count] of each run of equal consecutive shapes."""
     runs: list[list] = []
-    for shape in (tuple(i["shape"]) for i in inputs):
+    for shape in shapes:
         if runs and runs[-1][0] == shape:
             runs[-1][1] += 1
         else:
             runs.append([shape, 1])
-    return ", ".join(f"{n} x {shape}" if n > 2 else ", ".join([str(shape)] * n)
-                     for shape, n in runs)
+    return runs
 
 
 def _phases(g) -> list[str]:

@@ -86,11 +86,56 @@ def test_the_cache_is_a_pytree_of_its_tensors():
 
     kv_cache.register()
     keys, values = torch.zeros(CACHE), torch.ones(CACHE)
-    cache = kv_cache._rebuilt(DynamicCache, [keys, values])
+    window = torch.zeros(1, 2, 7, 64)  # a sliding-window layer's last 7 of 16 tokens
+    cache = kv_cache._rebuilt([keys, values, window, window], ((None, 16), (8, 16)))
+    assert isinstance(cache, DynamicCache)
     leaves, spec = pytree.tree_flatten({"cache": cache})
     assert leaves[0] is keys and leaves[1] is values  # the tensors themselves, not copies
     rebuilt = pytree.tree_unflatten(leaves, spec)["cache"]
-    assert rebuilt is not cache and rebuilt.get_seq_length() == 16
+    assert rebuilt is not cache and [layer.get_seq_length() for layer in rebuilt.layers] == \
+        [16, 16]  # both layers have seen 16 tokens; the second keeps 7
+    assert rebuilt.layers[1].keys is window and rebuilt.layers[1].sliding_window == 8
+
+
+def _attention_keys(records) -> list:
+    """Keys each attention node scores a query row against: its FLOPs over query rows x
+    (2 x 64 for q.k, 1 scale, 5 softmax, 2 x 64 for p.v, 1 mask) -- transformers masks a
+    sliding-window layer's scores."""
+    return [r["flops"] // (4 * (2 * 64 + 1 + 5 + 2 * 64 + 1)) for r in records
+            if "attention" in r["op"]]
+
+
+def test_a_sliding_window_layer_caches_its_window_alone():
+    """Mistral's layers attend over the last 8 positions: transformers' cache keeps the last 7
+    tokens, so a step after 16 scores 7 + 1 keys a layer; after 4, all 4 + 1."""
+    windowed = {**SMALL, "sliding_window": 8}
+    g = fxroof.analyze("hf:mistral", hf_config=windowed, past=16, dtype=torch.bfloat16)
+    assert [tuple(i["shape"]) for i in g.model.inputs][1:] == [(1, 2, 7, 64)] * 4
+    assert g.memory.input_bytes == 4 * 2 * 7 * 64 * 2 + 8
+    assert _attention_keys(g.records()) == [8, 8]
+    short = fxroof.analyze("hf:mistral", hf_config=windowed, past=4, dtype=torch.bfloat16)
+    assert [tuple(i["shape"]) for i in short.model.inputs][1:] == [(1, 2, 4, 64)] * 4
+
+
+def test_full_and_sliding_window_layers_each_cache_their_own():
+    """Qwen2 with sliding windows from its second layer on (max_window_layers 1): the first
+    layer caches all 16 tokens and scores 17 keys (no mask, 4 heads x 1 row), the second 7
+    and 8 under its window's mask."""
+    mixed = {**SMALL, "use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1}
+    g = fxroof.analyze("hf:qwen2", hf_config=mixed, past=16, dtype=torch.bfloat16)
+    assert [tuple(i["shape"]) for i in g.model.inputs][1:] == \
+        [(1, 2, 16, 64)] * 2 + [(1, 2, 7, 64)] * 2
+    full, windowed = [r["flops"] for r in g.records() if "attention" in r["op"]]
+    assert full == 4 * 17 * (2 * 64 + 1 + 5 + 2 * 64)
+    assert windowed == 4 * 8 * (2 * 64 + 1 + 5 + 2 * 64 + 1)
+
+
+def test_a_cache_of_states_fxroof_does_not_build_is_refused_by_name():
+    hybrid = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+              "attn_layer_period": 2, "attn_layer_offset": 1}
+    with pytest.raises(UsageError, match="LinearAttentionLayer.*without --past"):
+        fxroof.analyze("hf:jamba", hf_config=hybrid, past=8)
 
 
 def test_the_command_line_names_the_cache_once(capsys):
@@ -98,3 +143,16 @@ def test_the_command_line_names_the_cache_once(capsys):
     assert main(["annotate", "hf:llama", *config, "--past", "16", "--dtype", "bfloat16"]) == 0
     assert capsys.readouterr().out.startswith(
         "hf:llama: inputs (1, 1), 4 x (1, 2, 16, 64), bfloat16")
+
+
+def test_a_cache_of_alternating_layers_is_named_by_shape():
+    from fxroof.commands import _shapes_line
+
+    token = [{"shape": [1, 1]}]
+    alternating = [{"shape": [1, 8, window, 64]} for _ in range(18)
+                   for window in (127, 127, 512, 512)]
+    assert _shapes_line(token + alternating) == \
+        "(1, 1), 36 x (1, 8, 127, 64), 36 x (1, 8, 512, 64)"
+    # a few inputs keep their order, repeats and all
+    assert _shapes_line([{"shape": [1, 128]}, {"shape": [1, 3, 224, 224]},
+                         {"shape": [1, 128]}]) == "(1, 128), (1, 3, 224, 224), (1, 128)"

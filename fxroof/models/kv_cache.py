@@ -10,9 +10,12 @@ tensors (before the step is recorded), so the recorded step starts from them. Wh
 then does with the cache is recorded as it runs: DynamicCache concatenates each layer's new
 keys and values onto the cached ones, reading and writing the whole cache every token.
 
-Every layer is cached whole, as a full-attention layer (transformers' DynamicCache with no
-config): a sliding-window layer (Mistral's, Gemma's) would keep only its window, so past a
-window's length such a model's attention is priced over more keys than it reads.
+The layers are those transformers builds from the model's config (DynamicCache(config=...)):
+a full-attention layer caches every past token; a sliding-window or chunked one (Mistral's,
+Gemma's, gpt-oss's 128-token windows) only the last window - 1 of them, as its
+DynamicSlidingWindowLayer keeps -- while it counts all ``past`` as seen, so positions and
+masks are those of the real step. A layer of any other kind (a state-space or linear-
+attention layer's fixed-size states, a layer sharing another's cache) is refused by name.
 """
 from __future__ import annotations
 
@@ -47,20 +50,51 @@ def cache_keyword(model) -> str:
 
 
 def past_cache(model, batch: int, past: int):
-    """A DynamicCache of ``past`` tokens for each of ``model``'s layers: meta tensors of
-    (batch, key/value heads, past, head size), in the model's dtype."""
-    from transformers import DynamicCache
-
+    """A DynamicCache of ``past`` tokens for ``model``'s layers (sliding-window layers: the
+    last window - 1 of them): meta tensors of (batch, key/value heads, tokens, head size), in
+    the model's dtype."""
     register()
     config = model.config.get_text_config()
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_size = getattr(config, "head_dim", None) or config.hidden_size // heads
     dtype = next((p.dtype for p in model.parameters()), torch.float32)
-    shape = (batch, kv_heads, past, head_size)
-    layers = [tuple(torch.empty(shape, dtype=dtype, device="meta") for _ in "kv")
-              for _ in range(config.num_hidden_layers)]
-    return _rebuilt(DynamicCache, [t for pair in layers for t in pair])
+    layers = layer_windows(model)
+    leaves = [torch.empty((batch, kv_heads, past if window is None else min(past, window - 1),
+                           head_size), dtype=dtype, device="meta")
+              for window in layers for _ in "kv"]
+    return _rebuilt(leaves, tuple((window, past) for window in layers))
+
+
+def layer_windows(model) -> list:
+    """Per layer of ``model``'s cache, the sliding window (tokens) of a sliding-window or
+    chunked layer, None for a full-attention one -- read off the cache transformers builds
+    for its config; a layer of another kind is refused."""
+    from transformers import DynamicCache
+
+    try:
+        layers = DynamicCache(config=model.config).layers
+    except TypeError:  # a transformers before per-layer caches: every layer a full one
+        return [None] * model.config.get_text_config().num_hidden_layers
+    other = sorted({type(layer).__name__ for layer in layers if _window(layer) is False})
+    if other:
+        raise UsageError(
+            f"--past builds the KV cache of attention layers (full and sliding-window); "
+            f"{type(model).__name__} also has {', '.join(other)} layers, whose states "
+            f"(a state-space or linear-attention layer's, or another layer's shared cache) "
+            f"fxroof does not build. Analyse it without --past: its prefill step (--seq-len "
+            f"N) runs without a cache.")
+    return [_window(layer) for layer in layers]
+
+
+def _window(layer):
+    """A cache layer's sliding window, None for a full-attention layer, False for another
+    kind."""
+    from transformers import cache_utils
+
+    if isinstance(layer, cache_utils.DynamicSlidingWindowLayer):  # a DynamicLayer subclass
+        return int(layer.sliding_window)
+    return None if type(layer) is cache_utils.DynamicLayer else False
 
 
 def register() -> None:
@@ -71,28 +105,39 @@ def register() -> None:
     if DynamicCache in pytree.SUPPORTED_NODES:
         return
     pytree.register_pytree_node(
-        DynamicCache, _flatten, lambda leaves, _: _rebuilt(DynamicCache, leaves),
-        serialized_type_name="transformers.DynamicCache")
+        DynamicCache, _flatten, _rebuilt, serialized_type_name="transformers.DynamicCache")
 
 
-def _flatten(cache) -> tuple[list, None]:
-    keys = [layer.keys for layer in cache.layers]
-    values = [layer.values for layer in cache.layers]
-    return [t for pair in zip(keys, values) for t in pair], None
+def _flatten(cache) -> tuple[list, tuple]:
+    """Leaves: each layer's keys, then its values; context: each layer's (sliding window or
+    None, tokens it has seen)."""
+    leaves = [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    return leaves, tuple((_window(layer) or None, layer.get_seq_length())
+                         for layer in cache.layers)
 
 
-def _rebuilt(cache_class, leaves: list):
-    """A cache whose layers hold ``leaves`` (keys, values, keys, ...) themselves: each layer
-    is made by transformers' update with none of the tokens, then given the tensors."""
-    cache = cache_class()
-    for index in range(len(leaves) // 2):
+def _rebuilt(leaves: list, layers: tuple):
+    """A cache whose layers hold ``leaves`` (keys, values, keys, ...) themselves, each layer
+    of the kind ``layers`` names ((window or None, tokens seen) each): made by transformers'
+    update with none of the tokens, then given the tensors."""
+    from transformers import DynamicCache, cache_utils
+
+    cache = DynamicCache()
+    for index, (window, seen) in enumerate(layers):
         keys, values = leaves[2 * index], leaves[2 * index + 1]
-        cache.update(keys[..., :0, :], values[..., :0, :], index)
-        layer = getattr(cache, "layers", [None] * (index + 1))[index]  # a layered cache
+        if window is None:
+            cache.update(keys[..., :0, :], values[..., :0, :], index)
+            layer = getattr(cache, "layers", [None] * (index + 1))[index]  # a layered cache
+        else:
+            layer = cache_utils.DynamicSlidingWindowLayer(sliding_window=window)
+            layer.update(keys[..., :0, :], values[..., :0, :])
+            cache.layers.append(layer)
         if layer is None or not hasattr(layer, "keys"):
             raise FxroofError(_UNKNOWN_CACHE)
         layer.keys, layer.values = keys, values
-        if layer.get_seq_length() != keys.shape[-2]:
+        if window is not None:
+            layer.cumulative_length = seen  # every token seen, the last window - 1 kept
+        if layer.get_seq_length() != seen:
             raise FxroofError(_UNKNOWN_CACHE)
     return cache
 
