@@ -74,7 +74,8 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
                    "samples of waveform ones (default: 16000, one second at 16 kHz)")
     p.add_argument("--past", type=positive_int_arg, metavar="TOKENS",
                    help="a decode step of an hf: causal LM: its KV cache holds this many "
-                        "tokens per layer, and --seq-len counts the new tokens (default 1)")
+                        "tokens per layer (a sliding-window layer, its last window - 1), and "
+                        "--seq-len counts the new tokens (default 1); predict adds tokens/s")
     p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
                    help="override a field of an hf: model's config (repeatable)")
     _step_arguments(p)

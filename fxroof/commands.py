@@ -293,7 +293,18 @@ def run_predict(args) -> int:
     print(f"\n{PREDICT_NOTE}")
     if calibrated:
         print(f"\n{render.time_parts_table(calibrated)}\n{PARTS_NOTE}")
+    if getattr(args, "past", None):
+        tokens = (args.batch or 1) * (args.seq_len or 1)
+        print(f"\n{render.decode_rate_table(rows, tokens)}\n{_decode_note(args, tokens)}")
     return 0
+
+
+def _decode_note(args, tokens: int) -> str:
+    return textwrap.fill(
+        f"This decode step makes {tokens:,} token(s): {args.seq_len or 1} new token(s) for "
+        f"each of {args.batch or 1} sequence(s), after {args.past:,} cached. 'tokens/s': "
+        f"those over the step's predicted time, p10..p90 over its band's edges; 'at the "
+        f"roof': over the roof time, a rate no step reaches.", 96)
 
 
 def _skipped_lines(skipped: list) -> list[str]:

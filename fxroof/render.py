@@ -152,6 +152,31 @@ def prediction_table(rows: list[dict]) -> str:
     return tabulate(body, headers=headers, disable_numparse=True)
 
 
+def decode_rate_table(rows: list[dict], tokens: int) -> str:
+    """A decode step's tokens per second on each chip (rows as prediction_table's): the
+    ``tokens`` it produces (batch x new tokens) over its predicted time, the band's edges
+    reversed (the slow edge is the fewer tokens), and over its roof time."""
+    body = []
+    for r in rows:
+        total = r["prediction"]["overall"]
+        band = f"{_rate(tokens, total['high_s'])}..{_rate(tokens, total['low_s'])}" \
+            if total["model"] == "calibrated" else "-"
+        body.append([r["chip"].name, seconds(total["predicted_s"]),
+                     _rate(tokens, total["predicted_s"]), band,
+                     _rate(tokens, total["ideal_s"])])
+    return tabulate(body, headers=["chip", "step", "tokens/s", "p10..p90", "at the roof"],
+                    disable_numparse=True)
+
+
+def _rate(tokens: int, step_s) -> str:
+    """Tokens per second to 3 significant digits ('26.6', '4,530'), '-' where the step has
+    no time."""
+    if not step_s:
+        return "-"
+    rate = float(f"{tokens / step_s:.3g}")
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
 # The columns of time_parts_table: roofline.TIME_PARTS, as a reader asks about them
 PART_HEADERS = {"roof_s": "roof", "fitted_rates_s": "below roof (fitted rates)",
                 "launch_bound_s": "launch-bound kernels", "extra_work_s": "uncounted work",

@@ -156,3 +156,27 @@ def test_a_cache_of_alternating_layers_is_named_by_shape():
     # a few inputs keep their order, repeats and all
     assert _shapes_line([{"shape": [1, 128]}, {"shape": [1, 3, 224, 224]},
                          {"shape": [1, 128]}]) == "(1, 128), (1, 3, 224, 224), (1, 128)"
+
+
+def test_a_decode_steps_rate_is_its_tokens_over_its_time():
+    from types import SimpleNamespace
+
+    from fxroof import render
+
+    step = {"predicted_s": 0.04, "low_s": 0.02, "high_s": 0.08, "ideal_s": 0.004,
+            "model": "calibrated"}
+    row = {"chip": SimpleNamespace(name="a GPU"), "prediction": {"overall": step}}
+    line = render.decode_rate_table([row], tokens=16).splitlines()[-1].split()
+    # 16 tokens in 40 ms: 400 a second; the band's slow edge (80 ms) the fewer, 200; the roof
+    # (4 ms) 4,000
+    assert line == ["a", "GPU", "40", "ms", "400", "200..800", "4,000"]
+
+
+def test_predict_gives_a_decode_steps_tokens_per_second(capsys):
+    config = [arg for key, value in SMALL.items() for arg in ("--hf-config", f"{key}={value}")]
+    assert main(["predict", "hf:llama", *config, "--past", "16", "--batch", "4",
+                 "--chip", "h100_sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s" in out and "makes 4 token(s): 1 new token(s) for each of 4" in out
+    assert main(["predict", "hf:llama", *config, "--chip", "h100_sxm"]) == 0
+    assert "tokens/s" not in capsys.readouterr().out
