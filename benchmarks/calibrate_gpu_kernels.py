@@ -37,6 +37,7 @@ sys.path.insert(0, ROOT)
 from benchmarks import script_main  # noqa: E402
 
 from fxroof import calibration as cal, op_classes  # noqa: E402
+from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "gpu-kernels")
@@ -193,15 +194,33 @@ class Gpu:
 
 
 def load(data: str) -> tuple[dict, dict]:
-    gpus = {r["gpu"]: Gpu(r) for r in csv.DictReader(open(os.path.join(data, "gpus.csv")))}
-    sweeps = {}
-    for op_class, name in FILES.items():
-        by_gpu: dict = {}
-        for row in csv.DictReader(open(os.path.join(data, name))):
-            by_gpu.setdefault(row["gpu"], []).append(row)
-        for gpu, rows in by_gpu.items():
-            sweeps[gpu, op_class] = Rows(rows, op_class)
+    """({gpu: Gpu}, {(gpu, op class): Rows}) of the gpu-kernels folder ``data``; a folder
+    that is not one is named in a FxroofError."""
+    missing = [name for name in ("gpus.csv", *FILES.values())
+               if not os.path.isfile(os.path.join(data, name))]
+    if missing:
+        raise FxroofError(f"'{data}' is not NeuSight's gpu-kernels folder: it has no "
+                          f"{', '.join(missing)}. Pass --data the folder that holds them "
+                          f"(../shared/data/gpu-kernels beside the project).")
+    try:
+        gpus = {r["gpu"]: Gpu(r) for r in _rows(data, "gpus.csv")}
+        sweeps = {}
+        for op_class, name in FILES.items():
+            by_gpu: dict = {}
+            for row in _rows(data, name):
+                by_gpu.setdefault(row["gpu"], []).append(row)
+            for gpu, rows in by_gpu.items():
+                sweeps[gpu, op_class] = Rows(rows, op_class)
+    except (KeyError, ValueError, TypeError) as e:  # a column missing, a number that is not
+        raise FxroofError(f"'{data}' does not read as NeuSight's sweeps ({type(e).__name__}: "
+                          f"{e}): its CSV files need the columns its README lists. Pass --data "
+                          f"the unmodified gpu-kernels folder.") from None
     return gpus, sweeps
+
+
+def _rows(data: str, name: str) -> list[dict]:
+    with open(os.path.join(data, name), newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def streaming_fraction(rows: Rows, gpu: Gpu) -> float | None:

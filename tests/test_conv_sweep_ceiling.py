@@ -45,3 +45,31 @@ def test_residual_correlations_are_pearsons_over_the_shared_shapes():
     residuals = {"a": {1: 0.1, 2: 0.2, 3: 0.3}, "b": {1: 1.0, 2: 2.0, 3: 3.0, 9: 5.0},
                  "c": {1: 0.3, 2: 0.2, 3: 0.1}}
     assert ceiling.residual_correlations(residuals) == pytest.approx([1.0, -1.0, -1.0])
+
+
+def _run(script: str, *args):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run([sys.executable, f"benchmarks/{script}", *args], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_folder_that_is_not_the_sweeps_is_named_not_a_traceback(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = _run("conv_sweep_ceiling.py", "--data", str(empty))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "has no gpus.csv, gemm.csv, conv2d.csv" in proc.stderr
+    # every file there, but gpus.csv without the columns the README lists: named, and the
+    # calibration file is not written
+    for name in ("gpus.csv", "gemm.csv", "conv2d.csv", "elementwise.csv", "layernorm.csv",
+                 "softmax.csv"):
+        (tmp_path / name).write_text("gpu,latency_s\nT4,1e-5\n")
+    out = tmp_path / "c.yaml"
+    proc = _run("calibrate_gpu_kernels.py", "--data", str(tmp_path), "--out", str(out))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "does not read as NeuSight's sweeps (KeyError" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
