@@ -139,6 +139,10 @@ def _print_header(g, detail: str, targets: int = 1) -> None:
     print()
 
 
+# A header lists at most this many runs of equal input shapes before it counts each shape once
+SHAPE_RUNS = 8
+
+
 def _shapes_line(inputs: list[dict]) -> str:
     """The inputs' shapes, a run of three or more equal ones once with its count (a decode
     step's KV cache is two tensors a layer: '(1, 1), 64 x (1, 32, 4096, 128)'); where that
@@ -153,9 +157,6 @@ def _shapes_line(inputs: list[dict]) -> str:
         runs = [[shape, n] for shape, n in counts.items()]
     return ", ".join(f"{n} x {shape}" if n > 2 else ", ".join([str(shape)] * n)
                      for shape, n in runs)
-
-
-SHAPE_RUNS = 8
 
 
 def _runs(shapes: list) -> list[list]:
@@ -300,6 +301,7 @@ def run_predict(args) -> int:
 
 
 def _decode_note(args, tokens: int) -> str:
+    """What decode_rate_table's rates count, for the step ``args`` describe."""
     return textwrap.fill(
         f"This decode step makes {tokens:,} token(s): {args.seq_len or 1} new token(s) for "
         f"each of {args.batch or 1} sequence(s), after {args.past:,} cached. 'tokens/s': "
