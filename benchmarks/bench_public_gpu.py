@@ -56,6 +56,11 @@ PyTorch/Classification/ConvNets):
   vector products (HF's LlamaForCausalLM at one token; the weights' stream, which no faster
   program avoids). That part must not exceed the measured step; how close it comes says how
   much of the step is that stream. Reported apart from the steps.
+* Copies: chsasank/device-benchmarks' README lists the bandwidth its benchmark.py measured
+  copying 0.38 GB of fp32 (``a.copy_(b)``, timed with the launch and a synchronize) on a
+  T4, A10, V100 32GB, RTX 3090 and RTX 4090: a check of the streaming rate a chip takes
+  (its elementwise class's memory fraction: NeuSight's own fits for the T4 and V100, the
+  families' for the rest), against fxroof's time for that op alone. Reported apart.
 Both ran with cuDNN's engine search on (DeepLearningExamples' ConvNets/main.py sets
 ``cudnn.benchmark = True``), so the points are analysed with it on
 (fxroof.roofline.cudnn_searched).
@@ -322,6 +327,37 @@ def gemm_point(chip_id: str, shape: tuple, tflops: float, dtype=torch.bfloat16) 
             "ideal_s": timed.ideal_s}
 
 
+# chsasank/device-benchmarks README ("Matrix Multiplication FLOPS and BW", its "Memory
+# Bandwidth (GB/s)" column): benchmark.py times `a.copy_(b)` of 2^26.5 fp32 elements (0.38 GB
+# a tensor) by time.time() around the call and a synchronize, after a warm-up copy, and
+# reports 2 x bytes / elapsed, the mean of 10 trials, at that largest size. Left out: "A100
+# 80GB" (PCIe or SXM not said: 1935 or 2039 GB/s), "2070S" (831 GB/s, above the board's
+# 448: not its memory), "4090 (WSL2)" (the same board under another OS) and boards with no
+# chip here. (chip, GB/s)
+COPY_GBPS = [("t4", 240), ("a10", 469), ("v100_pcie_32gb", 766), ("rtx_3090", 831),
+             ("rtx_4090", 912)]
+COPY_ELEMENTS = int(2 ** 26.5)
+
+
+class _Copy(torch.nn.Module):
+    def forward(self, a, b):
+        return a.copy_(b)
+
+
+def copy_point(chip_id: str, gbps: float, elements: int = COPY_ELEMENTS) -> dict:
+    """One copy's point: measured seconds of an fp32 copy of ``elements`` (read and written:
+    8 bytes an element) at ``gbps``, and fxroof's time for that op alone (its fixed cost,
+    as the benchmark's timer holds the launch and the synchronize), band and roof."""
+    chip = get_chip(chip_id)
+    inputs = (torch.empty(elements), torch.empty(elements))
+    (record,) = [r for r in analyze(_Copy(), *inputs, device="cuda", chip=chip).records()
+                 if r["bytes"]]
+    timed = node_time(record, chip)
+    return {"chip": chip_id, "elements": elements,
+            "measured_s": 2 * elements * 4 / (gbps * 1e9), "pipelined_s": timed.predicted_s,
+            "low_s": timed.low_s, "high_s": timed.high_s, "ideal_s": timed.ideal_s}
+
+
 def _qa_loss(output):
     """run_squad's loss: cross-entropy over the start and over the end logits."""
     start, end = output.start_logits, output.end_logits
@@ -515,10 +551,17 @@ def main(argv=None) -> int:
                         3),
         "largest": round(max(p["products_s"] / p["measured_s"] for p in decodes), 3),
         "within_step": all(p["products_s"] <= p["measured_s"] for p in decodes)}
+    copies = [copy_point(*point) for point in COPY_GBPS]
+    for p in copies:
+        print(f"copy of 0.38 GB {p['chip']:15s} measured {p['measured_s'] * 1e3:6.3f} ms"
+              f"  predicted x{p['pipelined_s'] / p['measured_s']:.3f}"
+              f"  roof x{p['ideal_s'] / p['measured_s']:.3f}", file=sys.stderr)
+    result["copy_bandwidth"] = summary(copies, models=("pipelined", "ideal"))
     print(json.dumps(result, indent=1))
     if args.json:
         write_json(args.json, {"summary": result, "points": found, "largest_bf16_gemm": gemms,
-                               "l4_square_mm": squares, "decode": decodes},
+                               "l4_square_mm": squares, "decode": decodes,
+                               "copy_bandwidth": copies},
                    overwrite=args.force)
     return 0
 

@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from benchmarks import bench_public_gpu as bench
+from fxroof import roofline
+from fxroof.chips import get_chip
 
 
 def _point(measured, pipelined, low, high):
@@ -107,6 +109,20 @@ def test_an_l4_square_product_runs_on_the_roof_of_its_dtype():
     assert half["ideal_s"] == pytest.approx(2 * n ** 3 / 121e12, rel=0.01)
     # a 72 W board takes the low-power family: well below its roof, on either engine
     assert fp32["pipelined_s"] > 2 * fp32["ideal_s"] and half["pipelined_s"] > 2 * half["ideal_s"]
+
+
+def test_a_copy_point_is_the_benchmarks_bytes_at_its_bandwidth():
+    # chsasank/device-benchmarks: a T4 copying 2^26.5 fp32 elements at 240 GB/s, read and
+    # written: 8 bytes an element
+    n = int(2 ** 26.5)
+    found = bench.copy_point("t4", 240)
+    assert found["measured_s"] == pytest.approx(8 * n / 240e9)
+    assert found["ideal_s"] == pytest.approx(8 * n / 320e9)  # the T4's 320 GB/s
+    assert found["ideal_s"] < found["low_s"] <= found["pipelined_s"] <= found["high_s"]
+    # the op alone: its fixed cost and the bytes at the T4's streaming rate, so no faster
+    # than the bytes at that rate
+    streaming = roofline._params(get_chip("t4"), "copy").memory
+    assert found["pipelined_s"] >= 8 * n / (320e9 * streaming)
 
 
 def test_the_resnext_points_are_the_readme_networks():
