@@ -75,7 +75,7 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--past", type=positive_int_arg, metavar="TOKENS",
                    help="a decode step of an hf: causal LM: its KV cache holds this many "
                         "tokens per layer (a sliding-window layer, its last window - 1), and "
-                        "--seq-len counts the new tokens (default 1); predict adds tokens/s")
+                        "--seq-len counts the new tokens (default 1)")
     p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
                    help="override a field of an hf: model's config (repeatable)")
     _step_arguments(p)
@@ -305,7 +305,8 @@ COMMANDS = [
      "tensors and time every node.", _profile_arguments),
     ("predict", "predicted step time of a model on every chip",
      "Roofline-predicted time (forward, backward, total), bound and memory fit of one step "
-     "on each chip, fastest first.", _predict_arguments),
+     "on each chip, fastest first; for a language model (token ids in), also tokens per "
+     "second.", _predict_arguments),
     ("chips", "the chip database: list, show, plot, measure",
      "List the chips fxroof knows, show one, draw their rooflines, or measure this machine's.",
      _chips_arguments),

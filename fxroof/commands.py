@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import textwrap
+from typing import Optional
 
 import torch
 from tqdm import tqdm
@@ -294,19 +296,30 @@ def run_predict(args) -> int:
     print(f"\n{PREDICT_NOTE}")
     if calibrated:
         print(f"\n{render.time_parts_table(calibrated)}\n{PARTS_NOTE}")
-    if getattr(args, "past", None):
-        tokens = (args.batch or 1) * (args.seq_len or 1)
-        print(f"\n{render.decode_rate_table(rows, tokens)}\n{_decode_note(args, tokens)}")
+    tokens = _step_tokens(first.model.inputs)
+    if tokens:
+        print(f"\n{render.token_rate_table(rows, tokens)}\n{_tokens_note(args, tokens)}")
     return 0
 
 
-def _decode_note(args, tokens: int) -> str:
-    """What decode_rate_table's rates count, for the step ``args`` describe."""
+def _step_tokens(inputs: list[dict]) -> Optional[int]:
+    """The tokens a step takes: batch x length of its 2-D integer inputs (a language model's
+    token ids, and its labels beside them for a loss); None for a step with none, or with
+    sequences of different shapes (an encoder-decoder's: which to count is the reader's)."""
+    shapes = {tuple(i["shape"]) for i in inputs if len(i["shape"]) == 2
+              and i["dtype"] == "int64"}
+    return math.prod(shapes.pop()) if len(shapes) == 1 else None
+
+
+def _tokens_note(args, tokens: int) -> str:
+    """What token_rate_table's rates count, for the step ``args`` describe."""
+    what = (f"This decode step makes {tokens:,} token(s): {args.seq_len or 1} new token(s) "
+            f"for each of {args.batch or 1} sequence(s), after {args.past:,} cached"
+            if getattr(args, "past", None) else
+            f"This step takes {tokens:,} tokens (its token ids, batch x length)")
     return textwrap.fill(
-        f"This decode step makes {tokens:,} token(s): {args.seq_len or 1} new token(s) for "
-        f"each of {args.batch or 1} sequence(s), after {args.past:,} cached. 'tokens/s': "
-        f"those over the step's predicted time, p10..p90 over its band's edges; 'at the "
-        f"roof': over the roof time, a rate no step reaches.", 96)
+        f"{what}. 'tokens/s': those over the step's predicted time, p10..p90 over its band's "
+        f"edges; 'at the roof': over the roof time, a rate no step reaches.", 96)
 
 
 def _skipped_lines(skipped: list) -> list[str]:

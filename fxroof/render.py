@@ -152,10 +152,11 @@ def prediction_table(rows: list[dict]) -> str:
     return tabulate(body, headers=headers, disable_numparse=True)
 
 
-def decode_rate_table(rows: list[dict], tokens: int) -> str:
-    """A decode step's tokens per second on each chip (rows as prediction_table's): the
-    ``tokens`` it produces (batch x new tokens) over its predicted time, the band's edges
-    reversed (the slow edge is the fewer tokens), and over its roof time."""
+def token_rate_table(rows: list[dict], tokens: int) -> str:
+    """A language model's step in tokens per second on each chip (rows as
+    prediction_table's): the ``tokens`` it takes (a decode step's new ones) over its
+    predicted time, the band's edges reversed (the slow edge is the fewer tokens), and over
+    its roof time."""
     body = []
     for r in rows:
         total = r["prediction"]["overall"]

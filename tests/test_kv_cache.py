@@ -166,10 +166,21 @@ def test_a_decode_steps_rate_is_its_tokens_over_its_time():
     step = {"predicted_s": 0.04, "low_s": 0.02, "high_s": 0.08, "ideal_s": 0.004,
             "model": "calibrated"}
     row = {"chip": SimpleNamespace(name="a GPU"), "prediction": {"overall": step}}
-    line = render.decode_rate_table([row], tokens=16).splitlines()[-1].split()
+    line = render.token_rate_table([row], tokens=16).splitlines()[-1].split()
     # 16 tokens in 40 ms: 400 a second; the band's slow edge (80 ms) the fewer, 200; the roof
     # (4 ms) 4,000
     assert line == ["a", "GPU", "40", "ms", "400", "200..800", "4,000"]
+
+
+def test_a_steps_tokens_are_its_token_ids():
+    from fxroof.commands import _step_tokens
+
+    ids = {"shape": [4, 512], "dtype": "int64"}
+    assert _step_tokens([ids]) == 2048
+    assert _step_tokens([ids, dict(ids)]) == 2048  # a causal LM's labels beside its ids
+    assert _step_tokens([{"shape": [4, 3, 224, 224], "dtype": "float32"}]) is None
+    # an encoder-decoder's two sequences of different lengths: not one count
+    assert _step_tokens([ids, {"shape": [4, 128], "dtype": "int64"}]) is None
 
 
 def test_predict_gives_a_decode_steps_tokens_per_second(capsys):
@@ -178,5 +189,8 @@ def test_predict_gives_a_decode_steps_tokens_per_second(capsys):
                  "--chip", "h100_sxm"]) == 0
     out = capsys.readouterr().out
     assert "tokens/s" in out and "makes 4 token(s): 1 new token(s) for each of 4" in out
-    assert main(["predict", "hf:llama", *config, "--chip", "h100_sxm"]) == 0
+    # a step without a cache counts its token ids: batch 2 x 128 (the default length)
+    assert main(["predict", "hf:llama", *config, "--batch", "2", "--chip", "h100_sxm"]) == 0
+    assert "This step takes 256 tokens" in capsys.readouterr().out
+    assert main(["predict", "resnet18", "--chip", "h100_sxm"]) == 0
     assert "tokens/s" not in capsys.readouterr().out
