@@ -305,8 +305,8 @@ COMMANDS = [
      "tensors and time every node.", _profile_arguments),
     ("predict", "predicted step time of a model on every chip",
      "Roofline-predicted time (forward, backward, total), bound and memory fit of one step "
-     "on each chip, fastest first; for a language model (token ids in), also tokens per "
-     "second.", _predict_arguments),
+     "on each chip, fastest first; for an hf: language model, also tokens per second.",
+     _predict_arguments),
     ("chips", "the chip database: list, show, plot, measure",
      "List the chips fxroof knows, show one, draw their rooflines, or measure this machine's.",
      _chips_arguments),

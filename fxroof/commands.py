@@ -296,7 +296,9 @@ def run_predict(args) -> int:
     print(f"\n{PREDICT_NOTE}")
     if calibrated:
         print(f"\n{render.time_parts_table(calibrated)}\n{PARTS_NOTE}")
-    tokens = _step_tokens(first.model.inputs)
+    # an hf: model's integer inputs are its token ids; another model's may be anything
+    # (a recommender's categorical features), so its rate is not given in tokens
+    tokens = _step_tokens(first.model.inputs) if str(args.model).startswith("hf:") else None
     if tokens:
         print(f"\n{render.token_rate_table(rows, tokens)}\n{_tokens_note(args, tokens)}")
     return 0

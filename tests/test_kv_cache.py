@@ -194,3 +194,16 @@ def test_predict_gives_a_decode_steps_tokens_per_second(capsys):
     assert "This step takes 256 tokens" in capsys.readouterr().out
     assert main(["predict", "resnet18", "--chip", "h100_sxm"]) == 0
     assert "tokens/s" not in capsys.readouterr().out
+
+
+def test_a_models_own_integer_inputs_are_not_counted_as_tokens(tmp_path, capsys):
+    """A recommender's 26 categorical features a sample are integers too: only an hf:
+    model's are known to be token ids."""
+    path = tmp_path / "net.py"
+    path.write_text("import torch\n"
+                    "def net():\n"
+                    "    return torch.nn.Sequential(torch.nn.Embedding(1000, 64),\n"
+                    "                               torch.nn.Flatten(), torch.nn.Linear(1664, 1))\n")
+    assert main(["predict", f"{path}:net", "--input-shape", "8,26:int64",
+                 "--chip", "h100_sxm"]) == 0
+    assert "tokens/s" not in capsys.readouterr().out
