@@ -92,9 +92,11 @@ def _window(layer):
     kind."""
     from transformers import cache_utils
 
-    if isinstance(layer, cache_utils.DynamicSlidingWindowLayer):  # a DynamicLayer subclass
+    # (getattr: a transformers older than these classes makes every layer a full one)
+    sliding = getattr(cache_utils, "DynamicSlidingWindowLayer", ())  # a DynamicLayer subclass
+    if isinstance(layer, sliding):
         return int(layer.sliding_window)
-    return None if type(layer) is cache_utils.DynamicLayer else False
+    return None if type(layer) is getattr(cache_utils, "DynamicLayer", type(layer)) else False
 
 
 def register() -> None:
