@@ -3,6 +3,8 @@ Each calls the library and renders; no analysis here. ``run(args)`` dispatches."
 from __future__ import annotations
 
 import argparse
+import collections
+import itertools
 import json
 import math
 import os
@@ -151,25 +153,11 @@ def _shapes_line(inputs: list[dict]) -> str:
     leaves more than SHAPE_RUNS runs (a cache whose layers alternate full and sliding-
     window ones), each shape once with its count, in order of first appearance."""
     shapes = [tuple(i["shape"]) for i in inputs]
-    runs = _runs(shapes)
+    runs = [(shape, len(list(run))) for shape, run in itertools.groupby(shapes)]
     if len(runs) > SHAPE_RUNS:
-        counts: dict = {}
-        for shape in shapes:
-            counts[shape] = counts.get(shape, 0) + 1
-        runs = [[shape, n] for shape, n in counts.items()]
+        runs = list(collections.Counter(shapes).items())  # first appearance order kept
     return ", ".join(f"{n} x {shape}" if n > 2 else ", ".join([str(shape)] * n)
                      for shape, n in runs)
-
-
-def _runs(shapes: list) -> list[list]:
-    """[shape, count] of each run of equal consecutive shapes."""
-    runs: list[list] = []
-    for shape in shapes:
-        if runs and runs[-1][0] == shape:
-            runs[-1][1] += 1
-        else:
-            runs.append([shape, 1])
-    return runs
 
 
 def _phases(g) -> list[str]:
