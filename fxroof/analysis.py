@@ -28,6 +28,7 @@ from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
 from fxroof.memory import memory_report
 from fxroof.models import build_model, capture_context, default_inputs, ensure_module
 from fxroof.page_faults import annotate_faults
+from fxroof.plan_builds import mark_plan_builds
 from fxroof.scope import ModuleScope
 from fxroof.step import TrainingStep
 from fxroof.target import Target
@@ -93,7 +94,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
         set_mode(module, mode == "train")
         capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
                             backward, training)
-    _annotate(capture, rules, target)
+    _annotate(capture, rules, target, past)
     g = AnnotatedGraph(capture, _model_info(name or spec or type(module).__name__, fake_inputs,
                                             params, dtype, mode, backward, training),
                        memory_report(capture), _source(module, spec, fake_inputs, hf_config))
@@ -118,11 +119,14 @@ def _checked_mode(mode: Optional[str], backward: bool, compiled: bool, freeze: b
     return mode
 
 
-def _annotate(capture, rules, target: Target) -> None:
-    """The passes that need no device: costs per node, then the step's page faults."""
+def _annotate(capture, rules, target: Target, past: Optional[int] = None) -> None:
+    """The passes that need no device: costs per node, then the step's page faults, and in
+    a GPU's decode step the attention calls that build a cuDNN plan each step."""
     for graph in capture.graphs():
         annotate_costs(graph, rules)
     annotate_faults(capture, target)
+    if past is not None and target.is_cuda:
+        mark_plan_builds(capture.forward, past)
 
 
 def _source(module, spec, fake_inputs, hf_config) -> Source:

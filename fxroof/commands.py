@@ -26,12 +26,12 @@ from fxroof.measure import check_target, datasheet_chip, default_path, save, ver
 from fxroof.model_probes import CALIBRATION_MODELS
 from fxroof.models import MODEL_SOURCES, build_model, model_names, parse_input
 from fxroof.models.hf import parse_overrides
-from fxroof.pipeline import HOST_BAND
+from fxroof.pipeline import CUDNN_PLAN_BUILD_S, HOST_BAND
 from fxroof.probes import measure_calibrated
 from fxroof.roofline_points import plot_roofline
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study
 from fxroof.target import Target
-from fxroof.units import si
+from fxroof.units import seconds, si
 
 PREDICT_NOTE = textwrap.fill(
     "'total' is the time model's expectation (the roof, where 'time model' says ideal) and "
@@ -289,7 +289,23 @@ def run_predict(args) -> int:
     tokens = _step_tokens(first.model.inputs) if str(args.model).startswith("hf:") else None
     if tokens:
         print(f"\n{render.token_rate_table(rows, tokens)}\n{_tokens_note(args, tokens)}")
+    builds = max((sum(r["plan_build"] for r in g.records()) for g in graphs.values()
+                  if not isinstance(g, FxroofError)), default=0)
+    if builds:
+        print(f"\n{_plan_build_note(builds)}")
     return 0
+
+
+def _plan_build_note(builds: int) -> str:
+    """Why a decode step on Hopper or Blackwell pays a host cost no kernel shows."""
+    return textwrap.fill(
+        f"On a Hopper or Blackwell GPU, PyTorch runs this step's attention with cuDNN, whose "
+        f"plans it caches per exact key length: an eager decode loop, its cache one token "
+        f"longer each step, builds {builds} plan(s) a step on the host "
+        f"({seconds(CUDNN_PLAN_BUILD_S)} each, measured on an H200 VM; priced above). A "
+        f"static KV cache with torch.compile keeps the shapes fixed; "
+        f"torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION) around generation "
+        f"picks a backend with no plans.", 96)
 
 
 def _step_tokens(inputs: list[dict]) -> Optional[int]:

@@ -23,7 +23,7 @@ from fxroof.cost_pass import is_costed
 from fxroof.device import check_device
 from fxroof.errors import FxroofError, UsageError
 from fxroof.keys import (ACCUMULATES, BACKWARD, COST, FAULTS, FORWARD, KERNEL, OPTIMIZER,
-                         ORIGIN, PHASES, ROOF, SHAPES, TIME, UNPRICED)
+                         ORIGIN, PHASES, PLAN_BUILD, ROOF, SHAPES, TIME, UNPRICED)
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model
 from fxroof.units import dtype_name
@@ -105,6 +105,7 @@ def node_record(node: fx.Node) -> dict:
         "op": node.target.overloadpacket.__name__, "layer_type": origin.layer_type,
         "module": origin.module, "forward_node": origin.forward_node,
         "accumulates": node.meta.get(ACCUMULATES, False),
+        "plan_build": node.meta.get(PLAN_BUILD, False),
         "shape": shape, "dtype": dtype, "layout": _layout(node),
         "flops": cost.flops, "macs": cost.macs,
         "bytes_read": cost.bytes_read, "bytes_written": cost.bytes_written, "bytes": moved,

@@ -1,15 +1,17 @@
 """The names of what each pass writes, in one place: phases and ``node.meta`` keys.
 
 capture writes ORIGIN, SHAPES (every call node), ACCUMULATES (backward call nodes) and INPUT
-(placeholders); the cost pass writes COST; the page-fault pass FAULTS; the timing pass TIME;
-the roofline pass ROOF. Later passes read what earlier ones wrote, the way torch.fx's
-ShapeProp writes ``meta["tensor_meta"]`` for the passes after it.
+(placeholders), and in a GPU's decode step PLAN_BUILD (fxroof.plan_builds); the cost pass
+writes COST; the page-fault pass FAULTS; the timing pass TIME; the roofline pass ROOF. Later
+passes read what earlier ones wrote, the way torch.fx's ShapeProp writes
+``meta["tensor_meta"]`` for the passes after it.
 """
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 PHASES = (FORWARD, BACKWARD, OPTIMIZER)  # a training step's order
 
 ORIGIN = "fxroof.origin"  # capture: Origin(phase, module, layer_type, forward_node)
 ACCUMULATES = "fxroof.accumulates"  # capture, backward: the engine summing two paths' gradients
+PLAN_BUILD = "fxroof.plan_build"  # decode step: a cuDNN attention call that builds its plan
 SHAPES = "fxroof.shapes"  # capture: TensorMeta of the outputs at the time of the call
 INPUT = "fxroof.input"    # capture, placeholders: InputKind(kind, label)
 COST = "fxroof.cost"      # cost pass: op_costs.Estimate (FLOP, bytes, rule, op class)

@@ -61,6 +61,17 @@ ACCUMULATION_HOST_SHARE = 0.25
 # kernels'. Each host lies outside the band the other alone gives: it spans the hosts seen,
 # and a host slower or faster than both falls outside it.
 HOST_BAND = (0.69, 1.55)
+# The host's build of a cuDNN attention plan (fxroof.plan_builds), which an eager decode loop
+# pays once per distinct attention call each step: validating the operation graph, the
+# heuristics' engine configs and building the plans before the kernel launches. On the
+# workplace's H200 VM (torch 2.11+cu130, transformers 5.17, a Llama-3.2-1B-shaped model at a
+# 4,000-token cache, benchmarks/decode_host_probe.py) a 2-layer model's decode step took 38.7
+# ms against 2.2 ms for the same one-token forward without a cache, its two attention calls
+# 36 ms of it (cProfile: one builds, one hits); a 16-layer one took 51.9 ms with builds and
+# 14.3 ms where the plans were already cached -- 36.2 and 37.6 ms a step. A host's cost, so it
+# takes HOST_BAND. (PyTorch PR 191576 reports 42.2 ms for a varlen call that rebuilt its
+# graph every time, on another machine.)
+CUDNN_PLAN_BUILD_S = 37e-3
 
 
 def pipelined_s(ops: Iterable[tuple[float, float]]) -> float:

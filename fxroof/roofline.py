@@ -40,8 +40,8 @@ from fxroof import calibration as cal, hidden_bytes, launch_geometry, op_classes
 from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
-from fxroof.pipeline import (ACCUMULATION_HOST_SHARE, AUTOGRAD_HOST_FACTOR, HOST_BAND,
-                             KERNEL_FLOOR_S, pipelined_s)
+from fxroof.pipeline import (ACCUMULATION_HOST_SHARE, AUTOGRAD_HOST_FACTOR, CUDNN_PLAN_BUILD_S,
+                             HOST_BAND, KERNEL_FLOOR_S, pipelined_s)
 from fxroof.units import itemsize, peak_key
 
 ROOFS = ("calibrated", "ideal")
@@ -171,6 +171,18 @@ HALF_PRECISION_BAND_WIDENING = 1.25
 # The products a matrix engine streams at the chip's streaming rate when memory-bound
 # (_matrix_engine_gemm); a batched one (bmm) keeps the GEMM class's fitted fraction.
 PLAIN_PRODUCTS = ("mm", "addmm")
+# Fused attention that streams its keys and values at the chip's streaming rate where few
+# queries make it memory-bound (a decode step's): cuDNN's forward, which PyTorch runs on
+# Hopper and Blackwell (fxroof.target.prefers_cudnn), and flash's (Ampere, Ada), which
+# splits a long cache across SMs. On the workplace's H200 (BF16, one query, 32 heads of 128)
+# cuDNN's kernels read KV caches of 67 MB-2.1 GB at 3.0-4.5 TB/s, 0.63-0.94 of the
+# bandwidth, where the GEMM class's memory fraction (0.39) priced them 1.6-2.4x long
+# (benchmarks/bench_decode.py); flash's split-KV kernels read 134 MB-1 GB at 2.7-3.9 TB/s
+# (benchmarks/decode_backends_probe.py). Memory-efficient attention does not split: at one
+# query it runs a block per batch and head, 0.48-0.50 TB/s at batch 1 (32 blocks on 132
+# SMs), 2.6 at batch 8 -- not a stream, it keeps the GEMM class's fraction.
+STREAMING_ATTENTION_OPS = ("_scaled_dot_product_cudnn_attention", "_cudnn_attention_forward",
+                           "_scaled_dot_product_flash_attention", "_flash_attention_forward")
 STREAMING_PRODUCT_TILE = 128  # output rows and columns a tile; see _fills_the_gpu
 # A narrow convolution (fewer than 8 input channels: an image's 3) that PyTorch would run on
 # a GPU's tensor cores (TF32, BF16, FP16) runs on its CUDA cores instead (engine_class), and
@@ -399,6 +411,9 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         high *= HALF_PRECISION_BAND_WIDENING
     roof_s = max(record["flops"] / bounds.peak, record["bytes"] / chip.bandwidth)
     host = params.t0 * (ACCUMULATION_HOST_SHARE if record.get("accumulates") else 1.0)
+    if chip.cls == "gpu" and record.get("plan_build"):  # the host builds, then launches
+        expected += CUDNN_PLAN_BUILD_S
+        host += CUDNN_PLAN_BUILD_S
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", host,
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device,
                     _host_band(chip), roof_s, kernel - fitted, device - kernel)
@@ -417,8 +432,8 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
     if op_class in op_classes.CONV_CLASSES and key != "fp32":
         params = _matrix_engine_conv(chip, params)
     elif chip.units.get(key) == "matrix":
-        params = _matrix_engine_gemm(record, chip, params)
-    if op_class == "gemv":
+        params = _matrix_engine_gemm(record, chip, params, key)
+    if op_class == "gemv" or record["op"] in STREAMING_ATTENTION_OPS:
         params = _streaming_gemv(chip, params)
     share = _cuda_core_conv_share(record, chip)
     if share:  # the measured share is of the whole kernel, tiles and reduction included
@@ -435,23 +450,30 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
     return peak, key, params, used
 
 
-def _matrix_engine_gemm(record: dict, chip: Chip, params: cal.Params) -> cal.Params:
-    """A product's parameters on a matrix engine: the sustained share of the engine's peak
-    where one was measured (Params.matrix_compute), and for a plain product (mm, addmm)
-    whose tiles fill a GPU the shipped parameters price, memory at least at the chip's
-    streaming rate (its elementwise class's). The GEMM class's own memory fraction (0.39-0.59
-    of the bandwidth) was fitted on FP32 SIMT products, whose memory-bound ones are skinny
-    and slow for reasons of their own; a tensor-core product of low intensity over many rows
-    streams its operands as a copy does -- ConvNeXt-T's 96- to 768-wide Linear layers in
+def _matrix_engine_gemm(record: dict, chip: Chip, params: cal.Params,
+                        key: str) -> cal.Params:
+    """A product's parameters on a matrix engine: the sustained share of the engine's peak where
+    one was measured (Params.matrix_compute), and for a plain product (mm, addmm) whose tiles
+    fill a GPU the shipped parameters price, or a 16-bit one a single tile tall, memory at least
+    at the chip's streaming rate (its elementwise class's). The GEMM class's own memory fraction
+    (0.39-0.59 of the bandwidth) was fitted on FP32 SIMT products, whose memory-bound ones are
+    skinny and slow for reasons of their own; a tensor-core product of low intensity over many
+    rows streams its operands as a copy does -- ConvNeXt-T's 96- to 768-wide Linear layers in
     BF16 and FP16 ran at 0.65-0.82 of an H100's bandwidth and 0.52-0.78 of an H200's
     (benchmarks/measured/h100- and h200-profile-convnext_tiny-*.json). Batched products (bmm)
-    keep the fit: BERT's unfused attention products (384 x 384 outputs over K = 64) were
-    priced right by it on Lambda's boards and 5-15% fast at the streaming rate, and no kept
-    profile times one. So do skinny ones (_fills_the_gpu)."""
+    keep the fit: BERT's unfused attention products (384 x 384 outputs over K = 64) were priced
+    right by it on Lambda's boards and 5-15% fast at the streaming rate, and no kept profile
+    times one. So do skinny ones (_fills_the_gpu), but a 16-bit product of at most one tile's
+    rows or columns (_one_tile_tall), which cuBLAS splits along K and streams: on the
+    workplace's H200 (BF16, weights of 4096 x 11008, each read once) products of 2 to 128 rows
+    took 25.0-29.9 us, as one row's matrix-vector product (25.2-27.6 us, 3.0-3.6 TB/s), where
+    the GEMM fraction put them at 48.5-50.6 us (benchmarks/bench_decode.py): a batched decode
+    step's projections. VGG-16's BF16 classifier at 256 rows (two tiles tall) kept the fit:
+    1.30-1.54x long at it, 0.65-0.77x at the streaming rate (the H100's profile)."""
     if params.matrix_compute:
         params = dataclasses.replace(params, compute=params.matrix_compute)
     if record["op"] not in PLAIN_PRODUCTS or chip.cls != "gpu" or chip.calibration \
-            or not _fills_the_gpu(record, chip):
+            or not (_fills_the_gpu(record, chip) or _one_tile_tall(record, key)):
         return params
     streaming = _streaming_memory(chip)
     if streaming is None:
@@ -460,7 +482,8 @@ def _matrix_engine_gemm(record: dict, chip: Chip, params: cal.Params) -> cal.Par
 
 
 def _streaming_gemv(chip: Chip, params: cal.Params) -> cal.Params:
-    """A matrix-vector product's parameters on a GPU with no gemv class of its own (every
+    """A matrix-vector product's (or a decode step's streaming attention's,
+    STREAMING_ATTENTION_OPS) parameters on a GPU with no gemv class of its own (every
     shipped fit: NeuSight swept no GEMV, so the class falls back to the GEMM's): memory at the
     chip's streaming rate (its elementwise class's). cuBLAS runs one row as a level-2 kernel
     that reads the matrix once across every SM, a stream like a copy's, where the GEMM class's
@@ -486,6 +509,14 @@ def _streaming_memory(chip: Chip) -> Optional[float]:
     its elementwise class's memory fraction (None where it has no parameters)."""
     elementwise = _params(chip, "elementwise")
     return elementwise.memory if elementwise is not None else None
+
+
+def _one_tile_tall(record: dict, key: str) -> bool:
+    """Whether a 16-bit product's output is at most STREAMING_PRODUCT_TILE rows or columns:
+    one row of tiles, which cuBLAS splits along the reduction to stream its weights."""
+    dims = op_classes.gemm_dims(record)
+    return key in HALF_PRECISION_KEYS and dims is not None \
+        and min(dims[1], dims[2]) <= STREAMING_PRODUCT_TILE
 
 
 def _fills_the_gpu(record: dict, chip: Chip) -> bool:

@@ -37,7 +37,7 @@ LAYERS = [
     {"fxroof.scope", "fxroof.guard", "fxroof.rollups", "fxroof.chips"},
     {"fxroof.capture"},
     {"fxroof.step"},
-    {"fxroof.cost_pass", "fxroof.memory", "fxroof.models"},
+    {"fxroof.cost_pass", "fxroof.memory", "fxroof.models", "fxroof.plan_builds"},
     # passes over an annotated graph and its renderers: they read node.meta and records
     {"fxroof.roofline", "fxroof.timing", "fxroof.export", "fxroof.render", "fxroof.trace",
      "fxroof.measure", "fxroof.latency"},

@@ -2752,14 +2752,15 @@ def test_a_memory_bound_tensor_core_product_streams_at_the_chips_streaming_rate(
 
 def test_fp32_skinny_and_batched_products_keep_the_gemm_class_memory_fraction():
     """An FP32 product runs on the CUDA cores, which the GEMM class was fitted on; a skinny
-    BF16 one (VGG's first classifier layer at batch 32: one 128-row tile by 32 columns, on
-    132 SMs) is what that fit describes; a batched one (BERT's unfused attention: 384 x 384
-    outputs over K = 64) keeps the fit, which priced Lambda's BERT steps right."""
+    BF16 one two tiles tall (VGG's first classifier layer at batch 256: 2 x 32 tiles of 128 on
+    132 SMs; one tile tall, it streams: tests/test_decode_pricing.py) keeps that fit; a
+    batched one (BERT's unfused attention: 384 x 384 outputs over K = 64) keeps the fit,
+    which priced Lambda's BERT steps right."""
     from torch import nn
 
-    h100, (skinny,) = _h100_products(nn.Linear(25088, 4096), torch.empty(32, 25088),
+    h100, (skinny,) = _h100_products(nn.Linear(25088, 4096), torch.empty(256, 25088),
                                      dtype=torch.bfloat16)
-    moved = 2 * (32 * 25088 + 4096 * 25088 + 4096 + 32 * 4096)
+    moved = 2 * (256 * 25088 + 4096 * 25088 + 4096 + 256 * 4096)
     assert skinny["bytes"] == moved
     assert roofline.device_seconds(roofline.node_time(skinny, h100)) == \
         pytest.approx(moved / (3.35e12 * 0.3874))
