@@ -286,10 +286,19 @@ def test_the_shipped_parameters_are_what_the_fitting_script_produces(tmp_path):
     for chip, entry in shipped["chips"].items():
         assert entry["classes"]["gemm"].get("matrix_compute") == \
             fresh["chips"][chip]["classes"]["gemm"].get("matrix_compute"), chip
-    for op_class, entry in shipped["families"][cal.GEFORCE_FAMILY].items():
-        assert params(entry) == params(fresh["families"][cal.GEFORCE_FAMILY][op_class])
-        assert entry.get("matrix_compute") == \
-            fresh["families"][cal.GEFORCE_FAMILY][op_class].get("matrix_compute")
+    # the GeForce family is the NVIDIA family's, so it moves with the chips' flat valleys
+    # too (its elementwise t0 came out 29.5 us under one scipy build, 30.2 under another):
+    # compared by what it predicts on the NVIDIA GPUs' sweeps
+    geforce = shipped["families"][cal.GEFORCE_FAMILY]
+    geforce_fresh = fresh["families"][cal.GEFORCE_FAMILY]
+    assert geforce.keys() == geforce_fresh.keys()
+    for op_class, entry in geforce.items():
+        assert entry.get("matrix_compute") == geforce_fresh[op_class].get("matrix_compute")
+        for gpu in (g for g in gpus if not g.startswith("MI") and (g, op_class) in sweeps):
+            rows, g = sweeps[gpu, op_class], gpus[gpu]
+            ratio = script.ratios(params(entry), rows, g, op_class) / \
+                script.ratios(params(geforce_fresh[op_class]), rows, g, op_class)
+            assert np.abs(ratio - 1).max() < 0.05, (gpu, op_class)
     # the AMD family is the mean of two fits, so it moves with either one's flat valley:
     # compared, like the chips, by what it predicts on the AMD GPUs' own sweeps
     amd, amd_fresh = shipped["families"][cal.AMD_FAMILY], fresh["families"][cal.AMD_FAMILY]

@@ -229,3 +229,19 @@ def test_the_kept_h200_decode_measurements_within_their_errors():
     point = bench_decode.step_point(step, h200)
     assert point["low_s"] <= step["wall_s"] <= point["high_s"]
     assert 0.85 < point["predicted_s"] / step["wall_s"] < 1.25  # 1.09; 0.55 before the build
+
+
+def test_the_decode_probe_runs_and_writes_what_bench_decode_reads(tmp_path):
+    """decode_probe.py at its tiny CPU sizes (SMALL=1): the script a lent GPU runs, kept
+    runnable; its JSON has the groups bench_decode.py prices, each point measured."""
+    import subprocess
+    import sys
+    env = dict(os.environ, SMALL="1", OUT=str(tmp_path))
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "decode_probe.py"),
+                           "products", "attention"], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    probe = json.load(open(tmp_path / "decode_probe.json"))
+    assert probe["small"] is True
+    assert len(probe["products"]) == 23 and len(probe["attention"]) == 11
+    assert all(p["seconds"] > 0 for p in probe["products"] + probe["attention"])
