@@ -434,7 +434,7 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
     elif chip.units.get(key) == "matrix":
         params = _matrix_engine_gemm(record, chip, params, key)
     if op_class == "gemv" or record["op"] in STREAMING_ATTENTION_OPS:
-        params = _streaming_gemv(chip, params)
+        params = _at_streaming_rate(chip, params)
     share = _cuda_core_conv_share(record, chip)
     if share:  # the measured share is of the whole kernel, tiles and reduction included
         return peak, key, dataclasses.replace(params, compute=share), 1.0
@@ -481,7 +481,7 @@ def _matrix_engine_gemm(record: dict, chip: Chip, params: cal.Params,
     return dataclasses.replace(params, memory=max(params.memory, streaming))
 
 
-def _streaming_gemv(chip: Chip, params: cal.Params) -> cal.Params:
+def _at_streaming_rate(chip: Chip, params: cal.Params) -> cal.Params:
     """A matrix-vector product's (or a decode step's streaming attention's,
     STREAMING_ATTENTION_OPS) parameters on a GPU with no gemv class of its own (every
     shipped fit: NeuSight swept no GEMV, so the class falls back to the GEMM's): memory at the
