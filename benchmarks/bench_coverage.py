@@ -45,6 +45,32 @@ TIMM_MODELS = [
     "cait_xxs24_224", "volo_d1_224", "crossvit_tiny_240", "twins_pcpvt_small", "pit_ti_224",
     "edgenext_small", "mobilevit_s", "fastvit_t8", "repvit_m1", "efficientvit_b0",
 ]
+# torchvision's architectures, each named by the prefix its variants share (longest first,
+# so efficientnet_v2_s is not an efficientnet): the variants differ in depth, width and
+# resolution, not in the ops they reach -- which this script's torchvision set checks
+# ("families" in its summary), so the test suite traces one variant of each
+# (tests/test_torchvision_coverage.py) and this script all 80-odd.
+TORCHVISION_FAMILIES = ("efficientnet_v2", "efficientnet", "mobilenet_v3", "regnet_x",
+                        "regnet_y", "swin_v2", "swin", "wide_resnet", "resnext", "resnet",
+                        "convnext", "densenet", "mnasnet", "shufflenet_v2", "squeezenet",
+                        "vit", "vgg")
+
+
+def torchvision_family(name: str) -> str:
+    """The architecture a torchvision model name is a variant of (vgg16_bn: vgg with batch
+    norm, "vgg_bn"); a name no family prefix matches is its own."""
+    prefix = next((p for p in TORCHVISION_FAMILIES if name.startswith(p)), name)
+    return prefix + "_bn" if prefix != name and name.endswith("_bn") else prefix
+
+
+def same_ops_per_family(rows: list[dict]) -> dict:
+    """{family: True where every variant analysed reached the same ATen ops}."""
+    ops = {}
+    for r in rows:
+        ops.setdefault(torchvision_family(r["model"]), set()).add(tuple(r["ops"]))
+    return {family: len(sets) == 1 for family, sets in sorted(ops.items())}
+
+
 HF_SHALLOW = {"num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "encoder_layers": 2,
               "decoder_layers": 2, "num_decoder_layers": 2}
 # A speech encoder's LayerDrop and SpecAugment masks draw random numbers that decide shapes,
@@ -108,6 +134,7 @@ def run(spec: str, batch: int, options: dict) -> dict:
         return {"model": spec, "ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
     coverage = g.coverage()
     return {"model": spec, "ok": True, "seconds": round(time.perf_counter() - start, 2),
+            "ops": sorted({r["target"] for r in g.records()}),
             "nodes": coverage["nodes"], "default_rule_nodes": sum(
                 coverage["default_rule_ops"].values()),
             "default_rule_ops": coverage["default_rule_ops"],
@@ -151,7 +178,9 @@ def main():
             "default_rule_ops": dict(ops),
             "unattributed": sum(r["unattributed"] for r in ok),
             "seconds": round(sum(r.get("seconds", 0) for r in ok), 1),
-            "failures": {r["model"]: r["error"] for r in rows if not r["ok"]}}), flush=True)
+            "failures": {r["model"]: r["error"] for r in rows if not r["ok"]},
+            **({"families": same_ops_per_family(ok)} if name == "torchvision" else {})}),
+            flush=True)
     return 0
 
 

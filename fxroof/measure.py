@@ -114,15 +114,40 @@ def _spread_note(what: str, times: Summary, say: Callable[[str], None]) -> str:
     return f"fastest of {times.samples} after a warm-up (median / fastest {spread:.2f})"
 
 
+# The longest one roof GEMM may take (s), quick or full: a dtype its engine runs slowly is
+# measured on a smaller GEMM than _gemm_sizes names. bf16 on a CPU without AVX512-BF16 or AMX
+# runs about 1 GFLOP/s (an AVX2 AMD EPYC, torch 2.14): a 2048^3 GEMM took 20 s a repeat, so
+# `chips measure --full` spent 4 minutes on that one roof; an engine that slow is at its
+# steady rate from a few hundred rows on, which is all the roof reads.
+GEMM_BUDGET_S = {True: 0.5, False: 2.0}
+GEMM_FIRST_N = 512  # the size a GEMM grows from, doubling, towards its configured size
+
+
+def gemm_size(device: torch.device, dtype: torch.dtype, n: int, budget_s: float,
+              tf32: bool = False) -> int:
+    """n, or, where doubling a GEMM (8x its work) from GEMM_FIRST_N on would take one past
+    ``budget_s``, the last size within it -- each size on the way timed once."""
+    size = min(n, GEMM_FIRST_N)
+    while size < n:
+        _, times = gemm_flops(device, dtype, size, 1, tf32)
+        if 8 * times.min_s > budget_s:
+            break
+        size = min(2 * size, n)
+    return size
+
+
 def measure_peaks(dev: torch.device, quick: bool, say: Callable[[str], None]) -> dict:
     repeats = 5 if quick else 10
     peaks = {}
-    for key, (dtype, n) in _gemm_sizes(dev, quick).items():
-        say(f"GEMM {key} {n}x{n}")
+    for key, (dtype, largest) in _gemm_sizes(dev, quick).items():
         try:
+            n = gemm_size(dev, dtype, largest, GEMM_BUDGET_S[quick], tf32=key == "tf32")
+            say(f"GEMM {key} {n}x{n}" + (f" (a larger one would take over "
+                                           f"{GEMM_BUDGET_S[quick]:g} s)" if n < largest
+                                           else ""))
             value, times = gemm_flops(dev, dtype, n, repeats, tf32=key == "tf32")
         except RuntimeError as e:  # dtype unsupported by this device's GEMM
-            say(f"  skipped: {str(e).splitlines()[0]}")
+            say(f"GEMM {key} skipped: {str(e).splitlines()[0]}")
             continue
         peaks[key] = {
             # measured with a GEMM: whatever engine torch.mm uses (on CPUs with AMX, bf16 runs

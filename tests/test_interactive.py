@@ -108,7 +108,7 @@ def test_study_report_draws_its_interactive_rooflines(tmp_path):
     from fxroof.study import StudyConfig, run_study
 
     config = StudyConfig(models=["squeezenet1_0", "mobilenet_v3_small"], batches=[1],
-                         warmup=0, repeats=1)
+                         warmup=0, repeats=1, fresh_process=False)  # the page, not the timing
     paths = run_study(config, str(tmp_path / "s"), progress=False)
     assert os.path.exists(tmp_path / "s" / "plotly.min.js")  # loads offline, beside it
     record, console = load(paths["html"], tmp_path)

@@ -211,6 +211,39 @@ def test_a_peak_is_the_fastest_run_and_a_busy_machine_is_named(monkeypatch):
     assert not any("busy" in line for line in said)
 
 
+def test_a_dtype_its_engine_runs_slowly_is_measured_on_a_smaller_gemm(monkeypatch):
+    """bf16 on a CPU without AVX512-BF16 or AMX runs about 1 GFLOP/s: its configured 2048^3
+    GEMM took 20 s a repeat. A GEMM grows from 512, doubling, while the next size's 8x work
+    stays within the budget; a fast engine still reaches its configured size."""
+    from fxroof.timers import summarize
+
+    rates = {torch.float32: 100e9, torch.float64: 50e9, torch.bfloat16: 1e9}  # FLOP/s
+    sizes = []
+
+    def gemm(device, dtype, n, repeats, tf32=False):
+        sizes.append((dtype, n))
+        seconds = 2 * n ** 3 / rates[dtype]
+        return rates[dtype], summarize([seconds] * repeats)
+
+    monkeypatch.setattr(measure_module, "gemm_flops", gemm)
+    said = []
+    peaks = measure_module.measure_peaks(measure_module.check_device("cpu"), quick=False,
+                                         say=said.append)
+    # full: 2 s a GEMM. fp32 4096^3 at 100 GFLOP/s is 1.37 s; bf16 1024^3 at 1 GFLOP/s is
+    # 2.15 s, so bf16 stops at 512 (0.27 s); fp64 2048^3 at 50 GFLOP/s is 0.34 s
+    assert "torch.mm 4096x4096 fp32" in peaks["fp32"]["derivation"]
+    assert "torch.mm 2048x2048 fp64" in peaks["fp64"]["derivation"]
+    assert "torch.mm 512x512 bf16" in peaks["bf16"]["derivation"]
+    assert "GEMM bf16 512x512 (a larger one would take over 2 s)" in said
+    assert (torch.bfloat16, 2048) not in sizes and (torch.bfloat16, 1024) not in sizes
+    sizes.clear()
+    peaks = measure_module.measure_peaks(measure_module.check_device("cpu"), quick=True,
+                                         say=said.append)
+    # quick: 0.5 s. fp32 2048^3 is 0.17 s: its configured size
+    assert "torch.mm 2048x2048 fp32" in peaks["fp32"]["derivation"]
+    assert "torch.mm 512x512 bf16" in peaks["bf16"]["derivation"]
+
+
 @pytest.mark.parametrize("capability,has_tf32", [((9, 0), True), ((8, 0), True),
                                                  ((7, 5), False)])
 def test_a_gpu_from_ampere_on_measures_its_tf32_roof(monkeypatch, capability, has_tf32):
