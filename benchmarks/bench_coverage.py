@@ -49,7 +49,7 @@ TIMM_MODELS = [
 # so efficientnet_v2_s is not an efficientnet): the variants differ in depth, width and
 # resolution, not in the ops they reach -- which this script's torchvision set checks
 # ("families" in its summary), so the test suite traces one variant of each
-# (tests/test_torchvision_coverage.py) and this script all 80-odd.
+# (tests/test_torchvision_coverage.py) and this script all 80.
 TORCHVISION_FAMILIES = ("efficientnet_v2", "efficientnet", "mobilenet_v3", "regnet_x",
                         "regnet_y", "swin_v2", "swin", "wide_resnet", "resnext", "resnet",
                         "convnext", "densenet", "mnasnet", "shufflenet_v2", "squeezenet",

@@ -4,7 +4,7 @@ the default (bytes-only) rule. Each architecture runs one variant at batch 2 on 
 Inception's aux head): a family's variants differ in depth, width and resolution, not in the
 ops they reach -- `python benchmarks/bench_coverage.py --sets torchvision` analyses all of
 them and checks that ("families" in its summary: every one of the 23 true on 2026-11-28), in
-about 4 minutes on this 2-core machine against the suite's one."""
+4.6 minutes on this 2-core machine against the suite's one or so."""
 import pytest
 
 import fxroof
