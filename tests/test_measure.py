@@ -35,7 +35,13 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert set(chip.calibration) == {"gemm", "gemv", "conv", "conv_cl", "elementwise", "pool",
                                      "copy", "norm", "softmax", "conv_bwd_dw",
                                      "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl"}
-    assert all(p.band[0] <= 1 <= p.band[1] and p.t0 > 0 for p in chip.calibration.values())
+    # each class's band, measured / predicted p10..p90 over its probes, lies about its fit:
+    # around 1, but a fit held at a bound (a fraction at its cap) can leave the few probes of
+    # a class a little to one side -- a measurement beside another process once did
+    for name, params in chip.calibration.items():
+        low, high = params.band
+        assert 0 < low <= high and low <= 1.1 and high >= 0.9 and params.t0 > 0, \
+            (name, params.band, params.t0)
     g = fxroof.analyze("tests.fixtures.user_models:small_net", input_shapes=[(2, 3, 16, 16)])
     assert g.roofline(chip)["forward"]["model"] == "calibrated"
     # a second run refuses to overwrite, before measuring
