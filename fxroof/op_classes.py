@@ -40,6 +40,14 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # dense direct kernel ("jit:avx512_core", conv_bwd_dw_wide_cl, about 20). Priced with the
 # dense backward's rates, mobilenet_v2's 3x3 ones at batch 8 came out 1.7x long, and
 # mnasnet1_0's 5x5 ones 0.11x short.
+# A reduction (op_costs.reduction's rules: sum, mean, amax, ...) is a class of its own,
+# "reduce", where a device measured one: ATen runs a mean as several calls (sum, then a
+# dtype-checking copy and an in-place divide), and inside a model each call dispatches cold.
+# On this project's AMD CPU, timed node by node inside the calibration models, a global
+# mean of 0.1-8 MB took 130-560 us where the elementwise class priced it 3.2x short, and
+# 17 us when run alone in a loop -- so its rows come from the models' nodes, no probe. A
+# chip measured before the class, and every GPU fit (NeuSight swept no reduction), prices
+# it as elementwise.
 # A matrix-vector product (an output of one row or one column: a classifier at batch 1, the
 # input gradient of one) is a class of its own, gemv: BLAS runs it as a level-2 kernel that
 # reads the matrix once, where a product of a few rows (a level-3 GEMM) packs it first. On
@@ -55,7 +63,7 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # GB/s against 28-84 for plain copies of the same bytes. A chip measured before the class
 # prices them as "fused", as fxroof did before.
 FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused", "gemv": "gemm",
-            "pool": "elementwise",
+            "pool": "elementwise", "reduce": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
             "norm_bwd": "norm_train",
             "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
@@ -100,6 +108,7 @@ UNVECTORISED_VARIANT = "[unvectorised]"
 TRANSPOSING_VARIANT = "[transposing]"
 # op_costs/data_movement.py's rule for empty, empty_like, new_empty...: an allocation
 ALLOCATION_RULE = "allocation"
+REDUCTION_RULE = "reduction["  # op_costs/reduction.py's rules: reduction[sum], ...
 _NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
@@ -195,7 +204,7 @@ def elementwise_loop(record: dict) -> Optional[str]:
     loops (op_costs.data_movement's ``copy[strided]``) -- whose rule names a loop other than
     the vectorised one, None for any other node."""
     rule = record.get("rule", "")
-    if op_class_of(record) not in ("elementwise", "copy") or not rule.endswith("]"):
+    if op_class_of(record) not in ("elementwise", "reduce", "copy") or not rule.endswith("]"):
         return None
     return ELEMENTWISE_LOOPS.get(rule[rule.rfind("["):])
 
@@ -238,7 +247,7 @@ def row_reduction(record: dict) -> bool:
     faster than this bound."""
     shape = record.get("shape") or ()
     rule = record.get("rule", "")
-    return record["op"] in ROW_REDUCTION_OPS and rule.startswith("reduction[") \
+    return record["op"] in ROW_REDUCTION_OPS and rule.startswith(REDUCTION_RULE) \
         and not rule.endswith(COLUMNS_VARIANT) \
         and len(shape) >= 2 and shape[-1] == 1 and shape[0] > 1 \
         and record.get("flops", 0) > math.prod(shape)
@@ -418,6 +427,8 @@ def op_class_of(record: dict) -> Optional[str]:
         return "pool"
     if record["op_class"] == "memory":
         return "copy"
+    if record.get("rule", "").startswith(REDUCTION_RULE):
+        return "reduce"
     return "elementwise"
 
 

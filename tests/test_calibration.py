@@ -2877,3 +2877,42 @@ def test_a_chip_measured_for_matrix_vector_products_keeps_its_own_rate():
                                                         "elementwise": own})
     moved = 2 * (4096 + 4096 * 11008 + 11008)
     assert roofline.node_time(node, chip).kernel_s == pytest.approx(moved / (3.35e12 * 0.5))
+
+
+def test_a_reduction_is_priced_by_its_own_class_where_a_chip_measured_one():
+    """op_costs.reduction's rules (mean, sum) are the "reduce" class; a chip whose
+    measurement has no such class prices them as elementwise, as before the class."""
+    from torch import nn
+
+    class Pools(nn.Module):
+        def forward(self, x):
+            return x.mean((2, 3), keepdim=True) + x.sum((2, 3), keepdim=True) + x.relu()
+
+    records = fxroof.analyze(Pools(), torch.empty(1, 64, 56, 56, device="meta")).records()
+    by_op = {r["op"]: r for r in records}
+    assert op_classes.op_class_of(by_op["mean"]) == op_classes.op_class_of(by_op["sum"]) \
+        == "reduce"
+    assert op_classes.op_class_of(by_op["relu"]) == "elementwise"
+    assert op_classes.FALLBACK["reduce"] == "elementwise"
+
+    elementwise = {"t0": 2e-5, "compute": 1.0, "memory": 0.5, "band": [1, 1]}
+    reduce = {"t0": 1.5e-4, "compute": 1.0, "memory": 0.25, "band": [1, 1]}
+
+    def chip(calibration):
+        return parse_chip({"id": "cpu-r", "name": "a CPU", "class": "cpu", "vendor": "",
+                           "peaks": {"fp32": {"value": 1e11, "unit": "matrix"}},
+                           "bandwidth": {"value": 1e10}, "calibration": calibration},
+                          "(test)")
+
+    mean = by_op["mean"]
+    # 1 x 64 x 56 x 56 fp32 read, 64 written: memory-bound at either memory fraction (the
+    # 200,704 FLOPs take 2 us at 1e11 FLOP/s)
+    moved = 4 * (64 * 56 * 56 + 64)
+    assert mean["bytes"] == moved
+    before = roofline.node_time(mean, chip({"elementwise": elementwise}))
+    assert before.predicted_s == pytest.approx(2e-5 + moved / (1e10 * 0.5))
+    own = roofline.node_time(mean, chip({"elementwise": elementwise, "reduce": reduce}))
+    assert own.predicted_s == pytest.approx(1.5e-4 + moved / (1e10 * 0.25))
+    assert roofline.node_time(by_op["relu"], chip({"elementwise": elementwise,
+                                                   "reduce": reduce})).predicted_s \
+        == pytest.approx(2e-5 + 2 * 4 * 64 * 56 * 56 / (1e10 * 0.5))
