@@ -204,7 +204,7 @@ def elementwise_loop(record: dict) -> Optional[str]:
     loops (op_costs.data_movement's ``copy[strided]``) -- whose rule names a loop other than
     the vectorised one, None for any other node."""
     rule = record.get("rule", "")
-    if op_class_of(record) not in ("elementwise", "reduce", "copy") or not rule.endswith("]"):
+    if op_class_of(record) not in ("elementwise", "copy") or not rule.endswith("]"):
         return None
     return ELEMENTWISE_LOOPS.get(rule[rule.rfind("["):])
 
