@@ -48,6 +48,16 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # 17 us when run alone in a loop -- so its rows come from the models' nodes, no probe. A
 # chip measured before the class, and every GPU fit (NeuSight swept no reduction), prices
 # it as elementwise.
+# An activation that evaluates a transcendental per element (MATH_OPS: GELU, SiLU, sigmoid,
+# tanh, exp, log, erf, ... and the backwards that evaluate one again) is a class of its own,
+# "math", where a device measured one: op_costs counts each transcendental as one FLOP (the
+# convention), but a CPU's vectorised exp or erf is a polynomial of tens of instructions, so
+# these ops run at a compute rate of their own, far below the plain arithmetic one. On this
+# project's AMD CPU, timed node by node, convnext_tiny's GELUs at batch 1 took 3.5x what the
+# elementwise class priced (448 us a node, 0.9 ns an element), efficientnet_b0's SiLUs 2x,
+# where ReLUs of the same bytes were priced 1.3-2x long. A chip measured before the class,
+# and every shipped GPU fit (a GPU's math is fast beside its bandwidth, and NeuSight swept
+# none), prices them as elementwise.
 # A matrix-vector product (an output of one row or one column: a classifier at batch 1, the
 # input gradient of one) is a class of its own, gemv: BLAS runs it as a level-2 kernel that
 # reads the matrix once, where a product of a few rows (a level-3 GEMM) packs it first. On
@@ -63,7 +73,7 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # GB/s against 28-84 for plain copies of the same bytes. A chip measured before the class
 # prices them as "fused", as fxroof did before.
 FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused", "gemv": "gemm",
-            "pool": "elementwise", "reduce": "elementwise",
+            "pool": "elementwise", "reduce": "elementwise", "math": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
             "norm_bwd": "norm_train",
             "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
@@ -109,6 +119,16 @@ TRANSPOSING_VARIANT = "[transposing]"
 # op_costs/data_movement.py's rule for empty, empty_like, new_empty...: an allocation
 ALLOCATION_RULE = "allocation"
 REDUCTION_RULE = "reduction["  # op_costs/reduction.py's rules: reduction[sum], ...
+# ATen ops (in place or not) that evaluate a transcendental function per element: the "math"
+# class. Not sqrt and rsqrt (one instruction each), nor sigmoid's and tanh's backwards
+# (arithmetic on the saved output), nor pow (ATen runs its common exponents as multiplies).
+MATH_OPS = frozenset((
+    "gelu", "gelu_backward", "silu", "silu_backward", "sigmoid", "tanh", "exp", "exp2",
+    "expm1", "log", "log2", "log10", "log1p", "erf", "erfc", "erfinv", "softplus",
+    "softplus_backward", "mish", "mish_backward", "elu", "celu", "selu", "glu",
+    "glu_backward", "log_sigmoid_forward", "log_sigmoid_backward", "logaddexp", "logit",
+    "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh",
+    "atanh", "lgamma", "digamma"))
 _NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
@@ -204,7 +224,7 @@ def elementwise_loop(record: dict) -> Optional[str]:
     loops (op_costs.data_movement's ``copy[strided]``) -- whose rule names a loop other than
     the vectorised one, None for any other node."""
     rule = record.get("rule", "")
-    if op_class_of(record) not in ("elementwise", "copy") or not rule.endswith("]"):
+    if op_class_of(record) not in ("elementwise", "math", "copy") or not rule.endswith("]"):
         return None
     return ELEMENTWISE_LOOPS.get(rule[rule.rfind("["):])
 
@@ -429,6 +449,8 @@ def op_class_of(record: dict) -> Optional[str]:
         return "copy"
     if record.get("rule", "").startswith(REDUCTION_RULE):
         return "reduce"
+    if op.rstrip("_") in MATH_OPS:
+        return "math"
     return "elementwise"
 
 

@@ -4,9 +4,10 @@ with fxroof's own rules, and fit fxroof.calibration's parameters per op class.
 The probes cover each class the model distinguishes -- GEMMs (square, skinny, batched),
 convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last), depthwise
 convolution backward passes (3x3, and wider kernels in both layouts), elementwise ops
-(new outputs and in place), pooling, copies (concatenation, channel shuffle), norms (batch
-and layer norm) and softmax -- over sizes from a few microseconds to tens of milliseconds, so
-both the fixed cost per op and the sustained rates are seen. One more probe measures the
+(new outputs and in place), transcendental activations (GELU, SiLU, sigmoid), pooling,
+copies (concatenation, channel shuffle), norms (batch and layer norm) and softmax -- over
+sizes from a few microseconds to tens of milliseconds, so both the fixed cost per op and the
+sustained rates are seen. One more probe measures the
 rate at which a CPU first touches a freshly mapped output (hidden_bytes.fresh_bytes). Each
 forward probe runs eagerly under no_grad, as a model's layers do (a backward probe calls
 convolution_backward as autograd does), and its time is the fastest of its repeats (a
@@ -83,7 +84,11 @@ PROBES = [
      (1, 3, 224, 224)),
     *[("elementwise", f"relu {n}", lambda: nn.ReLU(), (n,))
       for n in (256, 4096, 65536, 2 ** 20, 2 ** 23)],
-    *[("elementwise", f"gelu {n}", lambda: nn.GELU(), (n,)) for n in (4096, 2 ** 20)],
+    # activations that evaluate a transcendental per element (op_classes.MATH_OPS), the
+    # ones models run: GELU (erf), SiLU and sigmoid, from cache-resident to streaming
+    *[("math", f"gelu {n}", lambda: nn.GELU(), (n,)) for n in (4096, 65536, 2 ** 20, 2 ** 22)],
+    *[("math", f"silu {n}", lambda: nn.SiLU(), (n,)) for n in (65536, 2 ** 20)],
+    *[("math", f"sigmoid {n}", lambda: nn.Sigmoid(), (n,)) for n in (4096, 2 ** 20)],
     *[("elementwise", f"relu_ {n}", lambda: nn.ReLU(inplace=True), (n,))  # models' ReLU
       for n in (65536, 2 ** 20, 2 ** 23)],
     *[("pool", f"maxpool 3x3/2 {b}x{c}x{s}px", lambda: nn.MaxPool2d(3, 2, 1), (b, c, s, s))
@@ -183,9 +188,9 @@ class _DepthwiseLayer(nn.Module):
 # stream (conv_bwd_dw), and 5x5 and 7x7 ones, whose weight gradient oneDNN computes by im2col
 # and a GEMM per channel (conv_bwd_dw_wide; op_costs.conv.WIDE), in MnasNet's, EfficientNet's
 # and ConvNeXt's shapes: that path's rate moved 1.3-9 GFLOP/s (of the node's work) with
-# the shape on this project's CPU, with no form found, so the probes sample the shapes models have; and wide
-# ones channels-last (conv_bwd_dw_wide_cl), as ConvNeXt's run. (batch, channels, size,
-# kernel, stride).
+# the shape on this project's CPU, with no form found, so the probes sample the shapes
+# models have; and wide ones channels-last (conv_bwd_dw_wide_cl), as ConvNeXt's run.
+# (batch, channels, size, kernel, stride).
 BACKWARD_PROBES = [
     *[("conv_bwd_dw", (b, c, s, 3, stride))
       for b, c, s, stride in ((1, 32, 56, 1), (1, 96, 28, 2), (1, 240, 14, 1), (8, 96, 28, 1),
@@ -358,6 +363,12 @@ def pointwise_layout_rate(device: torch.device, repeats: int = 5) -> float:
 # (the host's work after the launch runs beside it) and memory held at the rate of their
 # probes far larger than the L2; a convolution's memory at the elementwise class's rate.
 GPU_MEMORY_FROM = {c: "elementwise" for c in op_classes.CONV_CLASSES}
+# A class whose fixed cost is another's, held: a transcendental activation is dispatched as
+# any elementwise op is (one TensorIterator loop), and only its per-element rate differs.
+# Fitted on its probes alone, which repeat one op in a loop, the math class's t0 came out
+# 9 us on this project's CPU, where the elementwise class's, fitted on 948 rows most of them
+# models' nodes, was 31 -- and an SE block's small sigmoids inside a model took 30 us each.
+T0_FROM = {"math": "elementwise"}
 # streaming probes per class a GPU's fit needs to hold its memory rate (streaming_probes
 # gives two of each class, and elementwise four)
 GPU_STREAMING_MIN_ROWS = 2
@@ -373,8 +384,9 @@ def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
     weight-transpose rates (bytes/s; 0: none), held. ``gpu``: the device is that GPU, fitted
     as op_classes.TILED_CLASSES and GPU_MEMORY_FROM say (else a CPU, with a cache)."""
     entries, fitted = {}, {}
-    # a class whose memory rate is another's is fitted after it
-    for op_class in sorted(rows, key=lambda c: gpu is not None and c in GPU_MEMORY_FROM):
+    # a class whose memory rate or fixed cost is another's is fitted after it
+    for op_class in sorted(rows, key=lambda c: c in T0_FROM or (gpu is not None
+                                                                and c in GPU_MEMORY_FROM)):
         params, ratio = _fit_class(op_class, [cal.Row(*row) for row in rows[op_class]], chip,
                                    fresh, layout, pointwise_layout, gpu, fitted)
         fitted[op_class] = params
@@ -412,6 +424,8 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
         dims = (ones, ones, ones, k)
     options = {"cache": gpu is None, "fresh": fresh_bytes, "fresh_rate": fresh,
                "offset": cal.reorder_seconds(rates, fresh, moved, moved_fresh)}
+    if op_class in T0_FROM and T0_FROM[op_class] in fitted:
+        options["t0"] = fitted[T0_FROM[op_class]].t0
     if gpu is not None:
         borrowed = fitted.get(GPU_MEMORY_FROM.get(op_class))
         memory = borrowed.memory if borrowed else None if matrix else cal.streaming_fraction(
