@@ -138,6 +138,14 @@ def allocation(record: dict) -> bool:
     return record.get("rule") == ALLOCATION_RULE
 
 
+def empty_allocation(record: dict) -> bool:
+    """Whether a node allocates nothing: an empty tensor of no elements -- a batch norm's
+    reserve (``empty([0], uint8)``, one per layer, used by nothing), which the captured graph
+    holds as a node of its own but ATen creates inside the batch norm's C++ call
+    (``_batch_norm_impl_index``), with no dispatch from Python and no page to touch."""
+    return allocation(record) and math.prod(record.get("shape") or (1,)) == 0
+
+
 def running_statistics_norm(record: dict) -> bool:
     """Whether a node is a batch norm that applies running statistics (an eval-mode forward):
     no reduction, only x * scale + shift per channel."""

@@ -373,10 +373,15 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     """The predicted time of one node on ``chip`` (seconds), with its band."""
     bounds = roof_of_node or node_roof(record, chip)
     ideal = bounds.predicted_s
-    if chip.cls == "gpu" and roof == "calibrated" and op_classes.allocation(record):
+    reserve = op_classes.empty_allocation(record) and _params(chip, "copy") is not None
+    if roof == "calibrated" and (reserve or chip.cls == "gpu" and op_classes.allocation(record)):
         # no kernel: PyTorch's CUDA caching allocator hands out a block on the host, inside
         # the call that asked for it (batch norm's reserve, one per layer of a CNN), where
-        # the copy class's fitted launch (~30 us on NeuSight's hosts) overpriced each
+        # the copy class's fitted launch (~30 us on NeuSight's hosts) overpriced each. On a
+        # CPU the reserve, empty, is made inside the batch norm's C++ call too; timed from
+        # Python node by node it took 30-170 us on this project's AMD CPU (the dispatch
+        # after a long op runs cold), which the copy class had learnt as its t0 and priced
+        # mobilenet_v2's 52 reserves at 2.9 ms of a 20 ms eager step
         return NodeTime(ideal, 0.0, 0.0, 0.0, "calibrated")
     op_class = op_classes.op_class_on(record, chip.cls)
     params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None

@@ -471,8 +471,9 @@ def test_the_engines_gradient_sums_cost_the_host_a_share_of_an_op_by_hand():
 def test_an_allocation_launches_nothing_on_a_gpu():
     """A CNN's eval batch norm records an empty reserve tensor beside its kernel: on a GPU
     the caching allocator hands out a block and no kernel runs, so the step is its kernel
-    nodes' alone (the copy class's launch cost was added once per layer); a CPU's fit keeps
-    pricing it as the copy class it was fitted with."""
+    nodes' alone (the copy class's launch cost was added once per layer). On a CPU the
+    reserve, of no elements, costs nothing either (ATen makes it inside the batch norm's
+    C++ call), while an allocation of elements keeps the copy class it was fitted with."""
     t4 = load_chips()["t4"]
     add = {"op": "add", "op_class": "vector", "rule": "add", "dtype": "float32",
            "flops": 256, "bytes": 3072, "phase": "forward", "shape": [256]}
@@ -489,7 +490,9 @@ def test_an_allocation_launches_nothing_on_a_gpu():
                       "bandwidth": t4.bandwidth, "sources": ["test"],
                       "calibration": {"copy": {"t0": copy.t0, "compute": 1, "memory": 1,
                                                "band": [1, 1], "source": "test"}}}, "test")
-    assert roofline.node_time(empty, cpu).predicted_s == pytest.approx(copy.t0)
+    assert roofline.node_time(empty, cpu).predicted_s == 0
+    assert roofline.node_time({**empty, "shape": [256]}, cpu).predicted_s \
+        == pytest.approx(copy.t0)
 
 
 def test_chips_without_a_calibration_use_the_roof():
@@ -2989,3 +2992,39 @@ def test_the_math_class_holds_the_elementwise_fixed_cost():
     # measured / predicted of every row within 3%; the elementwise rate would price a
     # 100 MB GELU (31 ms at 0.02 P) at 10 ms
     assert 0.97 <= entries["math"]["band"][0] <= entries["math"]["band"][1] <= 1.03
+
+
+def test_a_batch_norm_reserve_is_neither_priced_nor_fitted_on_a_cpu():
+    """A real graph's batch norm reserve (empty([0], uint8), one per layer) is an empty
+    allocation: a measured CPU prices it at 0, and the calibration runs' rows leave it out
+    (timed from Python, it would teach the copy class a dispatch eager never makes); an
+    allocation of elements is neither."""
+    from torch import nn
+
+    from fxroof import model_probes
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(8)
+
+        def forward(self, x):
+            return self.bn(self.conv(x)) + torch.empty_like(x).fill_(1)
+
+    records = fxroof.analyze(Block().eval(), torch.empty(2, 8, 16, 16, device="meta")).records()
+    reserves = [r for r in records if op_classes.empty_allocation(r)]
+    assert [(r["op"], r["shape"], r["layer_type"]) for r in reserves] == \
+        [("empty", [0], "BatchNorm2d")]
+    kept = [r for r in records if op_classes.allocation(r) and not op_classes.empty_allocation(r)]
+    assert [(r["op"], r["shape"]) for r in kept] == [("empty_like", [2, 8, 16, 16])]
+
+    copy = {"t0": 5e-5, "compute": 1.0, "memory": 1.0, "band": [1, 1]}
+    chip = _measured_cpu({"copy": copy, "elementwise": copy})
+    assert roofline.node_time(reserves[0], chip).predicted_s == 0
+    assert roofline.node_time(kept[0], chip).predicted_s == pytest.approx(5e-5)
+
+    timed = [{**r, "time_s": 1e-4} for r in records if op_classes.op_class_of(r) is not None]
+    rows = model_probes.class_rows(timed)
+    copies = sum(1 for r in timed if op_classes.op_class_of(r) == "copy")
+    assert len(rows["copy"]) == copies - 1  # all but the reserve
