@@ -7,13 +7,12 @@ convolution backward passes (3x3, and wider kernels in both layouts), elementwis
 (new outputs and in place), transcendental activations (GELU, SiLU, sigmoid), pooling,
 copies (concatenation, channel shuffle), norms (batch and layer norm) and softmax -- over
 sizes from a few microseconds to tens of milliseconds, so both the fixed cost per op and the
-sustained rates are seen. One more probe measures the
-rate at which a CPU first touches a freshly mapped output (hidden_bytes.fresh_bytes). Each
-forward probe runs eagerly under no_grad, as a model's layers do (a backward probe calls
-convolution_backward as autograd does), and its time is the fastest of its repeats (a
-sustained rate, not a busy machine's median). FLOPs and bytes come from
-``fxroof.analyze`` of the same module, so the fitted fractions are fractions of exactly what
-fxroof predicts with. A convolution's layout reorders (an NCHW one's operands, a
+sustained rates are seen. One more probe measures the rate at which a CPU first touches a
+freshly mapped output (hidden_bytes.fresh_bytes). Each forward probe runs eagerly under
+no_grad, as a model's layers do (a backward probe calls convolution_backward as autograd
+does), and its time is the fastest of its repeats (a sustained rate, not a busy machine's
+median). FLOPs and bytes come from ``fxroof.analyze`` of the same module, so the fitted
+fractions are fractions of exactly what fxroof predicts with. A convolution's layout reorders (an NCHW one's operands, a
 channels-last one's weights) are priced at the device's copy bandwidth (layout_rate) and
 held, not fitted. A GPU is fitted as NeuSight's kernel sweeps are
 (benchmarks/calibrate_gpu_kernels.py): its GEMMs and convolutions over its tiles and
