@@ -12,9 +12,9 @@ freshly mapped output (hidden_bytes.fresh_bytes). Each forward probe runs eagerl
 no_grad, as a model's layers do (a backward probe calls convolution_backward as autograd
 does), and its time is the fastest of its repeats (a sustained rate, not a busy machine's
 median). FLOPs and bytes come from ``fxroof.analyze`` of the same module, so the fitted
-fractions are fractions of exactly what fxroof predicts with. A convolution's layout reorders (an NCHW one's operands, a
-channels-last one's weights) are priced at the device's copy bandwidth (layout_rate) and
-held, not fitted. A GPU is fitted as NeuSight's kernel sweeps are
+fractions are fractions of exactly what fxroof predicts with. A convolution's layout
+reorders (an NCHW one's operands, a channels-last one's weights) are priced at the device's
+copy bandwidth (layout_rate) and held, not fitted. A GPU is fitted as NeuSight's kernel sweeps are
 (benchmarks/calibrate_gpu_kernels.py): its GEMMs and convolutions over its tiles and
 multiprocessors, its memory-bound classes with a fixed cost that overlaps the kernel and a
 memory rate held at that of probes moving many times its L2 (streaming_probes).
