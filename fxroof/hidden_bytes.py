@@ -16,8 +16,11 @@ Each function reads a node record (fxroof.op_classes) and returns bytes.
 """
 from __future__ import annotations
 
-from fxroof.op_classes import (BACKWARD_CONV_CLASSES, TRAINING_NORM_CLASSES, conv_weight_bytes,
-                               nchw_gemm, op_class_of, pointwise)
+import math
+
+from fxroof.op_classes import (BACKWARD_CONV_CLASSES, PLAIN_POINTWISE_VARIANT,
+                               TRAINING_NORM_CLASSES, conv_weight_bytes, cpu_native,
+                               gemm_dims, nchw_gemm, op_class_of, pointwise)
 
 # glibc's malloc serves an allocation this large or larger with a fresh mmap (the dynamic
 # threshold stops rising at DEFAULT_MMAP_THRESHOLD_MAX, 4 * 1024 * 1024 * sizeof(long) on a
@@ -36,8 +39,9 @@ def fresh_bytes(record: dict) -> int:
 
 # The classes whose CPU kernels (oneDNN's) reorder an NCHW operand into a blocked layout and
 # the result back, unless the tensors are channels-last already -- and a channels-last
-# convolution, which still reorders its weights (layout_bytes).
-REORDERED_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
+# convolution, which still reorders its weights, and one run by ATen's kernels, which
+# gathers its input into an im2col matrix (layout_bytes).
+REORDERED_CLASSES = ("conv", "conv_cl", "conv_native") + BACKWARD_CONV_CLASSES
 # oneDNN calls whose weights were reordered once, when Inductor froze the model
 # (op_costs.onednn): channels-last convolutions with no per-call weight reorder
 PREPACKED_OPS = ("_convolution_pointwise", "_convolution_transpose_pointwise")
@@ -80,10 +84,18 @@ def layout_bytes(record: dict) -> tuple[int, int]:
       its weights are reordered from OHWI to a blocked layout on every call (Acdb32a, for
       2.4 MB of 256 x 256 x 3 x 3 weights, 0.5-1 ms on this project's CPU) -- twice its
       weight bytes (conv_weight_bytes), which at batch 1 are most of what it reads.
+    * a convolution the CPU runs with ATen's own kernels, not oneDNN's (op_classes.
+      cpu_native): no reorder, but its im2col matrix (_columns_bytes), a gather copy
+      written and read again by the GEMM, is the same kind of pass -- twice its bytes;
+      none for a 1x1 one of stride 1, unpadded, whose input is the GEMM's matrix as it is.
     (0, 0) for every other node, for a prepacked convolution of a frozen compiled view (its
     weights were reordered at compile time), and for a channels-last backward (its weight
     reorders are left to its fitted rates: no probe separates them)."""
     op_class = op_class_of(record)
+    if cpu_native(record):  # ATen's im2col, written and read again by the GEMM
+        columns = 0 if PLAIN_POINTWISE_VARIANT in record.get("rule", "") \
+            else _columns_bytes(record)
+        return 2 * columns, columns if columns >= MMAP_THRESHOLD else 0
     if op_class not in REORDERED_CLASSES or prepacked(record):
         return 0, 0
     if op_class == "conv_cl":
@@ -162,14 +174,20 @@ def scratch_buffers(record: dict) -> list[int]:
     * an NCHW convolution: oneDNN's blocked copies of its input, weights and output
       (layout_bytes's reorders);
     * a channels-last convolution: the blocked copy of its weights (none where prepacked);
-    * an NCHW convolution backward: its operands and results, each side taken as one buffer.
+    * an NCHW convolution backward: its operands and results, each side taken as one buffer;
+    * a convolution run with ATen's own kernels (op_classes.cpu_native): its im2col columns,
+      k x positions elements (none for a 1x1 one of stride 1, unpadded, which reads its
+      input as the GEMM's matrix).
     Not the attention fast path's intermediates (qkv, scores, softmax, context): replayed
     with the sizes op_costs.attention counts they fault 2-9x what vit_b_16 measures, so
     the kernel must reuse or size them otherwise; left out, vit_b_16 faults 0.66x of what
     it measures at batch 8.
     Empty for every other node."""
     op_class = op_class_of(record)
-    if op_class == "conv":
+    if cpu_native(record):
+        sizes = [] if PLAIN_POINTWISE_VARIANT in record.get("rule", "") else [
+            _columns_bytes(record)]
+    elif op_class == "conv":
         weights = conv_weight_bytes(record)
         sizes = [record.get("bytes_read", 0) - weights, weights, record.get("bytes_written", 0)]
     elif op_class == "conv_cl" and not prepacked(record):
@@ -179,6 +197,18 @@ def scratch_buffers(record: dict) -> list[int]:
     else:
         sizes = []
     return [size for size in sizes if size > 0]
+
+
+def _columns_bytes(record: dict) -> int:
+    """Bytes of the im2col matrix ATen's convolution kernel fills: k x positions elements
+    of the output's size (gemm_dims; 0 where the node records no output)."""
+    dims, shape = gemm_dims(record), record.get("shape")
+    if dims is None:
+        return 0
+    batch, positions, _, k = dims
+    element = record.get("bytes_written", 0) / math.prod(shape)
+    # k from the FLOPs holds half an element more for a bias (one add an output)
+    return round(batch * positions * math.floor(k) * element)
 
 
 def faulted_bytes(record: dict) -> tuple[float, float]:

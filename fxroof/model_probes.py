@@ -75,15 +75,18 @@ def timed_records(run: Run, device: str = "cpu", repeats: int = 5) -> list[dict]
 
 
 def class_rows(records: Iterable[dict]) -> dict:
-    """{op class: [calibration.Row, ...]} of timed node records, but for allocations of
-    nothing (op_classes.empty_allocation), which the time model prices at 0: a batch norm's
-    reserve, timed from Python by the timing pass, would teach the copy class the cold
-    dispatch of a call that eager makes inside the batch norm."""
+    """{op class: [calibration.Row, ...]} of timed node records, each in the class that
+    prices it on a CPU (op_classes.op_class_on: a convolution run with ATen's kernels is
+    conv_native), but for allocations of nothing (op_classes.empty_allocation), which the
+    time model prices at 0: a batch norm's reserve, timed from Python by the timing pass,
+    would teach the copy class the cold dispatch of a call that eager makes inside the
+    batch norm."""
     rows: dict = {}
     for r in records:
         if op_classes.empty_allocation(r):
             continue
-        rows.setdefault(op_classes.op_class_of(r), []).append(cal.row_of(r, max(r["time_s"], 1e-7)))
+        rows.setdefault(op_classes.op_class_on(r, "cpu"), []).append(
+            cal.row_of(r, max(r["time_s"], 1e-7)))
     return rows
 
 

@@ -72,7 +72,18 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # loops on a side shorter than a tile, and on this project's CPU such kernels moved 11-50
 # GB/s against 28-84 for plain copies of the same bytes. A chip measured before the class
 # prices them as "fused", as fxroof did before.
-FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused", "gemv": "gemm",
+# A convolution that a CPU runs with ATen's own kernels rather than oneDNN's (cpu_native: an
+# FP32 dense one of one small image, op_costs.conv.CPU_NATIVE) is the "conv_native" class on
+# a CPU: an im2col copy and a BLAS GEMM behind ATen's wrapper, with no layout reorder and
+# none of oneDNN's fixed cost. On this project's AMD CPU, in mobilenet_v3_large at batch 1,
+# such 1x1 convolutions took 21-120 us on a squeeze-and-excitation block's pooled maps and
+# 127 us for 80 -> 184 channels of 14 x 14, where oneDNN's 1x1 convolution of 184 -> 80
+# took 185 us (torch.profiler); fitted with oneDNN's, one class gave them its 150-160 us
+# fixed cost and its reorders. Nor are they the GEMM class's products: filed with
+# nn.Linear's, they raised its fixed cost from 13 to 126 us. A chip measured before the
+# class prices them with the conv class's rates (less the reorders they do not make).
+FALLBACK = {"conv_cl": "conv", "conv_native": "conv", "fused": "elementwise",
+            "transpose": "fused", "gemv": "gemm",
             "pool": "elementwise", "reduce": "elementwise", "math": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
             "norm_bwd": "norm_train",
@@ -81,7 +92,7 @@ FALLBACK = {"conv_cl": "conv", "fused": "elementwise", "transpose": "fused", "ge
 TRAINING_NORM_CLASSES = ("norm_train", "norm_bwd")
 BACKWARD_CONV_CLASSES = ("conv_bwd", "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl")
 CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
-MATRIX_CLASSES = ("gemm", "gemv") + CONV_CLASSES
+MATRIX_CLASSES = ("gemm", "gemv", "conv_native") + CONV_CLASSES
 # The matrix classes a GPU library cuts in output tiles run in waves over the SMs
 # (calibration.utilization): not gemv, which cuBLAS runs as one pass over the matrix
 TILED_CLASSES = ("gemm",) + CONV_CLASSES
@@ -109,6 +120,9 @@ NARROW_VARIANT = "[narrow "  # "[narrow 3]": a dense one of 3 input channels (op
 GROUPED_VARIANT = "[grouped "  # "[grouped 8]": 8 output channels a group (op_costs.conv)
 _GROUP_WIDTH = re.compile(re.escape(GROUPED_VARIANT) + r"(\d+)\]")
 WIDE_SUFFIX = " wide]"
+# ... and one a CPU runs with ATen's own im2col + GEMM kernels, not oneDNN's: "[cpu native]"
+# after its kind (op_costs.conv.CPU_NATIVE)
+CPU_NATIVE_VARIANT = "[cpu native]"
 # fxroof.compiled names a kernel Inductor generates so, and one whose reads cannot be loaded
 # as vectors (a stride-2 pool over an NCHW map) GENERATED_RULE + UNVECTORISED_VARIANT: its
 # C++ runs one lane of the vector unit at a time
@@ -302,10 +316,20 @@ def op_class_on(record: dict, device_class: str) -> Optional[str]:
     ATen's CUDA batch norm with running statistics copies the running mean, inverts the
     running variance (C elements each) and makes one pass, x * scale + shift
     (aten/src/ATen/native/cuda/Normalization.cu, batch_norm_cuda_out), where the norm
-    class's kernels reduce each row first. A CPU keeps the norm class its probes fit."""
+    class's kernels reduce each row first. A CPU keeps the norm class its probes fit, and
+    prices a convolution it runs with ATen's kernels as conv_native (cpu_native)."""
     if device_class == "gpu" and running_statistics_norm(record):
         return "elementwise"
+    if device_class == "cpu" and cpu_native(record):
+        return "conv_native"
     return op_class_of(record)
+
+
+def cpu_native(record: dict) -> bool:
+    """Whether a node is a convolution (or its backward) that a CPU runs with ATen's own
+    kernels, an im2col copy and a BLAS GEMM, rather than oneDNN's (op_costs.conv.CPU_NATIVE:
+    an FP32 dense one of one small image)."""
+    return CPU_NATIVE_VARIANT in record.get("rule", "")
 
 
 def pointwise(record: dict) -> bool:
@@ -370,7 +394,7 @@ def nchw_gemm(record: dict) -> bool:
     stride 1 whose images have at least that many positions. Its shape is the output's
     (a backward's, the input gradient's: a stride-1 1x1 convolution keeps the size)."""
     shape = record.get("shape") or ()
-    return record.get("rule", "").endswith(PLAIN_POINTWISE_VARIANT) and len(shape) == 4 \
+    return PLAIN_POINTWISE_VARIANT in record.get("rule", "") and len(shape) == 4 \
         and record.get("layout") != "channels_last" \
         and shape[2] * shape[3] >= NCHW_GEMM_POSITIONS
 

@@ -2,7 +2,8 @@
 with fxroof's own rules, and fit fxroof.calibration's parameters per op class.
 
 The probes cover each class the model distinguishes -- GEMMs (square, skinny, batched),
-convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last), depthwise
+convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last; and those of one
+small image, which a CPU runs with ATen's kernels rather than oneDNN's), depthwise
 convolution backward passes (3x3, and wider kernels in both layouts), elementwise ops
 (new outputs and in place), transcendental activations (GELU, SiLU, sigmoid), pooling,
 copies (concatenation, channel shuffle), norms (batch and layer norm) and softmax -- over
@@ -81,6 +82,13 @@ PROBES = [
       for c, s in ((32, 56), (96, 28), (192, 14), (384, 7))],
     ("conv", "conv7x7/2 c3 224px", lambda: nn.Conv2d(3, 64, 7, 2, 3, bias=False),
      (1, 3, 224, 224)),
+    # convolutions of one small image, which a CPU runs with ATen's im2col + GEMM kernels,
+    # not oneDNN's (op_costs.conv.CPU_NATIVE; the conv_native class there, conv on a GPU):
+    # 1x1 ones of a 14 x 14 map and of a squeeze-and-excitation block's pooled one, and a
+    # 3x3 one of a late stage's 7 x 7 map
+    *[("conv", f"conv{k}x{k} c{c}->{o} {s}px",
+       lambda c=c, o=o, k=k: nn.Conv2d(c, o, k, padding=k // 2, bias=False), (1, c, s, s))
+      for c, o, k, s in ((80, 184, 1, 14), (960, 240, 1, 1), (72, 24, 1, 1), (128, 32, 3, 7))],
     *[("elementwise", f"relu {n}", lambda: nn.ReLU(), (n,))
       for n in (256, 4096, 65536, 2 ** 20, 2 ** 23)],
     # activations that evaluate a transcendental per element (op_classes.MATH_OPS), the
@@ -142,9 +150,11 @@ def _channels_last(probes: list) -> list:
     """The convolution probes again, channels-last (the layout Inductor gives a CPU
     convolution, and `--memory-format channels_last`'s): oneDNN runs these without the
     reorders an NCHW convolution pays on the way in and out (but for the weights'), and
-    cuDNN's tensor cores without its transposes, so they have rates of their own."""
+    cuDNN's tensor cores without its transposes, so they have rates of their own. Not those
+    of a 1 x 1 map, whose one layout is both (recorded as contiguous)."""
     return [("conv_cl", label + " channels-last", make, shape)
-            for op_class, label, make, shape in probes if op_class == "conv"]
+            for op_class, label, make, shape in probes
+            if op_class == "conv" and math.prod(shape[2:]) > 1]
 
 
 PROBES += _channels_last(PROBES)
@@ -216,14 +226,22 @@ def _records(module: nn.Module, shape: tuple, memory_format: torch.memory_format
 
 
 def _cost(module: nn.Module, shape: tuple, op_class: str, seconds: float) -> cal.Row:
+    """_priced_row's row, as a GPU files it (under the probe's own class)."""
+    return _priced_row(module, shape, op_class, seconds, "gpu")[1]
+
+
+def _priced_row(module: nn.Module, shape: tuple, op_class: str, seconds: float,
+                device_class: str) -> tuple[str, cal.Row]:
     """The probe's nodes of ``op_class`` as one row: their FLOPs, bytes, bytes written to
     fresh mappings and moved by layout reorders, by fxroof's own cost rules, and the
-    reduction length k of the costliest."""
+    reduction length k of the costliest; and the class that prices it on the device (a
+    small convolution a CPU runs as a GEMM: op_classes.op_class_on)."""
     nodes = [r for r in _records(module, shape, _layout(op_class))
              if op_classes.op_class_of(r) == op_class]
     layout = [hidden_bytes.layout_bytes(r) for r in nodes]
     costliest = max(nodes, key=lambda r: r["flops"])
-    return cal.Row(sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
+    return op_classes.op_class_on(costliest, device_class), cal.Row(
+        sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
                    sum(hidden_bytes.fresh_bytes(r) for r in nodes), seconds,
                    op_classes.reduction_length(costliest),
                    sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout),
@@ -253,7 +271,9 @@ def sweep(device: torch.device, quick: bool = True,
         x = torch.randn(shape, device=device).to(memory_format=_layout(op_class))
         with torch.no_grad():
             seconds = min(repeat(lambda: watch.time(lambda: module(x)), 2, repeats))
-        found.setdefault(op_class, []).append(_cost(module, shape, op_class, seconds))
+        priced_as, row = _priced_row(module, shape, op_class, seconds,
+                                     "gpu" if gpu else "cpu")
+        found.setdefault(priced_as, []).append(row)
     return found
 
 

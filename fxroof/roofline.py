@@ -272,7 +272,7 @@ ALIGNMENT_BYTES = 16
 #   their fitted time (fxroof.launch_geometry);
 # * extra_work_s: work the nodes' counted bytes do not show: cuDNN's layout transposes, a
 #   convolution's bias kernels, ATen's copies, a reduction's partial sums, a layer norm's
-#   weight-gradient kernel, a CPU's layout reorders and page faults;
+#   weight-gradient kernel, a CPU's layout reorders, im2col copies and page faults;
 # * fixed_cost_s: the rest, per-op fixed costs: on an accelerator the time the device waits
 #   for the host to issue work and its floor per kernel, on a CPU each op's dispatch.
 TIME_PARTS = ("roof_s", "fitted_rates_s", "launch_bound_s", "extra_work_s", "fixed_cost_s")

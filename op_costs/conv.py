@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from op_costs.registry import MATRIX, Cost, register
 
-aten = __import__("torch").ops.aten
+aten = torch.ops.aten
 
 
 # A depthwise convolution (one input channel per group) is named so in the rule
@@ -64,6 +66,20 @@ GROUPED = "grouped"
 # bf16 and TF32 alike, a CUDA-core rate (fxroof.roofline prices them so).
 NARROW = "narrow"
 NARROWEST_TENSOR_CORE_CHANNELS = 8
+# A convolution that PyTorch's CPU dispatch runs with ATen's own kernels -- an im2col copy
+# (none for a plain 1x1) and a BLAS GEMM (_slow_conv2d_forward / _backward) -- rather than
+# oneDNN's ("convolution[pointwise][cpu native]"): ConvParams::use_mkldnn
+# (aten/src/ATen/native/Convolution.cpp) takes oneDNN for an FP32 convolution only if it is
+# grouped, or its kernel is wider and taller than 3, or the batch holds more than one image,
+# or the input more than 20,480 elements ("for some case, native is faster"). So at batch 1
+# a squeeze-and-excitation block's 1x1 convolutions and a late stage's small maps run as a
+# GEMM, without oneDNN's layout reorders or its fixed cost: on this project's CPU,
+# mobilenet_v3_large's SE convolutions took 21-120 us each (torch.profiler) where an oneDNN
+# 1x1 convolution costs about 150 us before its first FLOP. A 1-D convolution is run as a
+# 2-D one of height 1. (With one thread, 1x1 unstrided convolutions of fewer than 16
+# images run natively too; a CPU target is taken to run several.)
+CPU_NATIVE = "cpu native"
+NATIVE_MAX_INPUT = 20480
 
 
 def conv_macs(x, weight, out, transposed: bool) -> int:
@@ -111,12 +127,28 @@ def _kind(weight, groups, transposed: bool, stride, padding):
         or _depthwise(weight, groups, transposed)
 
 
+def _cpu_native(x, weight, groups, transposed: bool):
+    """CPU_NATIVE where a CPU runs this FP32 convolution with ATen's kernels, else None."""
+    if transposed or groups != 1 or x.dtype != torch.float32 or len(x.shape) not in (3, 4):
+        return None
+    kernel = weight.shape[2:] if len(weight.shape) == 4 else (1, *weight.shape[2:])
+    if all(k > 3 for k in kernel) or x.shape[0] > 1 or x.numel > NATIVE_MAX_INPUT:
+        return None
+    return CPU_NATIVE
+
+
+def _variants(kind, native):
+    """The rule's variant: the kind alone, or the kind and CPU_NATIVE."""
+    return (kind, native) if native else kind
+
+
 @register(aten.convolution, aten._convolution, op_class=MATRIX)
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding=None,
                 groups=1, *_, out, **__):
     macs = conv_macs(x, weight, out, transposed)
     return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs,
-                variant=_kind(weight, groups, transposed, stride, padding))
+                variant=_variants(_kind(weight, groups, transposed, stride, padding),
+                                  _cpu_native(x, weight, groups, transposed)))
 
 
 @register(aten.convolution_backward, op_class=MATRIX)
@@ -129,6 +161,7 @@ def convolution_backward(grad_out, x, weight, bias_sizes, stride, padding, dilat
     # grad_input needs (grad_out, weight); grad_weight needs (grad_out, x); grad_bias grad_out.
     read = grad_out.nbytes + (weight.nbytes if want_input else 0) + (x.nbytes if want_weight else 0)
     return Cost(flops=flops, macs=macs, bytes_read=read,
-                variant=_grouped(weight.shape[1], weight, groups, transposed)
-                or _depthwise(weight, groups, transposed, want_weight)
-                or _pointwise(weight, groups, transposed, stride, padding))
+                variant=_variants(_grouped(weight.shape[1], weight, groups, transposed)
+                                  or _depthwise(weight, groups, transposed, want_weight)
+                                  or _pointwise(weight, groups, transposed, stride, padding),
+                                  _cpu_native(x, weight, groups, transposed)))

@@ -94,8 +94,9 @@ class Cost:
     bytes_written: Optional[int] = None
     # the kernel this call runs where one rule covers several ("batch stats": a batch norm
     # computing its statistics): the estimate's rule is then "name[variant]", which a time
-    # model may price as a class of its own
-    variant: Optional[str] = None
+    # model may price as a class of its own; a tuple of variants names each in turn,
+    # "name[a][b]" (a 1x1 convolution that a CPU runs with ATen's own kernel)
+    variant: Optional[str | tuple] = None
 
 
 class Rule(NamedTuple):
@@ -315,5 +316,6 @@ def estimate(op, args, kwargs, out, overrides=None) -> Estimate:
         written = written if cost.bytes_written is None else cost.bytes_written
     else:
         read, written = cost.bytes_read, cost.bytes_written
-    name = f"{rule.name}[{cost.variant}]" if cost.variant else rule.name
+    variants = cost.variant if isinstance(cost.variant, tuple) else (cost.variant,)
+    name = rule.name + "".join(f"[{v}]" for v in variants if v)
     return Estimate(int(cost.flops), int(cost.macs), int(read), int(written), name, rule.op_class)

@@ -907,6 +907,91 @@ def test_a_channels_last_convolution_reorders_only_its_weights():
         assert hidden_bytes.scratch_buffers(packed) == []
 
 
+# (module, input shape, runs natively): ConvParams::use_mkldnn (aten/src/ATen/native/
+# Convolution.cpp) takes oneDNN for an FP32 convolution that is grouped, or has a kernel
+# wider and taller than 3, or more than one image, or an input of more than 20,480 elements
+_DISPATCH_CASES = (
+    (lambda: torch.nn.Conv2d(960, 240, 1), (1, 960, 1, 1), True),  # an SE block's
+    (lambda: torch.nn.Conv2d(80, 184, 1, bias=False), (1, 80, 14, 14), True),  # 15,680
+    (lambda: torch.nn.Conv2d(184, 80, 1, bias=False), (1, 184, 14, 14), False),  # 36,064
+    (lambda: torch.nn.Conv2d(16, 16, 3, padding=1), (1, 16, 16, 16), True),
+    (lambda: torch.nn.Conv2d(16, 16, 3, padding=1), (2, 16, 16, 16), False),  # two images
+    (lambda: torch.nn.Conv2d(16, 16, 3, padding=1, groups=16), (1, 16, 16, 16), False),
+    (lambda: torch.nn.Conv2d(16, 16, 3, padding=1, groups=4), (1, 16, 16, 16), False),
+    (lambda: torch.nn.Conv2d(16, 16, 5), (1, 16, 16, 16), False),  # 5 x 5
+    (lambda: torch.nn.Conv2d(16, 16, (1, 7)), (1, 16, 16, 16), True),  # Inception's 1 x 7
+    (lambda: torch.nn.Conv1d(16, 16, 5), (1, 16, 100), True),  # run as 1 x 5
+    (lambda: torch.nn.ConvTranspose2d(16, 16, 3), (1, 16, 8, 8), False),
+)
+
+
+def test_a_small_convolution_of_one_image_runs_natively_as_the_cpu_dispatcher_decides():
+    """A convolution's rule names "[cpu native]" exactly where PyTorch's CPU dispatch runs
+    it with ATen's im2col + GEMM kernels (_slow_conv2d_forward) rather than oneDNN's --
+    checked against the dispatcher itself (torch.profiler's events on real tensors), forward
+    and backward; the rule's kind comes first ("[pointwise][cpu native]")."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for make, shape, native in _DISPATCH_CASES:
+        module = make()
+        rules = [r["rule"] for r in fxroof.analyze(
+            module, torch.empty(shape, device="meta"), backward=True).records()
+            if r["op"].startswith("convolution")]
+        assert len(rules) == 2 and all(rule.endswith("[cpu native]") == native
+                                       for rule in rules), (shape, rules)
+        x = torch.randn(shape, requires_grad=True)
+        with profile(activities=[ProfilerActivity.CPU]) as run:
+            module(x).sum().backward()
+        kernels = {e.name for e in run.events()}
+        assert ("aten::_slow_conv2d_forward" in kernels) == native, (shape, kernels)
+    pooled_se = fxroof.analyze(torch.nn.Conv2d(960, 240, 1), torch.empty(1, 960, 1, 1,
+                                                                          device="meta"))
+    assert [r["rule"] for r in pooled_se.records() if r["op"] == "convolution"] == \
+        ["convolution[pointwise][cpu native]"]
+    # another dtype keeps oneDNN's class (bf16 and fp16 take other branches of use_mkldnn)
+    half = fxroof.analyze(torch.nn.Conv2d(16, 16, 3), torch.empty(1, 16, 8, 8, device="meta"),
+                          dtype=torch.bfloat16)
+    assert all("[cpu native]" not in r["rule"] for r in half.records())
+
+
+def test_a_natively_run_convolution_is_priced_as_the_blas_product_it_makes():
+    """On a CPU a natively run convolution is the conv_native class, with no oneDNN layout
+    reorder: a 1x1 one is priced t0 + max(F / (P c), B / (W m)) with that class's
+    parameters, not the conv class's (which a chip measured before the class falls back
+    to). A GPU keeps the conv class (cuDNN runs it)."""
+    def conv_record(c_in, c_out, size):
+        module = torch.nn.Conv2d(c_in, c_out, 1, bias=False)
+        return next(r for r in fxroof.analyze(module, torch.empty(
+            1, c_in, size, size, device="meta")).records() if r["op"] == "convolution")
+
+    grid, pooled = conv_record(80, 184, 14), conv_record(960, 240, 1)
+    assert op_classes.op_class_on(grid, "cpu") == op_classes.op_class_on(pooled, "cpu") \
+        == "conv_native"
+    assert op_classes.op_class_on(grid, "gpu") == op_classes.op_class_on(pooled, "gpu") \
+        == "conv"
+    assert hidden_bytes.layout_bytes(grid) == hidden_bytes.layout_bytes(pooled) == (0, 0)
+    # a 3x3 one's scratch is ATen's im2col matrix, C_in x 3 x 3 rows by 16 x 16 positions of 4
+    # bytes, where it needs one (a plain 1x1 convolution reads its input as the matrix)
+    three = next(r for r in fxroof.analyze(torch.nn.Conv2d(16, 16, 3, padding=1), torch.empty(
+        1, 16, 16, 16, device="meta")).records() if r["op"] == "convolution")
+    assert hidden_bytes.scratch_buffers(three) == [16 * 9 * 16 * 16 * 4]
+    assert hidden_bytes.scratch_buffers(grid) == []
+    # ... written and read again: its pass over memory, priced as a layout change's
+    assert hidden_bytes.layout_bytes(three) == (2 * 16 * 9 * 16 * 16 * 4, 0)
+    # F = 2 x 196 positions x 184 x 80; B = input 80 x 196 + weights 184 x 80 + output
+    # 184 x 196 elements of 4 bytes
+    flops, nbytes = 2 * 196 * 184 * 80, 4 * (80 * 196 + 184 * 80 + 184 * 196)
+    assert (grid["flops"], grid["bytes"]) == (flops, nbytes)
+    entry = {"compute": 0.5, "memory": 0.5, "band": [1, 1]}
+    chip = _measured_cpu({"conv": {**entry, "t0": 1.5e-4},
+                          "conv_native": {**entry, "t0": 1e-5}})
+    expected = 1e-5 + max(flops / (0.5 * 1e11), nbytes / (0.5 * 1e10))
+    assert roofline.node_time(grid, chip).predicted_s == pytest.approx(expected)
+    before = _measured_cpu({"conv": {**entry, "t0": 1.5e-4}})  # no conv_native: conv's
+    assert roofline.node_time(grid, before).predicted_s == pytest.approx(
+        expected - 1e-5 + 1.5e-4)
+
+
 def test_reorders_add_their_copies_and_faults_only_where_they_were_measured():
     # a CPU: 2e9 bytes reordered at 1e10 B/s is 0.2 s, 1e9 of them faulted in at 1e9 B/s 1 s
     cpu = cal.Params(t0=0.0, compute=1.0, memory=1.0, fresh_rate=1e9, layout_rate=1e10)

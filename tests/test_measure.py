@@ -32,9 +32,9 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert "fxroof chips measure" in chip.sources[0] and "(measured)" in chip.name
     assert chip.sources[0].endswith("host allocator glibc")  # what its fault rate is of
     # the calibrated time model of this device, one parameter set per op class, is used
-    assert set(chip.calibration) == {"gemm", "gemv", "conv", "conv_cl", "elementwise", "math",
-                                     "pool", "copy", "norm", "softmax", "conv_bwd_dw",
-                                     "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl"}
+    assert set(chip.calibration) == {"gemm", "gemv", "conv", "conv_cl", "conv_native",
+                                     "elementwise", "math", "pool", "copy", "norm", "softmax",
+                                     "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl"}
     # each class's band, measured / predicted p10..p90 over its probes, lies about its fit:
     # around 1, but a fit held at a bound (a fraction at its cap) can leave the few probes of
     # a class a little to one side -- a measurement beside another process once did
