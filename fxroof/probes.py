@@ -234,8 +234,8 @@ def _priced_row(module: nn.Module, shape: tuple, op_class: str, seconds: float,
                 device_class: str) -> tuple[str, cal.Row]:
     """The probe's nodes of ``op_class`` as one row: their FLOPs, bytes, bytes written to
     fresh mappings and moved by layout reorders, by fxroof's own cost rules, and the
-    reduction length k of the costliest; and the class that prices it on the device (a
-    small convolution a CPU runs as a GEMM: op_classes.op_class_on)."""
+    reduction length k of the costliest; and the class that prices it on the device (on a
+    CPU, conv_native for a convolution it runs with ATen's kernels: op_classes.op_class_on)."""
     nodes = [r for r in _records(module, shape, _layout(op_class))
              if op_classes.op_class_of(r) == op_class]
     layout = [hidden_bytes.layout_bytes(r) for r in nodes]

@@ -74,8 +74,9 @@ NARROWEST_TENSOR_CORE_CHANNELS = 8
 # or the input more than 20,480 elements ("for some case, native is faster"). So at batch 1
 # a squeeze-and-excitation block's 1x1 convolutions and a late stage's small maps run as a
 # GEMM, without oneDNN's layout reorders or its fixed cost: on this project's CPU,
-# mobilenet_v3_large's SE convolutions took 21-120 us each (torch.profiler) where an oneDNN
-# 1x1 convolution costs about 150 us before its first FLOP. A 1-D convolution is run as a
+# mobilenet_v3_large's SE convolutions took 21-120 us each (torch.profiler), where the time
+# model's fit of oneDNN's convolutions put 139-160 us on every call before its first FLOP
+# (fxroof.op_classes' conv_native class prices them apart). A 1-D convolution is run as a
 # 2-D one of height 1. (With one thread, 1x1 unstrided convolutions of fewer than 16
 # images run natively too; a CPU target is taken to run several.)
 CPU_NATIVE = "cpu native"
