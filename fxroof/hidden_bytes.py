@@ -7,7 +7,8 @@ rates of their own:
 * on a CPU, the first touch of a freshly mapped output (``fresh_bytes``; what a whole step
   faults is replayed by fxroof.page_faults, which reads ``scratch_buffers``);
 * on a CPU, oneDNN's layout reorders around a convolution (``layout_bytes``), of which a 1x1
-  convolution's streamed weight transpose (``pointwise_weights``) has a rate of its own;
+  convolution's streamed weight transpose (``pointwise_weights``) has a rate of its own, and
+  the im2col copy of one ATen runs itself (``im2col_bytes``), priced as such a pass;
 * on a GPU, cuDNN's NHWC transposes around a tensor-core convolution of NCHW tensors
   (``transpose_bytes``), and a training norm's second pass over its input
   (``second_pass_bytes``).
@@ -85,7 +86,7 @@ def layout_bytes(record: dict) -> tuple[int, int]:
       2.4 MB of 256 x 256 x 3 x 3 weights, 0.5-1 ms on this project's CPU) -- twice its
       weight bytes (conv_weight_bytes), which at batch 1 are most of what it reads.
     * a convolution the CPU runs with ATen's own kernels, not oneDNN's (op_classes.
-      cpu_native): no reorder, but its im2col matrix (_columns_bytes), a gather copy
+      cpu_native): no reorder, but its im2col matrix (im2col_bytes), a gather copy
       written and read again by the GEMM, is the same kind of pass -- twice its bytes;
       none for a 1x1 one of stride 1, unpadded, whose input is the GEMM's matrix as it is.
     (0, 0) for every other node, for a prepacked convolution of a frozen compiled view (its
@@ -93,8 +94,7 @@ def layout_bytes(record: dict) -> tuple[int, int]:
     reorders are left to its fitted rates: no probe separates them)."""
     op_class = op_class_of(record)
     if cpu_native(record):  # ATen's im2col, written and read again by the GEMM
-        columns = 0 if PLAIN_POINTWISE_VARIANT in record.get("rule", "") \
-            else _columns_bytes(record)
+        columns = im2col_bytes(record)
         return 2 * columns, columns if columns >= MMAP_THRESHOLD else 0
     if op_class not in REORDERED_CLASSES or prepacked(record):
         return 0, 0
@@ -185,8 +185,7 @@ def scratch_buffers(record: dict) -> list[int]:
     Empty for every other node."""
     op_class = op_class_of(record)
     if cpu_native(record):
-        sizes = [] if PLAIN_POINTWISE_VARIANT in record.get("rule", "") else [
-            _columns_bytes(record)]
+        sizes = [im2col_bytes(record)]
     elif op_class == "conv":
         weights = conv_weight_bytes(record)
         sizes = [record.get("bytes_read", 0) - weights, weights, record.get("bytes_written", 0)]
@@ -199,11 +198,13 @@ def scratch_buffers(record: dict) -> list[int]:
     return [size for size in sizes if size > 0]
 
 
-def _columns_bytes(record: dict) -> int:
-    """Bytes of the im2col matrix ATen's convolution kernel fills: k x positions elements
-    of the output's size (gemm_dims; 0 where the node records no output)."""
+def im2col_bytes(record: dict) -> int:
+    """Bytes of the im2col matrix ATen's convolution kernel fills (op_classes.cpu_native):
+    k x positions elements of the output's size (gemm_dims); 0 for a 1x1 convolution of
+    stride 1, unpadded, whose input is the GEMM's matrix as it is, and where the node
+    records no output."""
     dims, shape = gemm_dims(record), record.get("shape")
-    if dims is None:
+    if dims is None or PLAIN_POINTWISE_VARIANT in record.get("rule", ""):
         return 0
     batch, positions, _, k = dims
     element = record.get("bytes_written", 0) / math.prod(shape)
