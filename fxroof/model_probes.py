@@ -6,11 +6,11 @@ machine to itself. Inside a model an op reads weights no op before it touched th
 writes where the previous layer's tensors were; on a 2-core CPU, the nodes of the study's
 models took 1.3-2x what the probe-fitted parameters predicted (fxroof's timing pass against
 `fxroof chips measure`'s quick calibration, benchmarks/README.md). So a full measurement
-also times a few built-in models node by node with the same interpreter `fxroof profile`
+also times a few built-in models node by node with the same timing pass `fxroof profile`
 uses (fxroof.timing), and each op class is fitted on probes and model nodes together.
 
-What a model node is timed as: the interpreter's time for that node in a full forward (and
-backward) run, overhead of the timer taken off, median over the repeats.
+What a model node is timed as: its time in a full forward (and backward) run of the graph's
+generated code, overhead of the timer taken off, median over the repeats.
 """
 from __future__ import annotations
 

@@ -96,14 +96,14 @@ def coverage_line(coverage: dict) -> str:
 
 
 # Nodes summing to more than this times the eager step on a GPU: the device waited for the
-# interpreter (an H200's host issued a node in 13-23 us, longer than a bf16 kernel of
+# host (an H200's host issued a node in 13-23 us, longer than a bf16 kernel of
 # vit_b_16 at b32, whose nodes then summed to 3.3x the eager step)
 HOST_BOUND_RATIO = 1.5
 
 
 def timing_lines(timing: dict) -> str:
     lines = [f"   timing: {timing['device']}, median of {timing['repeats']} runs after "
-             f"{timing['warmup']} warm-up; interpreter overhead {seconds(timing['overhead_s'])}"
+             f"{timing['warmup']} warm-up; timer overhead {seconds(timing['overhead_s'])}"
              " per node" + (" (subtracted)" if timing["device"] == "cpu" else "")]
     for phase, total in timing["interpreted_s"].items():
         eager = timing["eager_s"].get(phase)
