@@ -24,6 +24,7 @@ from typing import Optional
 
 import torch
 import torch.fx as fx
+from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
 from fxroof.cost_pass import is_costed
@@ -294,7 +295,7 @@ def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> di
         with torch.set_grad_enabled(backward):
             watch.start()
             with autocast:
-                out = torch.func.functional_call(module, {**params, **buffers}, args, kwargs)
+                out = module(*args, **kwargs)
             forward_s = watch.lap()
             if backward:
                 outs = [o for o in pytree.tree_leaves(out)
@@ -304,7 +305,12 @@ def eager_step(graph, module, state: dict, dev, warmup: int, repeats: int) -> di
                                     allow_unused=True)
             return forward_s, watch.lap()
 
-    with preserved(module):  # the user's train/eval flags come back as they were
+    # the module runs on the step's tensors, swapped in once for all the runs (and back
+    # after, as the user's train/eval flags): torch.func.functional_call swaps them on every
+    # call, which cost a small model's step more than its ops (mobilenet_v2 b1 on a 2-core
+    # EPYC: 36.5 ms a call against 31.9 plain, 32.1 swapped once)
+    with preserved(module), _reparametrize_module(module, {**params, **buffers},
+                                                  tie_weights=True):
         set_mode(module, graph.model.mode == "train")
         laps = repeat(step, warmup, repeats)
     result = {FORWARD: statistics.median(f for f, _ in laps)}
