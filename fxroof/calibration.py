@@ -15,6 +15,8 @@ and bandwidth W bytes/s. Real kernels fall short of it in the ways this model na
   long reduction (split-K) when there are fewer tiles than multiprocessors, and 128 output
   positions by 128, 64 or 32 channels for a convolution -- and smaller tiles run at
   ``small_tile`` of the rate;
+* on a CPU, a GEMM's operands packed into the BLAS's panels on every call, a share
+  ``pack_half`` x (1 / m + 1 / n) of its compute for an m x n output (``utilization``);
 * on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth;
   and the first touch of an output large enough to be freshly mapped (``fresh_bytes``: the
   kernel faults in and zeroes every page, call after call) at ``fresh_rate`` bytes/s;
@@ -125,6 +127,9 @@ class Params:
     matrix_compute: float = 0.0   # GEMM: sustained fraction of the matrix engine's peak
                                   # (TF32, BF16, FP16), where measured apart from the FP32
                                   # fit of ``compute``; 0: ``compute`` serves both
+    pack_half: float = 0.0        # CPU GEMM: rows (or columns) of output at which packing
+                                  # the other operand, once per call, halves the rate (0:
+                                  # none; utilization)
 
 
 class Row(NamedTuple):
@@ -194,7 +199,7 @@ def _tile_utilization(batch, m, n, k, units: int, rows: int, cols: int, split_k:
 
 
 def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0,
-                k_half: float = 0.0, tiles: Tiling = GEMM_TILING):
+                k_half: float = 0.0, tiles: Tiling = GEMM_TILING, pack_half: float = 0.0):
     """The best of the tiling's tile shapes (a library picks smaller tiles for small
     problems, at ``small_tile`` of the rate per step down), times k / (k + k_half) where
     ``k_half`` is set: a short reduction cannot amortise what a kernel does once per output
@@ -202,11 +207,19 @@ def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0,
     hundreds cannot keep the vector units' accumulators busy between loads and stores of the
     output; on a GPU, a tile's prologue and epilogue (loading its first slices, writing its
     outputs) against a main loop of k / slice steps -- and the rate rises with k to its
-    asymptote. Where ``units`` is unknown (a CPU) only that rise is applied."""
+    asymptote. Where ``units`` is unknown (a CPU) only that rise is applied, and, where
+    ``pack_half`` is set, the packing of the operands: a CPU BLAS copies both into its
+    panel layout on every call, m x k and k x n elements against m x k x n multiply-adds, so
+    that copy costs the product a share pack_half x (1 / m + 1 / n) of its compute -- a
+    product of 49 rows (ConvNeXt's last stage at batch 1) reached 52 GFLOP/s where 784 rows
+    of the same weights reached 103 on a 2-core EPYC, weights cache-resident both times."""
     k_known = np.where(np.isinf(k), 1e30, np.asarray(k, dtype=float))  # unknown: no penalty
     rise = k_known / (k_known + k_half) if k_half else np.ones_like(k_known)
     if not units:
-        return rise
+        if not pack_half:
+            return rise
+        rows, cols = (np.maximum(np.asarray(a, dtype=float), 1.0) for a in (m, n))
+        return rise / (1.0 + pack_half * (1.0 / rows + 1.0 / cols))
     b, m, n, k = (np.asarray(a, dtype=float) for a in (batch, m, n, k))
     return rise * np.maximum.reduce([
         _tile_utilization(b, m, n, k, units, rows, cols, tiles.split_k) * small_tile ** i
@@ -291,7 +304,7 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False,
         fresh=0.0, fresh_rate: float = 0.0, offset=0.0, tiles: Tiling = GEMM_TILING,
         memory: Optional[float] = None, k_rise: bool = False,
-        overlap: bool = False) -> Params:
+        overlap: bool = False, pack: bool = False) -> Params:
     """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization (``tiles``: how they are cut). Parameters are fitted in log space (all
@@ -309,7 +322,9 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     to fit it on (left free there, it fits some other shortfall and mis-prices the memory-
     bound ops of another roof). ``k_rise``: on a GPU too, fit the rise of the rate with the
     reduction length (utilization's k_half). ``overlap``: also fit the share ``serial`` of
-    the fixed cost that precedes the kernel (with_fixed_cost; else all of it does)."""
+    the fixed cost that precedes the kernel (with_fixed_cost; else all of it does).
+    ``pack``: on a CPU, also fit the operands' packing (utilization's pack_half), from the
+    (batch, m, n, k) of ``dims``."""
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
     caps = (math.log(compute_cap), 0.0, 0.0)
     # the rate rises with k (utilization): always fitted on a CPU, on a GPU where asked
@@ -326,16 +341,17 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
                       cache_bytes=cache_bytes, cache_memory=cache_memory,
                       fresh_rate=fresh_rate,
                       k_half=math.exp(next(extra)) if reduction else 0.0,
+                      pack_half=math.exp(next(extra)) if pack else 0.0,
                       serial=math.exp(next(extra)) if overlap else 1.0)
 
     def residuals(x):
         p = params(x)
-        used = utilization(*dims, units, p.small_tile, p.k_half, tiles) \
+        used = utilization(*dims, units, p.small_tile, p.k_half, tiles, p.pack_half) \
             if dims is not None else 1.0
         return np.log((predict(flops, nbytes, peak, bandwidth, p, used, fresh) + offset)
                       / seconds)
 
-    start, bounds = _start_and_bounds(seconds, nbytes, cache, reduction, overlap)
+    start, bounds = _start_and_bounds(seconds, nbytes, cache, reduction, overlap, pack)
     # a GPU's tiles: the best tile's rate is a max over tile shapes, so the cost has a local
     # minimum per tile shape; from one start the A100 sweeps' fits stopped in one or another
     # as numpy and scipy builds differed (small_tile 0.055 or 0.25 on the same data)
@@ -344,10 +360,10 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
 
 
 def _start_and_bounds(seconds, nbytes, cache: bool, reduction: bool,
-                      overlap: bool = False) -> tuple[list, tuple]:
+                      overlap: bool = False, pack: bool = False) -> tuple[list, tuple]:
     """fit's starting point and bounds, in log space: (t0, compute, memory, small_tile),
-    then the cache's size and rate where fitted, then k_half where fitted, then the serial
-    share of t0 where fitted."""
+    then the cache's size and rate where fitted, then k_half, pack_half and the serial
+    share of t0, each where fitted."""
     start = [max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8]
     low, high = [0.0] * 4, [np.inf] * 4  # unbounded (log space) but for what follows
     if cache:
@@ -365,6 +381,8 @@ def _start_and_bounds(seconds, nbytes, cache: bool, reduction: bool,
         low, high = low + [1e5, 0.01], high + [min(1e9, largest), 50.0]
     if reduction:
         start, low, high = start + [16.0], low + [0.1], high + [1e5]
+    if pack:
+        start, low, high = start + [8.0], low + [0.01], high + [1e4]
     if overlap:
         start, low, high = start + [0.7], low + [0.01], high + [1.0]
     with np.errstate(divide="ignore"):  # log(0) = -inf: no lower bound
@@ -405,6 +423,7 @@ def probe_entry(params: Params, ratio, source: str) -> dict:
             "cache_memory": round(params.cache_memory, 4),
             "fresh_rate": float(f"{params.fresh_rate:.4g}"),
             "k_half": float(f"{params.k_half:.4g}"),
+            **({"pack_half": float(f"{params.pack_half:.4g}")} if params.pack_half else {}),
             "layout_rate": float(f"{params.layout_rate:.4g}"),
             **({"pointwise_layout_rate": float(f"{params.pointwise_layout_rate:.4g}")}
                if params.pointwise_layout_rate else {}),
@@ -473,6 +492,7 @@ _FIELDS = {"t0": (None, (0.0, math.inf, True)), "compute": (None, (0.0, 10.0, Fa
            "pointwise_layout_rate": (0.0, (0.0, math.inf, True)),
            "vector_lanes": (0.0, (0.0, 1024.0, True)),
            "serial": (1.0, (0.0, 1.0, False)),
+           "pack_half": (0.0, (0.0, math.inf, True)),
            "matrix_compute": (0.0, (0.0, 10.0, True))}
 
 

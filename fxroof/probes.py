@@ -61,6 +61,11 @@ PROBES = [
       for n in (32, 64, 128, 256, 512, 1024, 2048)],
     *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
       for m, k, n in ((8, 4096, 1024), (1024, 64, 1024), (256, 256, 2048))],
+    # products of few rows and cache-resident weights (ConvNeXt's and Swin's last stage at
+    # batch 1: 49 tokens), where packing the weights on each call costs as much as the
+    # multiply-adds (calibration.utilization's pack_half)
+    *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
+      for m, k, n in ((49, 768, 3072), (49, 3072, 768), (32, 1024, 1024))],
     # GEMMs that stream their weights from memory (67-151 MB), as a classifier at a small
     # batch does: the only rows that fit the class's memory rate. With two of them, the
     # robust fit could treat both as outliers, and four measurements of one machine gave
@@ -391,6 +396,10 @@ T0_FROM = {"math": "elementwise"}
 # streaming probes per class a GPU's fit needs to hold its memory rate (streaming_probes
 # gives two of each class, and elementwise four)
 GPU_STREAMING_MIN_ROWS = 2
+# A CPU's BLAS packs both operands of a product on every call (calibration.utilization's
+# pack_half): fitted for the GEMM class, whose rows span 2 to 3,136 output rows; the
+# matrix-vector class runs no packed kernel.
+PACKED = ("gemm",)
 
 
 def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
@@ -438,9 +447,10 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
     if tiled:  # each row's own (batch, m, n, k): the tiles it is cut in
         dims = tuple(np.array(d, dtype=float) for d in zip(
             *(row.dims or (1, 1, 1, row.k) for row in found)))
-    elif matrix:
-        ones = np.ones_like(k)
-        dims = (ones, ones, ones, k)
+    elif matrix:  # the product's own rows and columns, for its operands' packing (gemm)
+        dims = tuple(np.array(d, dtype=float) for d in zip(
+            *(row.dims or (1, math.inf, math.inf, row.k) for row in found)))
+        dims = (*dims[:3], k)
     options = {"cache": gpu is None, "fresh": fresh_bytes, "fresh_rate": fresh,
                "offset": cal.reorder_seconds(rates, fresh, moved, moved_fresh)}
     if op_class in T0_FROM and T0_FROM[op_class] in fitted:
@@ -452,11 +462,12 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
         options.update(tiles=cal.tiling(op_class), k_rise=conv, memory=memory,
                        overlap=not matrix)
     params = cal.fit(flops, nbytes, seconds, peak, chip.bandwidth, dims=dims, units=units,
-                     compute_cap=2.25 if conv else 1.0, **options)
+                     compute_cap=2.25 if conv else 1.0, pack=gpu is None and op_class in PACKED,
+                     **options)
     params = dataclasses.replace(params, layout_rate=reordered, pointwise_layout_rate=own,
                                  small_tile=params.small_tile if tiled else 1.0)
     used = cal.utilization(*dims, units, params.small_tile, params.k_half,
-                           cal.tiling(op_class)) if matrix else 1.0
+                           cal.tiling(op_class), params.pack_half) if matrix else 1.0
     ratio = seconds / (cal.predict(flops, nbytes, peak, chip.bandwidth,
                                    dataclasses.replace(params, layout_rate=0.0), used,
                                    fresh_bytes) + cal.reorder_seconds(rates, fresh, moved,

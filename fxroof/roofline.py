@@ -450,7 +450,7 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
             _grouped_tile_use(record, key)
     dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
     used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
-                           params.k_half, cal.tiling(op_class)) \
+                           params.k_half, cal.tiling(op_class), params.pack_half) \
         if dims is not None else 1.0
     return peak, key, params, used
 

@@ -827,6 +827,34 @@ def test_a_cpu_gemm_rate_rises_with_its_reduction_length():
     assert found.compute == pytest.approx(0.6, rel=0.02)
 
 
+def test_a_cpu_gemm_pays_for_packing_its_operands_once_per_call():
+    """A CPU BLAS copies both operands into its panels on every call: m k + k n elements
+    against m k n multiply-adds, a share pack_half (1 / m + 1 / n) of the compute time --
+    ConvNeXt's 49-row products at batch 1 ran at half the rate of 784-row ones."""
+    # 1 / (1 + h (1 / m + 1 / n)): h = 49 rows halves a 49 x inf product; m = n = 98 too
+    assert cal.utilization(1, 49, math.inf, math.inf, units=None,
+                           pack_half=49) == pytest.approx(0.5)
+    assert cal.utilization(1, 98, 98, math.inf, units=None, pack_half=49) == pytest.approx(0.5)
+    assert cal.utilization(1, 49, 3072, 768, units=None, pack_half=10,
+                           k_half=8) == pytest.approx((768 / 776) / (1 + 10 / 49 + 10 / 3072))
+    assert cal.utilization(1, 49, 3072, 768, units=None) == pytest.approx(1.0)  # none fitted
+    # a GPU's products are tiled, not packed per call: the term is a CPU's alone
+    assert cal.utilization(1, 128, 128, math.inf, units=1, pack_half=49) == pytest.approx(1.0)
+    # the fit finds pack_half again from compute-bound products of known rows and columns
+    rng = np.random.default_rng(2)
+    m, n = 2.0 ** rng.uniform(1, 12, 200), 2.0 ** rng.uniform(6, 13, 200)
+    k = 2.0 ** rng.uniform(6, 12, 200)
+    flops = 2 * m * n * k
+    seconds = 5e-6 + flops / (1e11 * 0.8 / (1 + 30.0 * (1 / m + 1 / n)))
+    found = cal.fit(flops, np.full_like(k, 1e3), seconds, 1e11, 1e10,
+                    dims=(np.ones_like(k), m, n, k), pack=True)
+    assert found.pack_half == pytest.approx(30.0, rel=0.02)
+    assert found.compute == pytest.approx(0.8, rel=0.02)
+    # and a chip file keeps it
+    entry = cal.probe_entry(found, [1.0, 1.1], "test")
+    assert cal.parse_params(entry, "test").pack_half == pytest.approx(30.0, rel=1e-3)
+
+
 def test_a_held_offset_is_added_to_the_prediction_not_taken_off_the_measurement():
     """Probes timed per compiled call: 30 us of call and kernel launches around each, and
     the smallest measured below that (noise). Held as an offset, the fit still finds the
