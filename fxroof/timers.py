@@ -1,4 +1,5 @@
-"""Per-node timers for the timing pass (fxroof.timing): a wall clock on the CPU, CUDA events on a GPU.
+"""Per-node timers for the timing pass (fxroof.timing): a wall clock on the CPU, CUDA events
+on a GPU.
 
 Both follow one protocol: ``start(key)`` / ``stop(key)`` around each node, ``collect()`` once
 per iteration returning {key: seconds}. The CUDA timer records an event pair per node and
