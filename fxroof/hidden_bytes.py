@@ -201,13 +201,15 @@ def scratch_buffers(record: dict) -> list[int]:
 def im2col_bytes(record: dict) -> int:
     """Bytes of the im2col matrix ATen's convolution kernel fills (op_classes.cpu_native):
     k x positions elements of the output's size (gemm_dims); 0 for a 1x1 convolution of
-    stride 1, unpadded, whose input is the GEMM's matrix as it is, and where the node
-    records no output."""
-    dims, shape = gemm_dims(record), record.get("shape")
-    if dims is None or PLAIN_POINTWISE_VARIANT in record.get("rule", ""):
+    stride 1, unpadded, whose input is the GEMM's matrix as it is. 0 for a backward too: its
+    record holds the input gradient's shape and both gradients' FLOPs, which name neither
+    the forward's positions nor its k (its columns are left to the class's fitted rates)."""
+    dims = gemm_dims(record)
+    if dims is None or PLAIN_POINTWISE_VARIANT in record.get("rule", "") \
+            or "_backward" in record["op"]:
         return 0
     batch, positions, _, k = dims
-    element = record.get("bytes_written", 0) / math.prod(shape)
+    element = record.get("bytes_written", 0) / math.prod(record["shape"])  # one output
     # k from the FLOPs holds half an element more for a bias (one add an output)
     return round(batch * positions * math.floor(k) * element)
 

@@ -1006,6 +1006,15 @@ def test_a_natively_run_convolution_is_priced_as_the_blas_product_it_makes():
     assert hidden_bytes.scratch_buffers(grid) == []
     # ... written and read again: its pass over memory, priced as a layout change's
     assert hidden_bytes.layout_bytes(three) == (2 * 16 * 9 * 16 * 16 * 4, 0)
+    # a backward's record holds the input gradient's shape and both gradients' FLOPs (172
+    # kB written for a 128 -> 32 one of 7 x 7: 27.5 bytes per "element" of that shape):
+    # no columns are derived from it
+    backward = next(r for r in fxroof.analyze(torch.nn.Sequential(
+        torch.nn.Conv2d(8, 128, 1), torch.nn.Conv2d(128, 32, 3, padding=1)),
+        torch.randn(1, 8, 7, 7), backward=True).records("backward")
+        if r["op"] == "convolution_backward" and r["shape"])
+    assert op_classes.cpu_native(backward)
+    assert hidden_bytes.im2col_bytes(backward) == 0 and hidden_bytes.scratch_buffers(backward) == []
     # F = 2 x 196 positions x 184 x 80; B = input 80 x 196 + weights 184 x 80 + output
     # 184 x 196 elements of 4 bytes
     flops, nbytes = 2 * 196 * 184 * 80, 4 * (80 * 196 + 184 * 80 + 184 * 196)
