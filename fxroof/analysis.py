@@ -18,7 +18,6 @@ from torch._subclasses import fake_tensor
 from torch.utils import _pytree as pytree
 
 from fxroof.capture import GraphRecorder, InputKind, require_dense
-from fxroof.compiled import compiled_view
 from fxroof.cost_pass import annotate_costs, check_rules
 from fxroof.device import parse_dtype, random_like
 from fxroof.errors import FxroofError, UsageError
@@ -168,6 +167,8 @@ def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype, freeze: 
     if validate.memory_format(memory_format):
         module = module.to(memory_format=torch.channels_last)
     args, kwargs = pytree.tree_map_only(torch.Tensor, _real_like, fake_inputs)
+    # deferred: the compiled view imports Inductor, about 2 s of every command's start
+    from fxroof.compiled import compiled_view
     with preserved(module), silenced():
         set_mode(module, mode == "train")
         return compiled_view(eager, module, args, kwargs, freeze)

@@ -63,6 +63,7 @@ from fxroof.keys import BACKWARD, COST, FAULTS, FORWARD, KERNEL, ORIGIN, SHAPES,
 from fxroof.scope import op_family
 from fxroof.target import CACHING, GLIBC
 import op_costs
+import op_costs.inductor_prims  # noqa: F401  (the rules of the prims Inductor emits)
 from op_costs import DEFAULT_RULE, MATRIX, Estimate, TensorMeta
 
 

@@ -13,7 +13,6 @@ weights, runs the task and prints its result as one JSON line. It imports fxroof
 from __future__ import annotations
 
 import torch
-from torch._inductor import config as inductor_config
 
 from fxroof.analysis import analyze
 from fxroof.device import Stopwatch, repeat
@@ -45,6 +44,7 @@ def run_compiled(module: torch.nn.Module, model: str, batch: int, inputs, warmup
     and totals, and torch.compile's measured latency on the CPU (after its compile, not
     timed); ``freeze``: both with Inductor's freezing, which applies when the compile runs,
     at the first call."""
+    from torch._inductor import config as inductor_config  # 2 s: only when compiling
     view = analyze(model, batch=batch, compiled=True, freeze=freeze, allocator=allocator)
     args, kwargs = real_inputs(inputs, torch.device("cpu"))
     torch._dynamo.reset()

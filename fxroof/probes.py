@@ -33,7 +33,6 @@ from torch import nn
 from fxroof import calibration as cal, hidden_bytes, op_classes
 from fxroof.analysis import analyze
 from fxroof.chips import Chip, parse_chip
-from fxroof.compiled_probes import calibrate_generated
 from fxroof.device import GpuShape, Stopwatch, check_device, gpu_shape, host_allocator, repeat
 from fxroof.errors import FxroofError
 from fxroof.latency import child_main, error_record, in_fresh_process
@@ -55,27 +54,41 @@ class _ChannelShuffle(nn.Module):
         return x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous()
 
 
+def _linear(k: int, n: int) -> nn.Linear:
+    """nn.Linear(k, n) without bias, its weights uniform in +-1 / sqrt(k) as nn.Linear draws
+    them, but drawn for a block of rows and repeated: drawing the probes' 321 M weights one
+    by one took 3 s of a quick calibration (nn.init's uniform_, about 0.1 G values/s on this
+    machine's CPU). A kernel's time does not depend on its values on a CPU; a GPU's power
+    draw does, on how many bits toggle, which a random block repeated still makes them do."""
+    layer = nn.utils.skip_init(nn.Linear, k, n, bias=False)
+    rows = math.gcd(n, 64)
+    block = torch.empty(rows, k).uniform_(-k ** -0.5, k ** -0.5)
+    with torch.no_grad():
+        layer.weight.view(n // rows, rows, k).copy_(block.expand(n // rows, rows, k))
+    return layer
+
+
 # (op class, label, module factory, input shape)
 PROBES = [
-    *[("gemm", f"linear {n}x{n}x{n}", lambda n=n: nn.Linear(n, n, bias=False), (n, n))
+    *[("gemm", f"linear {n}x{n}x{n}", lambda n=n: _linear(n, n), (n, n))
       for n in (32, 64, 128, 256, 512, 1024, 2048)],
-    *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
+    *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: _linear(k, n), (m, k))
       for m, k, n in ((8, 4096, 1024), (1024, 64, 1024), (256, 256, 2048))],
     # products of few rows and cache-resident weights (ConvNeXt's and Swin's last stage at
     # batch 1: 49 tokens), where packing the weights on each call costs as much as the
     # multiply-adds (calibration.utilization's pack_half)
-    *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
+    *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: _linear(k, n), (m, k))
       for m, k, n in ((49, 768, 3072), (49, 3072, 768), (32, 1024, 1024))],
     # GEMMs that stream their weights from memory (67-151 MB), as a classifier at a small
     # batch does: the only rows that fit the class's memory rate. With two of them, the
     # robust fit could treat both as outliers, and four measurements of one machine gave
     # memory fractions of 0.10-1.0 (the 0.10 one priced alexnet's inference at 2.0x)
-    *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
+    *[("gemm", f"linear {m}x{k}x{n}", lambda k=k, n=n: _linear(k, n), (m, k))
       for m, k, n in ((8, 4096, 4096), (4, 4096, 8192), (16, 9216, 4096), (2, 9216, 4096))],
     # Matrix-vector products (op_classes.matrix_vector), a classifier's at batch 1: from
     # cache-resident (4-16 MB) to streaming weights (67-411 MB: alexnet's and vgg16's first
     # classifier layers)
-    *[("gemv", f"linear {m}x{k}x{n}", lambda k=k, n=n: nn.Linear(k, n, bias=False), (m, k))
+    *[("gemv", f"linear {m}x{k}x{n}", lambda k=k, n=n: _linear(k, n), (m, k))
       for m, k, n in ((1, 1024, 1024), (1, 4096, 1000), (1, 9216, 4096), (1, 4096, 4096),
                       (1, 2048, 8192), (1, 25088, 4096))],
     *[("conv", f"conv3x3 c{c} {s}px", lambda c=c: nn.Conv2d(c, c, 3, padding=1, bias=False),
@@ -513,6 +526,8 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
                           pointwise_layout=pointwise_layout_rate(dev, 5 if quick else 15),
                           gpu=gpu)
     if compiled:
+        # deferred: it imports Inductor, about 2 s that a quick calibration does not need
+        from fxroof.compiled_probes import calibrate_generated
         peak, _ = peak_for(chip, "vector", "float32", "")
         entries.update(calibrate_generated(dev, peak, chip.bandwidth, quick, progress, faults))
     return entries

@@ -1,7 +1,9 @@
 """Per-ATen-op cost rules: one registry, one module per op family.
 
-Importing this package registers every rule. See :mod:`op_costs.registry` for the calling
-convention and the memory-traffic model, and each family module for its formulas.
+Importing this package registers every rule but those of Inductor's own prims
+(:mod:`op_costs.inductor_prims`, imported by the compiled view, which imports Inductor).
+See :mod:`op_costs.registry` for the calling convention and the memory-traffic model, and
+each family module for its formulas.
 """
 from op_costs.registry import (  # noqa: F401
     DEFAULT_RULE,

@@ -16,9 +16,6 @@ import math
 from op_costs.registry import VECTOR, Cost, first_output, register
 
 aten = __import__("torch").ops.aten
-# defines torch.ops.prims._low_memory_max_pool_* (imported by the compiled view anyway)
-__import__("torch._inductor.inductor_prims")
-prims = __import__("torch").ops.prims
 
 
 def window(kernel_size, rank: int) -> int:
@@ -102,18 +99,3 @@ _by_rank(_max_pool, "fractional_max_pool", r2=[aten.fractional_max_pool2d],
 _by_rank(_argmax_scatter, "fractional_max_pool_backward",
          r2=[aten.fractional_max_pool2d_backward], r3=[aten.fractional_max_pool3d_backward])
 
-
-# Inductor's max pool (torch._inductor.inductor_prims, in the compiled view's post-grad graph):
-# the pooled values and each window's argmax as an int8 offset into the window instead of a
-# flat index -- the same compares as max_pool2d_with_indices, any rank (the kernel's).
-@register(prims._low_memory_max_pool_with_offsets, op_class=VECTOR,
-          name="max_pool_with_offsets")
-def max_pool_with_offsets(x, kernel_size, *_, out, **__):
-    return Cost(flops=first_output(out).numel * window(kernel_size, len(kernel_size)))
-
-
-@register(prims._low_memory_max_pool_offsets_to_indices, op_class=VECTOR,
-          name="max_pool_offsets_to_indices")
-def max_pool_offsets_to_indices(offsets, *_, out, **__):
-    """Integer index arithmetic per element, no floating-point operation."""
-    return Cost(flops=0)

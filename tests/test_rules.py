@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import op_costs
+import op_costs.inductor_prims  # noqa: F401  (Inductor's max-pool prims and their rules)
 from tests.conftest import T
 
 aten = torch.ops.aten

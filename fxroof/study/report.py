@@ -8,7 +8,6 @@ import html
 import os
 import re
 
-from scipy.stats import spearmanr
 from tabulate import tabulate
 
 from fxroof import interactive
@@ -107,6 +106,8 @@ def _compiled_blocks(t: StudyTables, images: dict, rel) -> list:
              _fmt(r["compiled_latency_s"], "s"),
              "-" if r["measured_speedup"] is None else f"{r['measured_speedup']:.2f}"]
             for r in t.compiled]
+    from scipy.stats import spearmanr  # 1.6 s to import: not on every command's start
+
     ranks = []
     for batch in sorted({r["batch"] for r in t.compiled}):
         mine = [r for r in t.compiled if r["batch"] == batch and r["measured_speedup"]]
