@@ -265,7 +265,10 @@ def test_a_gpu_calibration_fits_its_probes_alone(monkeypatch):
     monkeypatch.setattr(probes, "fresh_rate", lambda *a: 0.0)
     monkeypatch.setattr(probes, "pointwise_layout_rate", lambda *a: 0.0)
     compiled = []
-    monkeypatch.setattr(probes, "calibrate_generated", lambda *a: compiled.append(a) or {})
+    from fxroof import compiled_probes  # calibrate imports it where compiled probes are asked
+
+    monkeypatch.setattr(compiled_probes, "calibrate_generated",
+                        lambda *a: compiled.append(a) or {})
     said = []
     entries = probes.calibrate("cpu", _chip(), models=[Run("resnet18", 1)],
                                progress=said.append, compiled=True)
