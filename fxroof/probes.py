@@ -68,6 +68,18 @@ def _linear(k: int, n: int) -> nn.Linear:
     return layer
 
 
+class _Outer(nn.Module):
+    """A Linear layer's weight gradient at batch 1: the output gradient (m x 1) times the
+    input (1 x n), an outer product (k = 1) that writes m x n and reads almost nothing."""
+
+    def __init__(self, m: int):
+        super().__init__()
+        self.register_buffer("grad", torch.randn(m, 1))
+
+    def forward(self, x):
+        return torch.mm(self.grad, x)
+
+
 # (op class, label, module factory, input shape)
 PROBES = [
     *[("gemm", f"linear {n}x{n}x{n}", lambda n=n: _linear(n, n), (n, n))
@@ -91,6 +103,13 @@ PROBES = [
     *[("gemv", f"linear {m}x{k}x{n}", lambda k=k, n=n: _linear(k, n), (m, k))
       for m, k, n in ((1, 1024, 1024), (1, 4096, 1000), (1, 9216, 4096), (1, 4096, 4096),
                       (1, 2048, 8192), (1, 25088, 4096))],
+    # Outer products, a classifier's weight gradients at batch 1 (5-151 MB written): the
+    # only GEMMs bound by writing their output. Without them the class's memory rate was
+    # fitted on the few-row products above, which its packing term explains as well: one
+    # measurement of a 2-core EPYC fitted it at 2.3 GB/s and priced alexnet's training step
+    # at 1.7x, its 4096 x 9216 weight gradient (17 ms) at 64 ms
+    *[("gemm", f"outer {m}x1x{n}", lambda m=m: _Outer(m), (1, n))
+      for m, n in ((1000, 1280), (4096, 4096), (4096, 9216))],
     *[("conv", f"conv3x3 c{c} {s}px", lambda c=c: nn.Conv2d(c, c, 3, padding=1, bias=False),
        (1, c, s, s)) for c, s in ((16, 16), (32, 32), (64, 28), (64, 56), (128, 28), (256, 14))],
     *[("conv", f"conv1x1 c{c} {s}px", lambda c=c: nn.Conv2d(c, 2 * c, 1, bias=False),

@@ -217,6 +217,38 @@ def test_a_peak_is_the_fastest_run_and_a_busy_machine_is_named(monkeypatch):
     assert not any("busy" in line for line in said)
 
 
+def test_a_cpus_fp32_roof_is_the_fastest_of_several_shapes_and_says_which(monkeypatch):
+    """A BLAS's rate moves with the shape (108-127 GFLOP/s over eight on a 2-core EPYC), and a
+    roof below what a model's products reach capped the gemm class's fit: a CPU's fp32 roof
+    is the fastest of the square and CPU_FP32_SHAPES, each listed in the derivation; other
+    dtypes, and a GPU, keep their square."""
+    from fxroof.timers import summarize
+
+    rates = {(2048, 2048, 2048): 100e9, (512, 1024, 1024): 125e9, (1536, 3072, 768): 110e9}
+    timed = []
+
+    def product(device, dtype, shape, repeats, tf32=False):
+        timed.append((dtype, shape, repeats))
+        rate = rates.get(shape, 50e9) if dtype == torch.float32 else 1e9
+        return rate, summarize([2 * math.prod(shape) / rate] * repeats)
+
+    monkeypatch.setattr(measure_module, "product_flops", product)
+    peaks = measure_module.measure_peaks(measure_module.check_device("cpu"), quick=True,
+                                         say=lambda message: None)
+    fp32 = peaks["fp32"]
+    assert fp32["value"] == pytest.approx(125e9)
+    assert fp32["derivation"].startswith("measured: torch.mm 512x1024 @ 1024x1024 fp32")
+    for listed in ("2048x2048 (100 GFLOP/s)", "512x1024 @ 1024x1024 (125 GFLOP/s)",
+                   "1536x3072 @ 3072x768 (110 GFLOP/s)"):
+        assert listed in fp32["derivation"]
+    # (gemm_size grows the square from 512, timing each size once on the way)
+    assert {shape for dtype, shape, runs in timed if dtype == torch.float32 and runs == 5} \
+        == set(rates)
+    assert peaks["fp64"]["derivation"].startswith("measured: torch.mm 512x512 fp64")  # slow
+    assert "fastest of 5" in peaks["fp64"]["derivation"] and "GFLOP/s" not in \
+        peaks["fp64"]["derivation"]
+
+
 def test_a_dtype_its_engine_runs_slowly_is_measured_on_a_smaller_gemm(monkeypatch):
     """bf16 on a CPU without AVX512-BF16 or AMX runs about 1 GFLOP/s: its configured 2048^3
     GEMM took 20 s a repeat. A GEMM grows from 512, doubling, while the next size's 8x work
@@ -232,6 +264,9 @@ def test_a_dtype_its_engine_runs_slowly_is_measured_on_a_smaller_gemm(monkeypatc
         return rates[dtype], summarize([seconds] * repeats)
 
     monkeypatch.setattr(measure_module, "gemm_flops", gemm)
+    monkeypatch.setattr(measure_module, "product_flops",
+                        lambda device, dtype, shape, repeats, tf32=False:
+                        gemm(device, dtype, shape[0], repeats, tf32))
     said = []
     peaks = measure_module.measure_peaks(measure_module.check_device("cpu"), quick=False,
                                          say=said.append)
@@ -420,6 +455,42 @@ def test_the_depthwise_backward_probes_time_both_gradients_of_each_kernel(monkey
     # an NCHW backward pays oneDNN's reorders; a channels-last one does not
     assert rows["conv_bwd_dw_wide"][0].layout > 0 == rows["conv_bwd_dw_wide_cl"][0].layout
     assert said[0] == "probe depthwise 3x3/2 backward 2x16x12px"
+
+
+def test_a_gemm_probes_weights_are_drawn_as_nn_linear_draws_them_without_a_bias():
+    """Each of a block of rows is uniform in +-1/sqrt(k) (nn.Linear's own bound), the block
+    repeated down the matrix: a product of the probe's shape, values that are not all one
+    (a constant could run faster on a GPU) and no bias for the cost rules to add."""
+    from fxroof import probes
+
+    for k, n in ((768, 1000), (64, 3072)):
+        layer = probes._linear(k, n)
+        w = layer.weight.detach()
+        assert layer.bias is None and w.shape == (n, k)
+        assert w.abs().max() <= k ** -0.5 and w.std() > 0.5 * (k ** -0.5) / math.sqrt(3)
+        rows = math.gcd(n, 64)  # 8 rows for 1000, 64 for 3072
+        assert torch.equal(w[:rows], w[rows:2 * rows]) and not torch.equal(w[0], w[1])
+        x = torch.randn(3, k)
+        assert torch.allclose(layer(x), x @ w.T)
+
+
+def test_the_outer_product_probes_are_gemms_that_write_their_output_and_reduce_nothing():
+    """A classifier's weight gradient at batch 1, (m x 1) @ (1 x n): 2 m n FLOP (one multiply
+    per output, counted as a multiply-add), m n outputs written and m + n inputs read, fp32;
+    k = 1, so the row pins the gemm class's memory rate, not its packing."""
+    from fxroof import probes
+
+    outer = [(label, make, shape) for op_class, label, make, shape in probes.PROBES
+             if label.startswith("outer")]
+    assert len(outer) == 3 and {shape[0] for _, _, shape in outer} == {1}
+    for label, make, shape in outer:
+        module = make()
+        m, n = module.grad.shape[0], shape[1]
+        assert label == f"outer {m}x1x{n}"
+        priced_as, row = probes._priced_row(module, shape, "gemm", 1e-3, "cpu")
+        assert priced_as == "gemm" and row.dims == (1, m, n, 1) and row.k == 1
+        assert row.flops == 2 * m * n
+        assert row.bytes == 4 * (m * n + m + n)
 
 
 def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatch):
