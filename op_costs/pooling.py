@@ -98,4 +98,3 @@ _by_rank(_max_pool, "fractional_max_pool", r2=[aten.fractional_max_pool2d],
          r3=[aten.fractional_max_pool3d])
 _by_rank(_argmax_scatter, "fractional_max_pool_backward",
          r2=[aten.fractional_max_pool2d_backward], r3=[aten.fractional_max_pool3d_backward])
-
