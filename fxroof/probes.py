@@ -482,6 +482,8 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
     elif matrix:  # the product's own rows and columns, for its operands' packing (gemm)
         dims = tuple(np.array(d, dtype=float) for d in zip(
             *(row.dims or (1, math.inf, math.inf, row.k) for row in found)))
+        # k: reduction_length's, not gemm_dims' (read off the FLOPs, it counts half an
+        # element more for a bias)
         dims = (*dims[:3], k)
     options = {"cache": gpu is None, "fresh": fresh_bytes, "fresh_rate": fresh,
                "offset": cal.reorder_seconds(rates, fresh, moved, moved_fresh)}
