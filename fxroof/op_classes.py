@@ -48,6 +48,15 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # 17 us when run alone in a loop -- so its rows come from the models' nodes, no probe. A
 # chip measured before the class, and every GPU fit (NeuSight swept no reduction), prices
 # it as elementwise.
+# A max pooling's backward is a class of its own, "pool_scatter", where a device measured
+# one: it adds each output gradient at its argmax into a zeroed input, one pass and no
+# window, where a CPU's NCHW pooling forward (and an average pooling's backward) scans every
+# window element in scalar code. On this project's AMD CPU resnet18's 3x3/2 max pool of
+# 64 x 112 x 112 at batch 1 took 4.6 ms forward and 0.3-0.8 ms backward, about the same
+# bytes (5.6 MB) both ways; one class for both fitted 0.07 of the copy bandwidth and priced
+# the backward 6x its time, while average poolings' backwards ran as slowly as their
+# forwards (0.3-0.6 GFLOP/s of window work). A chip measured before the class, and every
+# GPU (whose poolings fxroof.launch_geometry bounds alike both ways), prices it as pool.
 # An activation that evaluates a transcendental per element (MATH_OPS: GELU, SiLU, sigmoid,
 # tanh, exp, log, erf, ... and the backwards that evaluate one again) is a class of its own,
 # "math", where a device measured one: op_costs counts each transcendental as one FLOP (the
@@ -84,12 +93,14 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # class prices them with the conv class's rates (less the reorders they do not make).
 FALLBACK = {"conv_cl": "conv", "conv_native": "conv", "fused": "elementwise",
             "transpose": "fused", "gemv": "gemm",
-            "pool": "elementwise", "reduce": "elementwise", "math": "elementwise",
+            "pool": "elementwise", "pool_scatter": "pool", "reduce": "elementwise",
+            "math": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
             "norm_bwd": "norm_train",
             "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
             "conv_bwd_dw_wide_cl": "conv_bwd_dw_wide"}
 TRAINING_NORM_CLASSES = ("norm_train", "norm_bwd")
+POOL_CLASSES = ("pool", "pool_scatter")
 BACKWARD_CONV_CLASSES = ("conv_bwd", "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl")
 CONV_CLASSES = ("conv", "conv_cl") + BACKWARD_CONV_CLASSES
 MATRIX_CLASSES = ("gemm", "gemv", "conv_native") + CONV_CLASSES
@@ -219,7 +230,7 @@ def launch_kind(record: dict) -> Optional[str]:
                 "norm_bwd": "bn_backward"}.get(op_class)
     if op in ADAPTIVE_POOL_OPS:
         return "adaptive_pool"
-    if op_class == "pool" and "adaptive" not in op:
+    if op_class in POOL_CLASSES and "adaptive" not in op:
         return "pool"
     if op_class == "norm" and "layer_norm" in op:
         return "layer_norm"
@@ -476,7 +487,7 @@ def op_class_of(record: dict) -> Optional[str]:
         return "norm_train" if record.get("rule", "").endswith(BATCH_STATS_VARIANT) \
             else "norm"
     if "pool" in op:
-        return "pool"
+        return "pool_scatter" if "max_pool" in op and "_backward" in op else "pool"
     if record["op_class"] == "memory":
         return "copy"
     if record.get("rule", "").startswith(REDUCTION_RULE):

@@ -5,10 +5,10 @@ The probes cover each class the model distinguishes -- GEMMs (square, skinny, ba
 convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last; and those of one
 small image, which a CPU runs with ATen's kernels rather than oneDNN's), depthwise
 convolution backward passes (3x3, and wider kernels in both layouts), elementwise ops
-(new outputs and in place), transcendental activations (GELU, SiLU, sigmoid), pooling,
-copies (concatenation, channel shuffle), norms (batch and layer norm) and softmax -- over
-sizes from a few microseconds to tens of milliseconds, so both the fixed cost per op and the
-sustained rates are seen. One more probe measures the rate at which a CPU first touches a
+(new outputs and in place), transcendental activations (GELU, SiLU, sigmoid), pooling (and,
+on a CPU, its backward), copies (concatenation, channel shuffle), norms (batch and layer
+norm) and softmax -- over sizes from a few microseconds to tens of milliseconds, so both
+the fixed cost per op and the sustained rates are seen. One more probe measures the rate at which a CPU first touches a
 freshly mapped output (hidden_bytes.fresh_bytes). Each forward probe runs eagerly under
 no_grad, as a model's layers do (a backward probe calls convolution_backward as autograd
 does), and its time is the fastest of its repeats (a sustained rate, not a busy machine's
@@ -252,6 +252,48 @@ BACKWARD_PROBES = [
 ]
 
 
+class _Scaled(nn.Module):
+    """``layer`` of its input times a parameter: the input needs a gradient, so the backward
+    graph holds the layer's own backward, as a model's does."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        self.layer = layer
+
+    def forward(self, x):
+        return self.layer(x * self.scale)
+
+
+# Pooling backward passes, CPU only: ResNet's and VGG's 3x3/2 max pool (pool_scatter), of
+# maps in the cache and beyond it, and DenseNet's and Inception's average pools, whose
+# backward scans its windows as the forward does (pool); a GPU's pooling kernels, forward and
+# backward, are bounded by fxroof.launch_geometry instead.
+# (module factory, input shape)
+POOL_BACKWARD_PROBES = [
+    *[(lambda: nn.MaxPool2d(3, 2, 1), (b, c, s, s))
+      for b, c, s in ((1, 64, 112), (8, 64, 112), (1, 192, 28), (1, 64, 56))],
+    (lambda: nn.AvgPool2d(2, 2), (1, 256, 56, 56)),
+    (lambda: nn.AvgPool2d(3, 1, 1), (1, 192, 35, 35)),
+]
+
+
+def _pool_backward_call(pool: nn.Module, x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """``pool``'s ATen backward of ``x`` (nn.MaxPool2d or nn.AvgPool2d), as a call with the
+    arguments autograd passes it: a max pool's indices from its forward, and a random
+    output gradient."""
+    kernel, stride, padding = (list(nn.modules.utils._pair(v)) for v in (
+        pool.kernel_size, pool.stride, pool.padding))
+    if isinstance(pool, nn.MaxPool2d):
+        out, indices = torch.ops.aten.max_pool2d_with_indices(x, kernel, stride, padding)
+        grad = torch.randn_like(out)
+        return lambda: torch.ops.aten.max_pool2d_with_indices_backward(
+            grad, x, kernel, stride, padding, [1, 1], False, indices)
+    grad = torch.randn_like(pool(x))
+    return lambda: torch.ops.aten.avg_pool2d_backward(
+        grad, x, kernel, stride, padding, pool.ceil_mode, pool.count_include_pad, None)
+
+
 def _layout(op_class: str) -> torch.memory_format:
     """The layout a probe of ``op_class`` runs in: channels-last for the *_cl classes."""
     return torch.channels_last if op_class.endswith("_cl") else torch.contiguous_format
@@ -341,13 +383,33 @@ def backward_sweep(device: torch.device, quick: bool = True,
     return found
 
 
+def pool_backward_sweep(device: torch.device, quick: bool = True,
+                        progress: Optional[Callable[[str], None]] = None) -> dict:
+    """{op class: [calibration.Row, ...]} of POOL_BACKWARD_PROBES on a CPU ``device``, each
+    the pooling's backward node, costed by fxroof's rules and timed alone; {} on a GPU."""
+    if device.type != "cpu":
+        return {}
+    say, watch, found = progress or (lambda message: None), Stopwatch(device), {}
+    for make, shape in POOL_BACKWARD_PROBES:
+        pool = make()
+        say(f"probe {type(pool).__name__} backward {'x'.join(map(str, shape))}")
+        record = next(r for r in analyze(_Scaled(pool), torch.empty(shape, device="meta"),
+                                         backward=True).records("backward")
+                      if op_classes.op_class_of(r) in op_classes.POOL_CLASSES)
+        call = _pool_backward_call(pool, torch.randn(shape))
+        seconds = min(repeat(lambda: watch.time(call), 2, 5 if quick else 10))
+        found.setdefault(op_classes.op_class_of(record), []).append(cal.row_of(record, seconds))
+    return found
+
+
 def probe_rows(device: torch.device, quick: bool = True,
                progress: Optional[Callable[[str], None]] = None) -> dict:
     """{op class: [calibration.Row, ...]} of every probe, forward (sweep) and backward
-    (backward_sweep)."""
+    (backward_sweep, pool_backward_sweep)."""
     rows = sweep(device, quick, progress)
-    for op_class, found in backward_sweep(device, quick, progress).items():
-        rows.setdefault(op_class, []).extend(found)
+    for sweep_backward in (backward_sweep, pool_backward_sweep):
+        for op_class, found in sweep_backward(device, quick, progress).items():
+            rows.setdefault(op_class, []).extend(found)
     return rows
 
 

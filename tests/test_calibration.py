@@ -787,11 +787,28 @@ def test_pooling_and_data_movement_have_classes_of_their_own():
 
     assert op_classes.op_class_of(r("max_pool2d_with_indices", "vector")) == "pool"
     assert op_classes.op_class_of(r("avg_pool2d_backward", "vector")) == "pool"
+    for scatter in ("max_pool2d_with_indices_backward", "adaptive_max_pool2d_backward",
+                    "max_pool3d_with_indices_backward"):
+        assert op_classes.op_class_of(r(scatter, "vector")) == "pool_scatter"
     assert op_classes.op_class_of(r("cat", "memory")) == "copy"
     assert op_classes.op_class_of(r("empty", "memory")) == "copy"
     # the GPU kernel data has neither: there they are priced as elementwise ops
     shipped = cal.load()
     assert shipped.params("t4", "gpu", "pool") == shipped.params("t4", "gpu", "elementwise")
+    assert shipped.params("t4", "gpu", "pool_scatter") == shipped.params("t4", "gpu", "pool")
+
+
+def test_a_max_pools_backward_takes_its_own_fit_where_measured_else_the_poolings():
+    """A max pool's backward on a chip that measured pool_scatter: 1e6 B at 0.25 x 1e10 B/s
+    = 0.4 ms behind that class's fixed cost; on a chip measured before the class, behind the
+    pool class's (the same rates, another t0 here to tell them apart)."""
+    backward = {"op": "max_pool2d_with_indices_backward", "op_class": "vector",
+                "rule": "max_pool_backward", "dtype": "float32", "flops": 1e5, "bytes": 1e6,
+                "phase": "backward", "shape": [1, 64, 56, 56]}
+    assert roofline.node_time(backward, _measured_chip({"pool": 1e-4, "pool_scatter": 2e-5})
+                              ).predicted_s == pytest.approx(2e-5 + 4e-4)
+    assert roofline.node_time(backward, _measured_chip({"pool": 1e-4})).predicted_s == \
+        pytest.approx(1e-4 + 4e-4)
 
 
 def test_fresh_output_bytes_by_hand():
@@ -1963,7 +1980,7 @@ def test_a_pooling_on_an_nvidia_gpu_lasts_at_least_its_outputs_over_the_sms():
     def pools(module, memory_format=torch.contiguous_format):
         x = torch.empty(64, 64, 56, 56).to(memory_format=memory_format).requires_grad_()
         g = fxroof.analyze(module, x, device="cuda", backward=True)
-        return [r for r in g.records() if op_classes.op_class_of(r) == "pool"]
+        return [r for r in g.records() if op_classes.op_class_of(r) in op_classes.POOL_CLASSES]
 
     (forward, backward) = pools(torch.nn.MaxPool2d(3, 2, 1))
     assert forward["shape"] == [64, 64, 28, 28] and backward["shape"] == [64, 64, 56, 56]
@@ -1984,7 +2001,7 @@ def test_a_pooling_on_an_nvidia_gpu_lasts_at_least_its_outputs_over_the_sms():
 def _adaptive_pools(module, x, memory_format=torch.contiguous_format):
     g = fxroof.analyze(module, x.to(memory_format=memory_format).requires_grad_(),
                        device="cuda", backward=True)
-    return [r for r in g.records() if op_classes.op_class_of(r) == "pool"]
+    return [r for r in g.records() if op_classes.op_class_of(r) in op_classes.POOL_CLASSES]
 
 
 def _flat_gpu(vendor="NVIDIA", sms=132, serial=1.0):

@@ -33,8 +33,9 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert chip.sources[0].endswith("host allocator glibc")  # what its fault rate is of
     # the calibrated time model of this device, one parameter set per op class, is used
     assert set(chip.calibration) == {"gemm", "gemv", "conv", "conv_cl", "conv_native",
-                                     "elementwise", "math", "pool", "copy", "norm", "softmax",
-                                     "conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl"}
+                                     "elementwise", "math", "pool", "pool_scatter", "copy",
+                                     "norm", "softmax", "conv_bwd_dw", "conv_bwd_dw_wide",
+                                     "conv_bwd_dw_wide_cl"}
     # each class's band, measured / predicted p10..p90 over its probes, lies about its fit:
     # around 1, but a fit held at a bound (a fraction at its cap) can leave the few probes of
     # a class a little to one side -- a measurement beside another process once did
@@ -413,10 +414,13 @@ def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
                   "elementwise": [(1e5, 1e6, 0, 1e-4, math.inf)] * 3}
     node_rows = {"conv": [(2e8, 2e6, 0, 3e-3, 9.0)] * 2, "pool": [(1e5, 1e6, 0, 5e-4, math.inf)]}
     backward_rows = {"conv_bwd_dw": [(2e7, 4e6, 0, 1e-3, 18.0)] * 2}
+    pool_rows = {"pool_scatter": [(1e5, 5e6, 0, 4e-4, math.inf)] * 4}
     monkeypatch.setattr(probes, "sweep",
                         lambda *a, **k: {c: list(r) for c, r in probe_rows.items()})
     monkeypatch.setattr(probes, "backward_sweep",
                         lambda *a, **k: {c: list(r) for c, r in backward_rows.items()})
+    monkeypatch.setattr(probes, "pool_backward_sweep",
+                        lambda *a, **k: {c: list(r) for c, r in pool_rows.items()})
     monkeypatch.setattr(probes, "model_rows", lambda *a, **k: node_rows)
     monkeypatch.setattr(probes, "fresh_rate", lambda *a: 2e9)
     fitted = []
@@ -429,7 +433,7 @@ def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
     (rows, fresh, source, layout, pointwise_layout, gpu), = fitted
     assert gpu is None  # a CPU: no tiles, no streaming probes
     assert {c: len(r) for c, r in rows.items()} == {"conv": 5, "elementwise": 3, "pool": 1,
-                                                    "conv_bwd_dw": 2}
+                                                    "conv_bwd_dw": 2, "pool_scatter": 4}
     assert fresh == 2e9 and "resnet18 b1" in source
     assert layout == 3e10   # a CPU's reorders are priced as its measured copies
     assert pointwise_layout == 8e9  # ... but a 1x1 weight transpose at its own measured rate
@@ -455,6 +459,36 @@ def test_the_depthwise_backward_probes_time_both_gradients_of_each_kernel(monkey
     # an NCHW backward pays oneDNN's reorders; a channels-last one does not
     assert rows["conv_bwd_dw_wide"][0].layout > 0 == rows["conv_bwd_dw_wide_cl"][0].layout
     assert said[0] == "probe depthwise 3x3/2 backward 2x16x12px"
+
+
+def test_the_pooling_backward_probes_time_each_poolings_own_backward(monkeypatch):
+    """Each pooling backward probe is the pooling's backward node, costed by the rules
+    (closed forms below) and timed on real tensors; the call computes what autograd does;
+    a GPU runs none (its poolings are bounded by launch geometry)."""
+    from fxroof import probes
+
+    monkeypatch.setattr(probes, "POOL_BACKWARD_PROBES", [
+        (lambda: torch.nn.MaxPool2d(3, 2, 1), (1, 8, 12, 12)),
+        (lambda: torch.nn.AvgPool2d(2, 2), (2, 4, 8, 8))])
+    said = []
+    rows = probes.pool_backward_sweep(torch.device("cpu"), quick=True, progress=said.append)
+    # a max pool's backward scatters (pool_scatter); an average pool's scans its windows
+    (max_row,), (avg_row,) = rows["pool_scatter"], rows["pool"]
+    assert len(rows) == 2 and said[0] == "probe MaxPool2d backward 1x8x12x12"
+    # max: one add per output gradient (1 x 8 x 6 x 6 = 288) at its argmax, reading the
+    # gradient (4 B) and the int64 index (8 B) and writing the input's gradient
+    assert max_row.flops == 288 and max_row.bytes == 288 * 12 + 8 * 12 * 12 * 4
+    # average 2x2/2: each of 2 x 4 x 4 x 4 = 128 output gradients spread over 4 inputs
+    assert avg_row.flops == 128 * 4 and avg_row.bytes == 128 * 4 + 2 * 4 * 8 * 8 * 4
+    assert max_row.seconds > 0 and avg_row.seconds > 0
+    assert probes.pool_backward_sweep(torch.device("cuda")) == {}
+    for pool in (torch.nn.MaxPool2d(3, 2, 1), torch.nn.AvgPool2d(3, 1, 1)):
+        x = torch.randn(2, 3, 9, 9, requires_grad=True)
+        torch.manual_seed(0)
+        got = probes._pool_backward_call(pool, x.detach())()
+        torch.manual_seed(0)  # the call's output gradient is its first random draw
+        grad = torch.randn(pool(x).shape)
+        assert torch.allclose(got, torch.autograd.grad(pool(x), x, grad)[0])
 
 
 def test_a_gemm_probes_weights_are_drawn_as_nn_linear_draws_them_without_a_bias():
