@@ -4,18 +4,19 @@ with fxroof's own rules, and fit fxroof.calibration's parameters per op class.
 The probes cover each class the model distinguishes -- GEMMs (square, skinny, batched),
 convolutions (dense 3x3, 1x1, depthwise, strided; NCHW and channels-last; and those of one
 small image, which a CPU runs with ATen's kernels rather than oneDNN's), depthwise
-convolution backward passes (3x3, and wider kernels in both layouts), elementwise ops
-(new outputs and in place), transcendental activations (GELU, SiLU, sigmoid), pooling (and,
-on a CPU, its backward), copies (concatenation, channel shuffle), norms (batch and layer
-norm) and softmax -- over sizes from a few microseconds to tens of milliseconds, so both
-the fixed cost per op and the sustained rates are seen. One more probe measures the rate at which a CPU first touches a
-freshly mapped output (hidden_bytes.fresh_bytes). Each forward probe runs eagerly under
-no_grad, as a model's layers do (a backward probe calls convolution_backward as autograd
-does), and its time is the fastest of its repeats (a sustained rate, not a busy machine's
-median). FLOPs and bytes come from ``fxroof.analyze`` of the same module, so the fitted
-fractions are fractions of exactly what fxroof predicts with. A convolution's layout
-reorders (an NCHW one's operands, a channels-last one's weights) are priced at the device's
-copy bandwidth (layout_rate) and held, not fitted. A GPU is fitted as NeuSight's kernel sweeps are
+convolution backward passes (3x3, and wider kernels in both layouts), elementwise ops (new
+outputs and in place), transcendental activations (GELU, SiLU, sigmoid), pooling (and, on a
+CPU, its backward), copies (concatenation, channel shuffle), norms (batch and layer norm)
+and softmax -- over sizes from a few microseconds to tens of milliseconds, so both the fixed
+cost per op and the sustained rates are seen. One more probe measures the rate at which a
+CPU first touches a freshly mapped output (hidden_bytes.fresh_bytes). Each forward probe
+runs eagerly under no_grad, as a model's layers do (a backward probe calls its ATen backward
+-- convolution_backward, a pooling's -- as autograd does), and its time is the fastest of
+its repeats (a sustained rate, not a busy machine's median). FLOPs and bytes come from
+``fxroof.analyze`` of the same module, so the fitted fractions are fractions of exactly what
+fxroof predicts with. A convolution's layout reorders (an NCHW one's operands, a
+channels-last one's weights) are priced at the device's copy bandwidth (layout_rate) and
+held, not fitted. A GPU is fitted as NeuSight's kernel sweeps are
 (benchmarks/calibrate_gpu_kernels.py): its GEMMs and convolutions over its tiles and
 multiprocessors, its memory-bound classes with a fixed cost that overlaps the kernel and a
 memory rate held at that of probes moving many times its L2 (streaming_probes).
