@@ -57,6 +57,12 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # the backward 6x its time, while average poolings' backwards ran as slowly as their
 # forwards (0.3-0.6 GFLOP/s of window work). A chip measured before the class, and every
 # GPU (whose poolings fxroof.launch_geometry bounds alike both ways), prices it as pool.
+# A Bernoulli draw (RANDOM_OPS: dropout's mask) is a class of its own, "random", where a
+# device measured one: a CPU draws each element from its generator one at a time, and on
+# this project's AMD CPU bernoulli_ took 15-27 ns an element (10.6 ms for squeezenet1_0's
+# 692,224 at batch 8), where the elementwise class priced it 0.12 ms. A chip measured before
+# the class, and every GPU (whose draws are vectorised Philox, and NeuSight swept none),
+# prices it as elementwise.
 # An activation that evaluates a transcendental per element (MATH_OPS: GELU, SiLU, sigmoid,
 # tanh, exp, log, erf, ... and the backwards that evaluate one again) is a class of its own,
 # "math", where a device measured one: op_costs counts each transcendental as one FLOP (the
@@ -94,7 +100,7 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 FALLBACK = {"conv_cl": "conv", "conv_native": "conv", "fused": "elementwise",
             "transpose": "fused", "gemv": "gemm",
             "pool": "elementwise", "pool_scatter": "pool", "reduce": "elementwise",
-            "math": "elementwise",
+            "math": "elementwise", "random": "elementwise",
             "copy": "elementwise", "conv_bwd": "conv", "norm_train": "norm",
             "norm_bwd": "norm_train",
             "conv_bwd_dw": "conv_bwd", "conv_bwd_dw_wide": "conv_bwd_dw",
@@ -147,6 +153,7 @@ REDUCTION_RULE = "reduction["  # op_costs/reduction.py's rules: reduction[sum], 
 # ATen ops (in place or not) that evaluate a transcendental function per element: the "math"
 # class. Not sqrt and rsqrt (one instruction each), nor sigmoid's and tanh's backwards
 # (arithmetic on the saved output), nor pow (ATen runs its common exponents as multiplies).
+RANDOM_OPS = ("bernoulli", "native_dropout")
 MATH_OPS = frozenset((
     "gelu", "gelu_backward", "silu", "silu_backward", "sigmoid", "tanh", "exp", "exp2",
     "expm1", "log", "log2", "log10", "log1p", "erf", "erfc", "erfinv", "softplus",
@@ -492,6 +499,8 @@ def op_class_of(record: dict) -> Optional[str]:
         return "copy"
     if record.get("rule", "").startswith(REDUCTION_RULE):
         return "reduce"
+    if op.rstrip("_") in RANDOM_OPS:
+        return "random"
     if op.rstrip("_") in MATH_OPS:
         return "math"
     return "elementwise"

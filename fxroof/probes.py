@@ -81,6 +81,16 @@ class _Outer(nn.Module):
         return torch.mm(self.grad, x)
 
 
+class _Dropout(nn.Module):
+    """Dropout's mask as eager PyTorch draws it in training: a new tensor filled by
+    bernoulli_ (the scaling and the multiply after it are elementwise ops)."""
+
+    def forward(self, x):
+        return torch.empty_like(x).bernoulli_(0.5)
+
+
+# Classes probed on a CPU only: a GPU's draws run as elementwise ops do (op_classes)
+CPU_ONLY_CLASSES = ("random",)
 # (op class, label, module factory, input shape)
 PROBES = [
     *[("gemm", f"linear {n}x{n}x{n}", lambda n=n: _linear(n, n), (n, n))
@@ -136,6 +146,9 @@ PROBES = [
     *[("math", f"sigmoid {n}", lambda: nn.Sigmoid(), (n,)) for n in (4096, 2 ** 20)],
     *[("elementwise", f"relu_ {n}", lambda: nn.ReLU(inplace=True), (n,))  # models' ReLU
       for n in (65536, 2 ** 20, 2 ** 23)],
+    # dropout's Bernoulli draws (op_classes.RANDOM_OPS): a classifier's 1,280-9,216 at batch
+    # 1 to SqueezeNet's 0.7 M at batch 8
+    *[("random", f"bernoulli {n}", lambda: _Dropout(), (n,)) for n in (4096, 65536, 2 ** 20)],
     *[("pool", f"maxpool 3x3/2 {b}x{c}x{s}px", lambda: nn.MaxPool2d(3, 2, 1), (b, c, s, s))
       for b, c, s in ((1, 64, 112), (8, 64, 112), (1, 192, 28))],
     *[("pool", f"avgpool 2x2/2 c{c} {s}px", lambda: nn.AvgPool2d(2, 2), (1, c, s, s))
@@ -346,6 +359,8 @@ def sweep(device: torch.device, quick: bool = True,
     found: dict = {}
     extra = streaming_probes(gpu.l2_bytes) + GPU_CONV_PROBES if gpu else []
     for op_class, label, make, shape in PROBES + extra:
+        if gpu and op_class in CPU_ONLY_CLASSES:
+            continue
         say(f"probe {label}")
         module = make().to(device, memory_format=_layout(op_class))
         x = torch.randn(shape, device=device).to(memory_format=_layout(op_class))

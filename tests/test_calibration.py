@@ -798,6 +798,27 @@ def test_pooling_and_data_movement_have_classes_of_their_own():
     assert shipped.params("t4", "gpu", "pool_scatter") == shipped.params("t4", "gpu", "pool")
 
 
+def test_a_bernoulli_draw_takes_the_random_class_where_measured_else_elementwise():
+    """Dropout's mask (bernoulli_, or CUDA's fused native_dropout) is the random class: on a
+    chip that measured it, 1e6 B at 0.25 x 1e10 B/s = 0.4 ms behind that class's fixed
+    cost; elsewhere, and on every shipped GPU fit, the elementwise class prices it."""
+    def r(op):
+        return {"op": op, "op_class": "vector", "rule": "pointwise[bernoulli]",
+                "dtype": "float32", "flops": 1e5, "bytes": 1e6, "phase": "forward",
+                "shape": [100000]}
+
+    for op in ("bernoulli_", "bernoulli", "native_dropout"):
+        assert op_classes.op_class_of(r(op)) == "random", op
+    assert op_classes.op_class_of(r("mul")) == "elementwise"
+    draw = r("bernoulli_")
+    assert roofline.node_time(draw, _measured_chip({"elementwise": 1e-5, "random": 3e-5})
+                              ).predicted_s == pytest.approx(3e-5 + 4e-4)
+    assert roofline.node_time(draw, _measured_chip({"elementwise": 1e-5})).predicted_s == \
+        pytest.approx(1e-5 + 4e-4)
+    shipped = cal.load()
+    assert shipped.params("t4", "gpu", "random") == shipped.params("t4", "gpu", "elementwise")
+
+
 def test_a_max_pools_backward_takes_its_own_fit_where_measured_else_the_poolings():
     """A max pool's backward on a chip that measured pool_scatter: 1e6 B at 0.25 x 1e10 B/s
     = 0.4 ms behind that class's fixed cost; on a chip measured before the class, behind the

@@ -33,9 +33,9 @@ def test_quick_cpu_measurement_is_a_valid_linted_chip(chip_dir, capsys):
     assert chip.sources[0].endswith("host allocator glibc")  # what its fault rate is of
     # the calibrated time model of this device, one parameter set per op class, is used
     assert set(chip.calibration) == {"gemm", "gemv", "conv", "conv_cl", "conv_native",
-                                     "elementwise", "math", "pool", "pool_scatter", "copy",
-                                     "norm", "softmax", "conv_bwd_dw", "conv_bwd_dw_wide",
-                                     "conv_bwd_dw_wide_cl"}
+                                     "elementwise", "math", "random", "pool", "pool_scatter",
+                                     "copy", "norm", "softmax", "conv_bwd_dw",
+                                     "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl"}
     # each class's band, measured / predicted p10..p90 over its probes, lies about its fit:
     # around 1, but a fit held at a bound (a fraction at its cap) can leave the few probes of
     # a class a little to one side -- a measurement beside another process once did
@@ -489,6 +489,24 @@ def test_the_pooling_backward_probes_time_each_poolings_own_backward(monkeypatch
         torch.manual_seed(0)  # the call's output gradient is its first random draw
         grad = torch.randn(pool(x).shape)
         assert torch.allclose(got, torch.autograd.grad(pool(x), x, grad)[0])
+
+
+def test_the_bernoulli_probes_are_dropouts_draws_and_a_gpu_runs_none(monkeypatch):
+    """A random-class probe's row is its bernoulli_ node alone (n draws: n FLOP, n fp32
+    read and written in place), not the allocation before it; a GPU skips the class."""
+    from fxroof import probes
+    from fxroof.device import GpuShape
+
+    row = probes._cost(probes._Dropout(), (4096,), "random", 1e-3)
+    assert (row.flops, row.bytes) == (4096, 2 * 4 * 4096)
+    monkeypatch.setattr(probes, "PROBES", [
+        ("random", "bernoulli 64", lambda: probes._Dropout(), (64,)),
+        ("elementwise", "relu 64", lambda: torch.nn.ReLU(), (64,))])
+    assert set(probes.sweep(torch.device("cpu"))) == {"random", "elementwise"}
+    monkeypatch.setattr(probes, "gpu_shape", lambda device: GpuShape(8, 4e6))
+    monkeypatch.setattr(probes, "streaming_probes", lambda l2_bytes: [])
+    monkeypatch.setattr(probes, "GPU_CONV_PROBES", [])
+    assert set(probes.sweep(torch.device("cpu"))) == {"elementwise"}
 
 
 def test_a_gemm_probes_weights_are_drawn_as_nn_linear_draws_them_without_a_bias():
