@@ -229,18 +229,17 @@ GPU_CONV_PROBES = [
 GPU_CONV_PROBES += _channels_last(GPU_CONV_PROBES)
 
 
-class _DepthwiseLayer(nn.Module):
-    """A depthwise convolution whose input needs a gradient (scaled by a parameter first),
-    so its backward computes both gradients, as a model's does."""
+class _Scaled(nn.Module):
+    """``layer`` of its input times a parameter: the input needs a gradient, so the backward
+    graph holds the layer's own backward, as a model's does."""
 
-    def __init__(self, channels: int, kernel: int, stride: int):
+    def __init__(self, layer: nn.Module):
         super().__init__()
         self.scale = nn.Parameter(torch.ones(1))
-        self.conv = nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=channels,
-                              bias=False)
+        self.layer = layer
 
     def forward(self, x):
-        return self.conv(x * self.scale)
+        return self.layer(x * self.scale)
 
 
 # Depthwise convolution backward passes, input and weight gradients (what a training step
@@ -264,19 +263,6 @@ BACKWARD_PROBES = [
       for b, c, s, k in ((1, 96, 56, 7), (1, 384, 14, 7), (8, 96, 56, 7), (8, 192, 28, 7),
                          (8, 768, 7, 7), (8, 72, 28, 5))],
 ]
-
-
-class _Scaled(nn.Module):
-    """``layer`` of its input times a parameter: the input needs a gradient, so the backward
-    graph holds the layer's own backward, as a model's does."""
-
-    def __init__(self, layer: nn.Module):
-        super().__init__()
-        self.scale = nn.Parameter(torch.ones(1))
-        self.layer = layer
-
-    def forward(self, x):
-        return self.layer(x * self.scale)
 
 
 # Pooling backward passes, CPU only: ResNet's and VGG's 3x3/2 max pool (pool_scatter), of
@@ -383,12 +369,15 @@ def backward_sweep(device: torch.device, quick: bool = True,
     for op_class, (batch, channels, size, kernel, stride) in BACKWARD_PROBES:
         say(f"probe depthwise {kernel}x{kernel}/{stride} backward {batch}x{channels}x{size}px")
         layout = _layout(op_class)
-        layer = _DepthwiseLayer(channels, kernel, stride).to(memory_format=layout)
+        conv = nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=channels,
+                         bias=False)
+        # its input scaled by a parameter, so the backward computes both gradients
+        layer = _Scaled(conv).to(memory_format=layout)
         meta = torch.empty(batch, channels, size, size, device="meta")
         record = next(r for r in analyze(layer, meta.to(memory_format=layout),
                                          backward=True).records("backward")
                       if op_classes.op_class_of(r) == op_class)
-        conv = layer.conv.to(device)
+        conv = conv.to(device)
         x = torch.randn(batch, channels, size, size, device=device).to(memory_format=layout)
         grad_out = torch.randn_like(conv(x).detach())  # in x's layout, as autograd's is
         args = (grad_out, x, conv.weight.detach(), None, conv.stride, conv.padding,
