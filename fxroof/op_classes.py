@@ -59,7 +59,7 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # GPU (whose poolings fxroof.launch_geometry bounds alike both ways), prices it as pool.
 # A Bernoulli draw (RANDOM_OPS: dropout's mask) is a class of its own, "random", where a
 # device measured one: a CPU draws each element from its generator one at a time, and on
-# this project's AMD CPU bernoulli_ took 15-27 ns an element (10.6 ms for squeezenet1_0's
+# this project's AMD CPU bernoulli_ took 12-35 ns an element (10.6 ms for squeezenet1_0's
 # 692,224 at batch 8), where the elementwise class priced it 0.12 ms. A chip measured before
 # the class, and every GPU (whose draws are vectorised Philox, and NeuSight swept none),
 # prices it as elementwise.
@@ -153,7 +153,6 @@ REDUCTION_RULE = "reduction["  # op_costs/reduction.py's rules: reduction[sum], 
 # ATen ops (in place or not) that evaluate a transcendental function per element: the "math"
 # class. Not sqrt and rsqrt (one instruction each), nor sigmoid's and tanh's backwards
 # (arithmetic on the saved output), nor pow (ATen runs its common exponents as multiplies).
-RANDOM_OPS = ("bernoulli", "native_dropout")
 MATH_OPS = frozenset((
     "gelu", "gelu_backward", "silu", "silu_backward", "sigmoid", "tanh", "exp", "exp2",
     "expm1", "log", "log2", "log10", "log1p", "erf", "erfc", "erfinv", "softplus",
@@ -161,6 +160,9 @@ MATH_OPS = frozenset((
     "glu_backward", "log_sigmoid_forward", "log_sigmoid_backward", "logaddexp", "logit",
     "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh",
     "atanh", "lgamma", "digamma"))
+# ATen ops that draw random numbers per element, the "random" class: bernoulli_, dropout's
+# mask, and CUDA's fused native_dropout (priced as elementwise there)
+RANDOM_OPS = ("bernoulli", "native_dropout")
 _NORM_OPS = ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")
 _SOFTMAX_OPS = ("softmax", "log_softmax", "_softmax", "_log_softmax")
 
