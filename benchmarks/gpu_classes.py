@@ -40,7 +40,8 @@ def read_profile(path: str) -> dict:
         timing, nodes = profile["timing"], profile["nodes"]
         missing = next((f"node {i} lacks '{field}'" for i, node in enumerate(nodes)
                         for field in (*op_classes.RECORD_FIELDS, "phase", "time_s")
-                        if field not in node), None)
+                        if field not in node
+                        and field not in op_classes.DEFAULTED_RECORD_FIELDS), None)
         if missing:
             raise ValueError(missing)
     except (OSError, ValueError, KeyError, TypeError) as e:

@@ -24,7 +24,7 @@ from fxroof.errors import FxroofError, UsageError
 from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.guard import preserved, refuse_uninitialized, set_mode, silenced
 from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
-from fxroof.memory import memory_report
+from fxroof.memory import annotate_saved_traffic, memory_report
 from fxroof.models import build_model, capture_context, default_inputs, ensure_module
 from fxroof.page_faults import annotate_faults
 from fxroof.plan_builds import mark_plan_builds
@@ -119,11 +119,13 @@ def _checked_mode(mode: Optional[str], backward: bool, compiled: bool, freeze: b
 
 
 def _annotate(capture, rules, target: Target, past: Optional[int] = None) -> None:
-    """The passes that need no device: costs per node, then the step's page faults, and in
-    a GPU's decode step the attention calls that build a cuDNN plan each step."""
+    """The passes that need no device: costs per node, then the step's page faults and its
+    saved activations' traffic, and in a GPU's decode step the attention calls that build a
+    cuDNN plan each step."""
     for graph in capture.graphs():
         annotate_costs(graph, rules)
     annotate_faults(capture, target)
+    annotate_saved_traffic(capture)
     if past is not None and target.is_cuda:
         mark_plan_builds(capture.forward, past)
 

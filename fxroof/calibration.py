@@ -17,9 +17,11 @@ and bandwidth W bytes/s. Real kernels fall short of it in the ways this model na
   ``small_tile`` of the rate;
 * on a CPU, a GEMM's operands packed into the BLAS's panels on every call, a share
   ``pack_half`` x (1 / m + 1 / n) of its compute for an m x n output (``utilization``);
-* on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth;
-  and the first touch of an output large enough to be freshly mapped (``fresh_bytes``: the
-  kernel faults in and zeroes every page, call after call) at ``fresh_rate`` bytes/s;
+* on a CPU, a cache: an op's first ``cache_bytes`` move at ``cache_memory`` x the bandwidth,
+  but for those of a training step's saved activations (``saved_bytes``), which stream
+  to and from memory whatever their size; and the first touch of an output large enough
+  to be freshly mapped (``fresh_bytes``: the kernel faults in and zeroes every page, call
+  after call) at ``fresh_rate`` bytes/s;
 * on a CPU, a kernel Inductor generates but cannot vectorise (``unvectorised``: a stride-2
   pool over an NCHW map) computes one lane at a time: its peak is the vector peak over the
   ``vector_lanes`` of the device's vector code (16 fp32 lanes with AVX-512);
@@ -63,7 +65,7 @@ import numpy as np
 import yaml
 
 from fxroof.errors import FxroofError
-from fxroof.hidden_bytes import fresh_bytes, layout_bytes, pointwise_weights
+from fxroof.hidden_bytes import fresh_bytes, layout_bytes, pointwise_weights, saved_bytes
 from fxroof.op_classes import (CONV_CLASSES, FALLBACK, MATRIX_CLASSES, gemm_dims, op_class_of,
                                reduction_length)
 
@@ -145,13 +147,14 @@ class Row(NamedTuple):
     pointwise: float = 0.0   # 1 where those are a 1x1 convolution's weights (pointwise_weights)
     dims: Optional[tuple] = None  # (batch, m, n, k) of a GEMM-like op (gemm_dims), for a
                                   # GPU's tiles; None: not one, or not known
+    saved: float = 0.0       # bytes of saved activations it moves (saved_bytes)
 
 
 def row_of(record: dict, seconds: float) -> Row:
     """A node record timed at ``seconds``, as the fits take it."""
     return Row(record["flops"], record["bytes"], fresh_bytes(record), seconds,
                reduction_length(record), *layout_bytes(record),
-               float(pointwise_weights(record)), matrix_dims(record))
+               float(pointwise_weights(record)), matrix_dims(record), saved_bytes(record))
 
 
 def matrix_dims(record: dict) -> Optional[tuple]:
@@ -226,15 +229,17 @@ def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0,
         for i, (rows, cols) in enumerate(tiles.shapes)])
 
 
-def kernel_seconds(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0):
+def kernel_seconds(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, saved=0.0):
     """Seconds the device computes or moves data (arrays or scalars): max(F / (P c u),
     memory time), the memory time being B / (W m) -- or, with a cache, its first
     ``cache_bytes`` at the cache's rate and the rest at W m (on a CPU an op whose operands
     fit in the last-level cache runs several times faster than one that streams from
-    DRAM)."""
+    DRAM). ``saved`` of the bytes never come from the cache: a training step's saved
+    activations, written to memory last touched a step ago and read back after the rest of
+    the step has passed through the cache (fxroof.memory.annotate_saved_traffic)."""
     compute = np.asarray(flops, dtype=float) / (peak * params.compute * np.asarray(utilized))
     nbytes = np.asarray(nbytes, dtype=float)
-    cached = np.minimum(nbytes, params.cache_bytes)
+    cached = np.minimum(nbytes - np.asarray(saved, dtype=float), params.cache_bytes)
     memory = (cached / (bandwidth * params.cache_memory)
               + (nbytes - cached) / (bandwidth * params.memory))
     return np.maximum(compute, memory)
@@ -253,13 +258,14 @@ def with_fixed_cost(params: Params, kernel):
 
 
 def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=0.0,
-            layout=0.0, layout_fresh=0.0):
-    """Seconds per op (arrays or scalars): the kernel (kernel_seconds) behind its fixed cost
-    (with_fixed_cost), plus, where the device's page faults were measured, ``fresh`` bytes
-    (fresh_bytes) at ``fresh_rate``, and where its layout reorders were, ``layout`` bytes
-    (layout_bytes) at ``layout_rate`` and the first touch of their new buffers
-    (``layout_fresh`` bytes) at ``fresh_rate``."""
-    kernel = kernel_seconds(flops, nbytes, peak, bandwidth, params, utilized)
+            layout=0.0, layout_fresh=0.0, saved=0.0):
+    """Seconds per op (arrays or scalars): the kernel (kernel_seconds, ``saved`` of its bytes
+    a training step's saved activations) behind its fixed cost (with_fixed_cost), plus,
+    where the device's page faults were measured, ``fresh`` bytes (fresh_bytes) at
+    ``fresh_rate``, and where its layout reorders were, ``layout`` bytes (layout_bytes) at
+    ``layout_rate`` and the first touch of their new buffers (``layout_fresh`` bytes) at
+    ``fresh_rate``."""
+    kernel = kernel_seconds(flops, nbytes, peak, bandwidth, params, utilized, saved)
     return (with_fixed_cost(params, kernel) + fault_seconds(params, fresh)
             + reorder_seconds(params.layout_rate, params.fresh_rate, layout, layout_fresh))
 
@@ -304,7 +310,7 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False,
         fresh=0.0, fresh_rate: float = 0.0, offset=0.0, tiles: Tiling = GEMM_TILING,
         memory: Optional[float] = None, k_rise: bool = False,
-        overlap: bool = False, pack: bool = False) -> Params:
+        overlap: bool = False, pack: bool = False, saved=0.0) -> Params:
     """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization (``tiles``: how they are cut). Parameters are fitted in log space (all
@@ -324,7 +330,8 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     reduction length (utilization's k_half). ``overlap``: also fit the share ``serial`` of
     the fixed cost that precedes the kernel (with_fixed_cost; else all of it does).
     ``pack``: on a CPU, also fit the operands' packing (utilization's pack_half), from the
-    (batch, m, n, k) of ``dims``."""
+    (batch, m, n, k) of ``dims``. ``saved``: bytes per op of a training step's saved
+    activations, which bypass the cache (kernel_seconds)."""
     flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
     caps = (math.log(compute_cap), 0.0, 0.0)
     # the rate rises with k (utilization): always fitted on a CPU, on a GPU where asked
@@ -348,8 +355,8 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         p = params(x)
         used = utilization(*dims, units, p.small_tile, p.k_half, tiles, p.pack_half) \
             if dims is not None else 1.0
-        return np.log((predict(flops, nbytes, peak, bandwidth, p, used, fresh) + offset)
-                      / seconds)
+        return np.log((predict(flops, nbytes, peak, bandwidth, p, used, fresh, saved=saved)
+                       + offset) / seconds)
 
     start, bounds = _start_and_bounds(seconds, nbytes, cache, reduction, overlap, pack)
     # a GPU's tiles: the best tile's rate is a max over tile shapes, so the cost has a local

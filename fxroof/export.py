@@ -15,7 +15,9 @@ JSON schema, version 1 (all FLOPs in FLOP, all sizes in bytes, times in seconds)
     nodes:   [{name, phase, target, op, layer_type, module, forward_node, shape, dtype,
               layout (4-D outputs: "contiguous" | "channels_last"), flops, macs, bytes_read,
               bytes_written, bytes, intensity, op_class, rule, faulted_bytes (pages the
-              step's allocations fault in at this node, fxroof.page_faults), time_s,
+              step's allocations fault in at this node, fxroof.page_faults),
+              saved_bytes_read, saved_bytes_written (bytes of the activations saved for
+              backward it reads and writes, fxroof.memory), time_s,
               achieved_flops_per_s, achieved_bytes_per_s,
               + after g.roofline(chip): attainable_flops_per_s, bound, ideal_s (the roof
               time), predicted_s, low_s, high_s (the time model's expectation and band),

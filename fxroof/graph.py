@@ -23,7 +23,8 @@ from fxroof.cost_pass import is_costed
 from fxroof.device import check_device
 from fxroof.errors import FxroofError, UsageError
 from fxroof.keys import (ACCUMULATES, BACKWARD, COST, FAULTS, FORWARD, KERNEL, OPTIMIZER,
-                         ORIGIN, PHASES, PLAN_BUILD, ROOF, SHAPES, TIME, UNPRICED)
+                         ORIGIN, PHASES, PLAN_BUILD, ROOF, SAVED_TRAFFIC, SHAPES, TIME,
+                         UNPRICED)
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model
 from fxroof.units import dtype_name
@@ -100,6 +101,7 @@ def node_record(node: fx.Node) -> dict:
     shape, dtype = _output_shape(node)
     moved = cost.bytes_read + cost.bytes_written
     timed = getattr(node.meta.get(TIME), "median_s", None)
+    saved_read, saved_written = node.meta.get(SAVED_TRAFFIC, (0, 0))
     record = {
         "name": node.name, "phase": origin.phase, "target": str(node.target),
         "op": node.target.overloadpacket.__name__, "layer_type": origin.layer_type,
@@ -112,6 +114,7 @@ def node_record(node: fx.Node) -> dict:
         "intensity": cost.flops / moved if moved else None,
         "op_class": cost.op_class, "rule": cost.rule,
         "faulted_bytes": node.meta.get(FAULTS),
+        "saved_bytes_read": saved_read, "saved_bytes_written": saved_written,
         "time_s": timed,
         "achieved_flops_per_s": cost.flops / timed if timed else None,
         "achieved_bytes_per_s": moved / timed if timed else None,

@@ -223,3 +223,12 @@ def faulted_bytes(record: dict) -> tuple[float, float]:
     if replayed is not None:
         return float(replayed), 0.0
     return float(fresh_bytes(record)), float(layout_bytes(record)[1])
+
+
+def saved_bytes(record: dict) -> int:
+    """Bytes of activations saved for backward a node moves (bytes): those it writes in the
+    forward and reads in the backward (fxroof.memory.annotate_saved_traffic), at most what
+    the node moves. They go to and come from memory, not the cache (calibration.
+    kernel_seconds)."""
+    saved = record.get("saved_bytes_read", 0) + record.get("saved_bytes_written", 0)
+    return min(saved, record["bytes"])

@@ -2,9 +2,9 @@
 
 capture writes ORIGIN, SHAPES (every call node), ACCUMULATES (backward call nodes) and INPUT
 (placeholders), and in a GPU's decode step PLAN_BUILD (fxroof.plan_builds); the cost pass
-writes COST; the page-fault pass FAULTS; the timing pass TIME; the roofline pass ROOF. Later
-passes read what earlier ones wrote, the way torch.fx's ShapeProp writes
-``meta["tensor_meta"]`` for the passes after it.
+writes COST; the page-fault pass FAULTS; the memory pass SAVED_TRAFFIC; the timing pass
+TIME; the roofline pass ROOF. Later passes read what earlier ones wrote, the way torch.fx's
+ShapeProp writes ``meta["tensor_meta"]`` for the passes after it.
 """
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 PHASES = (FORWARD, BACKWARD, OPTIMIZER)  # a training step's order
@@ -18,5 +18,6 @@ COST = "fxroof.cost"      # cost pass: op_costs.Estimate (FLOP, bytes, rule, op 
 TIME = "fxroof.time"      # timing pass: timers.Summary (seconds)
 ROOF = "fxroof.roof"      # roofline pass: roofline.NodeRoof on the chip placed on
 FAULTS = "fxroof.faults"  # page-fault pass: bytes the node's allocations fault in (int; None on CUDA)
+SAVED_TRAFFIC = "fxroof.saved_traffic"  # memory pass: (bytes read, written) of saved activations
 KERNEL = "fxroof.kernel"  # compiled view: names of the ATen nodes a kernel holds
 UNPRICED = "fxroof.unpriced"  # compiled view: targets of a kernel's ATen nodes with no rule

@@ -509,11 +509,17 @@ def op_class_of(record: dict) -> Optional[str]:
 
 
 # What the time model reads of a node record (op_class_of, fresh_bytes, layout_bytes,
-# gemm_dims and the roof): a record kept for later prediction (the study's cache) must keep
-# these, or its depthwise convolutions lose their reduction length, its large outputs their
-# page faults and its training batch norms their class.
+# saved_bytes, gemm_dims and the roof): a record kept for later prediction (the study's
+# cache) must keep these, or its depthwise convolutions lose their reduction length, its
+# large outputs their page faults, its saved activations their trips to memory and its
+# training batch norms their class.
 RECORD_FIELDS = ("op", "op_class", "rule", "dtype", "flops", "bytes", "bytes_read",
-                 "bytes_written", "shape", "layout", "faulted_bytes")
+                 "bytes_written", "shape", "layout", "faulted_bytes", "saved_bytes_read",
+                 "saved_bytes_written")
+# ... of which a record written before them may lack, read as 0 (hidden_bytes.saved_bytes):
+# the GPU profiles kept in benchmarks/measured, where they would change nothing (a GPU's
+# classes have no cache for them to bypass)
+DEFAULTED_RECORD_FIELDS = ("saved_bytes_read", "saved_bytes_written")
 
 
 def conv_weight_bytes(record: dict) -> int:

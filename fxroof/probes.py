@@ -530,8 +530,8 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
 
     flops, nbytes, fresh_bytes, seconds, k = (column(name) for name in (
         "flops", "bytes", "fresh", "seconds", "k"))
-    moved, moved_fresh, pointwise = (column(name) for name in (
-        "layout", "layout_fresh", "pointwise"))
+    moved, moved_fresh, pointwise, saved = (column(name) for name in (
+        "layout", "layout_fresh", "pointwise", "saved"))
     reordered = layout if op_class in hidden_bytes.REORDERED_CLASSES else 0.0
     # the 1x1 weight transposes of channels-last convolutions (hidden_bytes.pointwise_weights)
     own = pointwise_layout if reordered and op_class == "conv_cl" else 0.0
@@ -553,7 +553,7 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
         # element more for a bias)
         dims = (*dims[:3], k)
     options = {"cache": gpu is None, "fresh": fresh_bytes, "fresh_rate": fresh,
-               "offset": cal.reorder_seconds(rates, fresh, moved, moved_fresh)}
+               "offset": cal.reorder_seconds(rates, fresh, moved, moved_fresh), "saved": saved}
     if op_class in T0_FROM and T0_FROM[op_class] in fitted:
         options["t0"] = fitted[T0_FROM[op_class]].t0
     if gpu is not None:
@@ -571,8 +571,8 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
                            cal.tiling(op_class), params.pack_half) if matrix else 1.0
     ratio = seconds / (cal.predict(flops, nbytes, peak, chip.bandwidth,
                                    dataclasses.replace(params, layout_rate=0.0), used,
-                                   fresh_bytes) + cal.reorder_seconds(rates, fresh, moved,
-                                                                     moved_fresh))
+                                   fresh_bytes, saved=saved)
+                       + cal.reorder_seconds(rates, fresh, moved, moved_fresh))
     return params, ratio
 
 

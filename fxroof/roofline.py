@@ -392,15 +392,16 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         + (hidden_bytes.reread_gradient_bytes(record) if chip.cls == "gpu" else 0) \
         - _copied_bytes(record, chip)
     fresh, layout, layout_fresh = _faults_and_reorders(record)
+    saved = min(hidden_bytes.saved_bytes(record), moved)  # through memory, not the cache
     params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
-                                 used, fresh, layout, layout_fresh)) \
+                                 used, fresh, layout, layout_fresh, saved)) \
         + _transpose_s(record, chip, key) + _global_reduce_s(record, chip) \
         + _layer_norm_weight_gradient_s(record, chip) \
         + bias_add_s(record, chip) + bias_gradient_s(record, chip) \
         + contiguous_copy_s(record, chip)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
-                                      used))
+                                      used, saved))
     # a kernel its grid holds back, or its unaligned operands, not its bytes
     bound = max(_launch_bound_s(record, chip), _unaligned_gemm_s(record, chip, key))
     fitted = kernel

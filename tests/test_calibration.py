@@ -123,6 +123,32 @@ def test_time_formula_by_hand():
     assert cal.predict(1e9, 1e3, 1e12, 1e11, p, utilized=0.5) == pytest.approx(4e-3 + 10e-6)
 
 
+def test_saved_activations_bypass_the_cache_by_hand():
+    """1.5 MB moved with a 1 MB cache at 4x the bandwidth (1e10 B/s) and memory at 0.5 of it:
+    1 MB from the cache and 0.5 MB from memory (25 + 100 us); when 1 MB of it is a training
+    step's saved activations, only the other 0.5 MB can come from the cache (12.5 + 200 us).
+    Saved bytes change nothing where the class has no cache (a GPU's fit)."""
+    p = cal.Params(t0=0.0, compute=1.0, memory=0.5, cache_bytes=1e6, cache_memory=4.0)
+    assert cal.kernel_seconds(0.0, 1.5e6, 1e12, 1e10, p) == pytest.approx(125e-6)
+    assert cal.kernel_seconds(0.0, 1.5e6, 1e12, 1e10, p, saved=1e6) == pytest.approx(212.5e-6)
+    assert cal.predict(0.0, 1.5e6, 1e12, 1e10, p, saved=1e6) == pytest.approx(212.5e-6)
+    # compute-bound: 1e9 FLOP at 1e12 FLOP/s = 1 ms hides the memory either way
+    assert cal.kernel_seconds(1e9, 1.5e6, 1e12, 1e10, p, saved=1e6) == pytest.approx(1e-3)
+    no_cache = dataclasses.replace(p, cache_bytes=0.0)
+    assert cal.kernel_seconds(0.0, 1.5e6, 1e12, 1e10, no_cache, saved=1e6) == \
+        cal.kernel_seconds(0.0, 1.5e6, 1e12, 1e10, no_cache) == pytest.approx(300e-6)
+
+
+def test_a_saved_activation_is_capped_at_what_the_node_moves():
+    """An allocation that writes nothing (empty_like, later filled in place) holds a saved
+    storage: its saved bytes are what it moves, 0."""
+    record = {"bytes": 0, "saved_bytes_read": 0, "saved_bytes_written": 4096}
+    assert hidden_bytes.saved_bytes(record) == 0
+    record = {"bytes": 10_000, "saved_bytes_read": 4096, "saved_bytes_written": 1024}
+    assert hidden_bytes.saved_bytes(record) == 5120
+    assert hidden_bytes.saved_bytes({"bytes": 10_000}) == 0  # a record from before the field
+
+
 def test_a_fixed_cost_that_overlaps_the_kernel_by_hand():
     """serial = 0.4: 4 us of a 10 us fixed cost come before the kernel, the other 6 us run
     beside it -- a 1 us kernel hides behind them, a 10 ms one hides them."""

@@ -143,6 +143,26 @@ def test_memory_closed_form_for_an_mlp():
     assert m.peak_bytes >= m.parameter_bytes + m.input_bytes + m.gradient_bytes
 
 
+def test_saved_traffic_closed_form_for_an_mlp():
+    """The relu output is the one saved activation (b x d fp32): the relu writes it, and
+    two backward nodes read it -- threshold_backward and the second weight gradient's mm
+    (through a transposing view) -- b x d x 4 bytes each. The input x is saved too, but it
+    is the step's input, not an activation the step writes."""
+    b, d = 16, 32
+    model = nn.Sequential(nn.Linear(d, d, bias=False), nn.ReLU(), nn.Linear(d, d, bias=False))
+    g = fxroof.analyze(model, torch.randn(b, d), backward=True)
+    written = {r["op"]: r["saved_bytes_written"] for r in g.records("forward")
+               if r["saved_bytes_written"]}
+    assert written == {"relu": b * d * 4}
+    readers = sorted(r["op"] for r in g.records("backward") if r["saved_bytes_read"])
+    assert readers == ["mm", "threshold_backward"]
+    assert sum(r["saved_bytes_read"] for r in g.records("backward")) == 2 * b * d * 4
+    assert not any(r["saved_bytes_read"] for r in g.records("forward"))
+    # inference saves nothing
+    eval_records = fxroof.analyze(model, torch.randn(b, d)).records()
+    assert not any(r["saved_bytes_read"] or r["saved_bytes_written"] for r in eval_records)
+
+
 class Square(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

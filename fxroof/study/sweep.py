@@ -63,10 +63,10 @@ DEFAULT_BATCHES = {"cpu": [1, 8, 32, 64], "cuda": [1, 64, 256]}
 # values (before 4, a training step's faults replayed without the first backward's pin; before
 # 5, depthwise convolutions not named so in their rule; before 6, a wide depthwise kernel's
 # weight gradient not named so; before 7, a compiled view's transposing kernels not named
-# so; before 8, a 1x1 convolution not named pointwise) are computed again rather than
-# predicted wrong.
+# so; before 8, a 1x1 convolution not named pointwise; before 9, without the saved
+# activations' traffic) are computed again rather than predicted wrong.
 RECORD_KEYS = ("phase", "layer_type") + op_classes.RECORD_FIELDS
-RECORDS_VERSION = 8
+RECORDS_VERSION = 9
 
 
 @dataclass
