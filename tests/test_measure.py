@@ -459,6 +459,8 @@ def test_the_depthwise_backward_probes_time_both_gradients_of_each_kernel(monkey
     # an NCHW backward pays oneDNN's reorders; a channels-last one does not
     assert rows["conv_bwd_dw_wide"][0].layout > 0 == rows["conv_bwd_dw_wide_cl"][0].layout
     assert said[0] == "probe depthwise 3x3/2 backward 2x16x12px"
+    # timed alone, again and again: the input a step would have saved is in the cache
+    assert all(row.saved == 0 for r in rows.values() for row in r)
 
 
 def test_the_pooling_backward_probes_time_each_poolings_own_backward(monkeypatch):
@@ -481,6 +483,8 @@ def test_the_pooling_backward_probes_time_each_poolings_own_backward(monkeypatch
     # average 2x2/2: each of 2 x 4 x 4 x 4 = 128 output gradients spread over 4 inputs
     assert avg_row.flops == 128 * 4 and avg_row.bytes == 128 * 4 + 2 * 4 * 8 * 8 * 4
     assert max_row.seconds > 0 and avg_row.seconds > 0
+    # the max pool's indices are saved in a step, but a probe reads them from the cache
+    assert max_row.saved == 0 == avg_row.saved
     assert probes.pool_backward_sweep(torch.device("cuda")) == {}
     for pool in (torch.nn.MaxPool2d(3, 2, 1), torch.nn.AvgPool2d(3, 1, 1)):
         x = torch.randn(2, 3, 9, 9, requires_grad=True)
