@@ -101,11 +101,19 @@ def layout_bytes(record: dict) -> tuple[int, int]:
     if op_class == "conv_cl":
         weights = conv_weight_bytes(record)
         return 2 * weights, weights if weights >= MMAP_THRESHOLD else 0
-    if record.get("layout") == "channels_last":  # a channels-last backward: not modelled
+    if not reorders_operands(record):  # a channels-last backward: not modelled
         return 0, 0
     read, written = record.get("bytes_read", 0), record.get("bytes_written", 0)
     fresh = sum(b for b in (read, written) if b >= MMAP_THRESHOLD)
     return 2 * record["bytes"], fresh
+
+
+def reorders_operands(record: dict) -> bool:
+    """Whether oneDNN reorders every operand of a node into its blocked layout and every
+    result back (layout_bytes: an NCHW convolution or convolution backward on a CPU)."""
+    return (op_class_of(record) in REORDERED_CLASSES and op_class_of(record) != "conv_cl"
+            and not cpu_native(record) and not prepacked(record)
+            and record.get("layout") != "channels_last")
 
 
 # Tensor cores compute convolutions in NHWC: given NCHW tensors, cuDNN transposes the
@@ -229,6 +237,10 @@ def saved_bytes(record: dict) -> int:
     """Bytes of activations saved for backward a node moves (bytes): those it writes in the
     forward and reads in the backward (fxroof.memory.annotate_saved_traffic), at most what
     the node moves. They go to and come from memory, not the cache (calibration.
-    kernel_seconds)."""
+    kernel_seconds). None where oneDNN reorders the node's operands and results
+    (reorders_operands): the reorders read and write them, priced at the copy bandwidth
+    (layout_bytes), and the kernel works on blocked copies in the cache."""
+    if reorders_operands(record):
+        return 0
     saved = record.get("saved_bytes_read", 0) + record.get("saved_bytes_written", 0)
     return min(saved, record["bytes"])

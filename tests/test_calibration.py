@@ -142,11 +142,31 @@ def test_saved_activations_bypass_the_cache_by_hand():
 def test_a_saved_activation_is_capped_at_what_the_node_moves():
     """An allocation that writes nothing (empty_like, later filled in place) holds a saved
     storage: its saved bytes are what it moves, 0."""
-    record = {"bytes": 0, "saved_bytes_read": 0, "saved_bytes_written": 4096}
+    node = {"op": "empty_like", "op_class": "memory", "rule": "empty_like"}
+    record = {**node, "bytes": 0, "saved_bytes_read": 0, "saved_bytes_written": 4096}
     assert hidden_bytes.saved_bytes(record) == 0
-    record = {"bytes": 10_000, "saved_bytes_read": 4096, "saved_bytes_written": 1024}
+    node = {"op": "mul", "op_class": "vector", "rule": "mul"}
+    record = {**node, "bytes": 10_000, "saved_bytes_read": 4096, "saved_bytes_written": 1024}
     assert hidden_bytes.saved_bytes(record) == 5120
-    assert hidden_bytes.saved_bytes({"bytes": 10_000}) == 0  # a record from before the field
+    assert hidden_bytes.saved_bytes({**node, "bytes": 10_000}) == 0  # a record from before
+
+
+def test_an_nchw_convolutions_saved_activations_are_its_reorders_traffic():
+    """oneDNN reorders an NCHW convolution's input into its blocked layout and the result
+    back: the reorders move the saved activations (priced at the copy bandwidth), so the
+    kernel's own bytes keep the cache. A channels-last one reorders only its weights: its
+    saved output does bypass the cache."""
+    conv = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1),
+                               torch.nn.Conv2d(16, 16, 3, padding=1))
+    x = torch.randn(2, 16, 8, 8)
+    for layout, kept in ((torch.contiguous_format, False), (torch.channels_last, True)):
+        model = conv.to(memory_format=layout)
+        records = fxroof.analyze(model, x.to(memory_format=layout), backward=True).records()
+        node = next(r for r in records if r["op"] == "convolution")
+        # its output, 2 x 16 x 8 x 8 fp32, is saved for the second one's weight gradient
+        assert node["saved_bytes_written"] == 2 * 16 * 8 * 8 * 4
+        assert hidden_bytes.reorders_operands(node) is not kept
+        assert hidden_bytes.saved_bytes(node) == (2 * 16 * 8 * 8 * 4 if kept else 0)
 
 
 def test_a_fixed_cost_that_overlaps_the_kernel_by_hand():
