@@ -237,7 +237,7 @@ def saved_bytes(record: dict) -> int:
     """Bytes of activations saved for backward a node moves (bytes): those it writes in the
     forward and reads in the backward (fxroof.memory.annotate_saved_traffic), at most what
     the node moves. They go to and come from memory, not the cache (calibration.
-    kernel_seconds). None where oneDNN reorders the node's operands and results
+    kernel_seconds). 0 where oneDNN reorders the node's operands and results
     (reorders_operands): the reorders read and write them, priced at the copy bandwidth
     (layout_bytes), and the kernel works on blocked copies in the cache."""
     if reorders_operands(record):
