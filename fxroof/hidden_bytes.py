@@ -92,16 +92,13 @@ def layout_bytes(record: dict) -> tuple[int, int]:
     (0, 0) for every other node, for a prepacked convolution of a frozen compiled view (its
     weights were reordered at compile time), and for a channels-last backward (its weight
     reorders are left to its fitted rates: no probe separates them)."""
-    op_class = op_class_of(record)
     if cpu_native(record):  # ATen's im2col, written and read again by the GEMM
         columns = im2col_bytes(record)
         return 2 * columns, columns if columns >= MMAP_THRESHOLD else 0
-    if op_class not in REORDERED_CLASSES or prepacked(record):
-        return 0, 0
-    if op_class == "conv_cl":
+    if op_class_of(record) == "conv_cl" and not prepacked(record):
         weights = conv_weight_bytes(record)
         return 2 * weights, weights if weights >= MMAP_THRESHOLD else 0
-    if not reorders_operands(record):  # a channels-last backward: not modelled
+    if not reorders_operands(record):  # no reorder, or a channels-last backward's (not modelled)
         return 0, 0
     read, written = record.get("bytes_read", 0), record.get("bytes_written", 0)
     fresh = sum(b for b in (read, written) if b >= MMAP_THRESHOLD)
@@ -111,7 +108,7 @@ def layout_bytes(record: dict) -> tuple[int, int]:
 def reorders_operands(record: dict) -> bool:
     """Whether oneDNN reorders every operand of a node into its blocked layout and every
     result back (layout_bytes: an NCHW convolution or convolution backward on a CPU)."""
-    return (op_class_of(record) in REORDERED_CLASSES and op_class_of(record) != "conv_cl"
+    return (op_class_of(record) in set(REORDERED_CLASSES) - {"conv_cl"}
             and not cpu_native(record) and not prepacked(record)
             and record.get("layout") != "channels_last")
 

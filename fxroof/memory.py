@@ -124,11 +124,17 @@ def step_schedule(capture: Capture) -> list:
     return [n for g in capture.graphs() for n in g.nodes if n.op == "call_function"]
 
 
-def memory_report(capture: Capture) -> MemoryReport:
+def _step_storages(capture: Capture) -> tuple[dict, list, Allocations]:
+    """(resident bytes by kind, the eager schedule, its allocations): what both the report
+    and the saved traffic are read from."""
     seen: set = set()
     resident = resident_storages(capture, seen)
     schedule = step_schedule(capture)
-    allocations = Allocations(schedule, seen)
+    return resident, schedule, Allocations(schedule, seen)
+
+
+def memory_report(capture: Capture) -> MemoryReport:
+    resident, schedule, allocations = _step_storages(capture)
     peak, peak_index = allocations.peak(len(schedule), returned_storages(capture))
     forward_count = sum(1 for n in capture.forward.nodes if n.op == "call_function")
     saved, gradients = _backward_reads(capture, allocations.at)
@@ -156,10 +162,7 @@ def annotate_saved_traffic(capture: Capture) -> None:
     the rest of the step has passed through the cache. On a 2-core EPYC, MobileNetV2's
     forward convolutions at batch 1 took 8.2 ms inside an eval step and 10.2 ms inside a
     training one, the same shapes in the same minute (benchmarks/README.md, run 21)."""
-    seen: set = set()
-    resident_storages(capture, seen)
-    schedule = step_schedule(capture)
-    allocations = Allocations(schedule, seen)
+    _, schedule, allocations = _step_storages(capture)
     saved, _ = _backward_reads(capture, allocations.at)
     for i, node in enumerate(schedule):
         written = sum(size for ref, size in _storages(node.meta.get("val"))
