@@ -32,7 +32,9 @@ and bandwidth W bytes/s. Real kernels fall short of it in the ways this model na
   blocked layout, so it reorders an NCHW convolution's input and weights into it and the
   output back, and a channels-last one's weights, each pass reading and writing its
   tensor, at ``layout_rate`` bytes/s, none of it overlapped with the convolution -- and
-  the blocked copies are new buffers, freshly mapped when large.
+  the blocked copies are new buffers, freshly mapped when large; a result whose channels
+  fill no whole block of the layout (``layout_block`` channels) goes back through oneDNN's
+  generic reorder, at ``uneven_layout_rate``.
 
 * on a GPU, the fixed cost overlaps the kernel: only a share ``serial`` of t0 is spent
   before the kernel starts, and the host's work after the launch runs beside it, so a long
@@ -65,7 +67,8 @@ import numpy as np
 import yaml
 
 from fxroof.errors import FxroofError
-from fxroof.hidden_bytes import fresh_bytes, layout_bytes, pointwise_weights, saved_bytes
+from fxroof.hidden_bytes import (fresh_bytes, layout_bytes, pointwise_weights, saved_bytes,
+                                 unblocked_result_bytes)
 from fxroof.op_classes import (CONV_CLASSES, FALLBACK, MATRIX_CLASSES, gemm_dims, op_class_of,
                                reduction_length)
 
@@ -123,6 +126,9 @@ class Params:
     layout_rate: float = 0.0      # bytes/s of a CPU convolution's layout reorders (0: none)
     pointwise_layout_rate: float = 0.0  # ... of a 1x1 one's weights (pointwise_weights; 0: as
                                         # layout_rate)
+    uneven_layout_rate: float = 0.0  # ... of a result whose channels fill no whole block
+                                     # (unblocked_result_bytes; 0: as layout_rate)
+    layout_block: float = 0.0     # channels per block of those reorders' layout (0: unknown)
     vector_lanes: float = 0.0     # fp32 lanes of a CPU's generated vector code (0: unknown)
     serial: float = 1.0           # share of t0 spent before the kernel starts; the rest
                                   # overlaps it (a GPU's host work after the launch)
@@ -148,13 +154,18 @@ class Row(NamedTuple):
     dims: Optional[tuple] = None  # (batch, m, n, k) of a GEMM-like op (gemm_dims), for a
                                   # GPU's tiles; None: not one, or not known
     saved: float = 0.0       # bytes of saved activations it moves (saved_bytes)
+    uneven: float = 0.0      # of ``layout``, the bytes of results reordered back from a
+                             # layout their channels fill no whole block of
+                             # (unblocked_result_bytes)
 
 
-def row_of(record: dict, seconds: float) -> Row:
-    """A node record timed at ``seconds``, as the fits take it."""
+def row_of(record: dict, seconds: float, block: int = 0) -> Row:
+    """A node record timed at ``seconds``, as the fits take it, on a device whose
+    convolutions compute in blocks of ``block`` channels (device.layout_block; 0: unknown)."""
     return Row(record["flops"], record["bytes"], fresh_bytes(record), seconds,
                reduction_length(record), *layout_bytes(record),
-               float(pointwise_weights(record)), matrix_dims(record), saved_bytes(record))
+               float(pointwise_weights(record)), matrix_dims(record), saved_bytes(record),
+               unblocked_result_bytes(record, block))
 
 
 def matrix_dims(record: dict) -> Optional[tuple]:
@@ -164,10 +175,26 @@ def matrix_dims(record: dict) -> Optional[tuple]:
 
 def layout_rate_of(params: Params, record: dict) -> float:
     """Bytes/s at which ``record``'s layout reorders (layout_bytes) run on a device with
-    ``params``: the 1x1 weight transpose's own rate where the device measured one."""
+    ``params``: the 1x1 weight transpose's own rate where the device measured one, and the
+    mean rate of its passes where some reorder a result of uneven channels back
+    (blended_layout_rate)."""
     if params.layout_rate and params.pointwise_layout_rate and pointwise_weights(record):
         return params.pointwise_layout_rate
-    return params.layout_rate
+    uneven = unblocked_result_bytes(record, int(params.layout_block))
+    return float(blended_layout_rate(params.layout_rate, params.uneven_layout_rate,
+                                     layout_bytes(record)[0], uneven))
+
+
+def blended_layout_rate(rate, uneven_rate: float, moved, uneven):
+    """Bytes/s of layout reorders moving ``moved`` bytes (arrays or scalars), ``uneven`` of
+    them at ``uneven_rate`` and the rest at ``rate``: moved over the seconds of both (``rate``
+    where none are uneven or the device measured no uneven rate)."""
+    rate, moved, uneven = (np.asarray(a, dtype=float) for a in (rate, moved, uneven))
+    if not uneven_rate or not uneven.any():
+        return rate
+    with np.errstate(divide="ignore", invalid="ignore"):
+        seconds = (moved - uneven) / rate + uneven / uneven_rate
+        return np.where((uneven > 0) & (rate > 0), moved / seconds, rate)
 
 
 class Tiling(NamedTuple):
@@ -434,6 +461,8 @@ def probe_entry(params: Params, ratio, source: str) -> dict:
             "layout_rate": float(f"{params.layout_rate:.4g}"),
             **({"pointwise_layout_rate": float(f"{params.pointwise_layout_rate:.4g}")}
                if params.pointwise_layout_rate else {}),
+            **({"uneven_layout_rate": float(f"{params.uneven_layout_rate:.4g}"),
+                "layout_block": params.layout_block} if params.uneven_layout_rate else {}),
             **({"vector_lanes": params.vector_lanes} if params.vector_lanes else {}),
             "band": [round(float(np.percentile(ratio, 10)), 3),
                      round(float(np.percentile(ratio, 90)), 3)],
@@ -497,6 +526,8 @@ _FIELDS = {"t0": (None, (0.0, math.inf, True)), "compute": (None, (0.0, 10.0, Fa
            "fresh_rate": (0.0, (0.0, math.inf, True)), "k_half": (0.0, (0.0, math.inf, True)),
            "layout_rate": (0.0, (0.0, math.inf, True)),
            "pointwise_layout_rate": (0.0, (0.0, math.inf, True)),
+           "uneven_layout_rate": (0.0, (0.0, math.inf, True)),
+           "layout_block": (0.0, (0.0, 1024.0, True)),
            "vector_lanes": (0.0, (0.0, 1024.0, True)),
            "serial": (1.0, (0.0, 1.0, False)),
            "pack_half": (0.0, (0.0, math.inf, True)),

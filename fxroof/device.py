@@ -59,6 +59,22 @@ def gpu_shape(device: torch.device) -> Optional[GpuShape]:
                     1e3 * float(getattr(props, "clock_rate", 0) or 0))  # clock_rate: kHz
 
 
+# oneDNN computes a CPU convolution in a layout blocked by channels, as many a block as its
+# jit kernels' vectors hold fp32 lanes: nChw16c with AVX-512, nChw8c with AVX2 (its
+# jit_avx512_core and jit_avx2 convolutions; ONEDNN_VERBOSE names the formats aBcd16b and
+# aBcd8b). ATen's CPU capability names the same ISA.
+ONEDNN_BLOCKS = {"AVX512": 16, "AVX2": 8}
+
+
+def layout_block(device) -> int:
+    """Channels per block of the layout oneDNN reorders an NCHW convolution's tensors into
+    on ``device`` (hidden_bytes.unblocked_result_bytes); 0 on a GPU, where this torch has no
+    oneDNN, and on a CPU whose vector ISA is neither of ONEDNN_BLOCKS' (no rule known)."""
+    if torch.device(device).type != "cpu" or not torch.backends.mkldnn.is_available():
+        return 0
+    return ONEDNN_BLOCKS.get(torch.backends.cpu.get_cpu_capability(), 0)
+
+
 def host_allocator(maps: Optional[str] = None) -> str:
     """The malloc this process runs: 'tcmalloc' or 'jemalloc' where one is loaded
     (LD_PRELOAD maps it into the process), else glibc's. ``maps``: the text of

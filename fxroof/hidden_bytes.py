@@ -7,7 +7,9 @@ rates of their own:
 * on a CPU, the first touch of a freshly mapped output (``fresh_bytes``; what a whole step
   faults is replayed by fxroof.page_faults, which reads ``scratch_buffers``);
 * on a CPU, oneDNN's layout reorders around a convolution (``layout_bytes``), of which a 1x1
-  convolution's streamed weight transpose (``pointwise_weights``) has a rate of its own, and
+  convolution's streamed weight transpose (``pointwise_weights``) and the reorder back of a
+  result whose channels fill no whole block (``unblocked_result_bytes``) have rates of their
+  own, and
   the im2col copy of one ATen runs itself (``im2col_bytes``), priced as such a pass;
 * on a GPU, cuDNN's NHWC transposes around a tensor-core convolution of NCHW tensors
   (``transpose_bytes``), and a training norm's second pass over its input
@@ -111,6 +113,24 @@ def reorders_operands(record: dict) -> bool:
     return (op_class_of(record) in set(REORDERED_CLASSES) - {"conv_cl"}
             and not cpu_native(record) and not prepacked(record)
             and record.get("layout") != "channels_last")
+
+
+def unblocked_result_bytes(record: dict, block: int) -> int:
+    """Of a node's layout_bytes, those of reordering its results back from a blocked layout
+    of ``block`` channels (layout_block; 0: unknown) whose channel count fills no whole
+    number of blocks: 2 x its bytes written (each read padded and written plain) where it
+    reorders its operands and its result's channels (its shape's second dimension: a
+    forward's output, a backward's input gradient, beside which its weight gradient, of the
+    same uneven channels, goes back too) are not a multiple of ``block``; else 0. oneDNN
+    runs that reorder with its generic kernel (``jit:uni`` in ONEDNN_VERBOSE; ``jit:blk``
+    for whole blocks), which on this project's AVX-512 CPU moved 16-23 GB/s at every size
+    from 0.2 to 23 MB, where whole blocks moved 45-140 GB/s in the cache and 36 GB/s from
+    memory (58 against 64 channels; benchmarks/README.md, run 22): ShuffleNet's 58, 116
+    and 232 channels, MNASNet's and MobileNetV3's 24, 40, 72 and 120."""
+    shape = record.get("shape")
+    if not block or not shape or len(shape) < 2 or not reorders_operands(record):
+        return 0
+    return 2 * record.get("bytes_written", 0) if shape[1] % block else 0
 
 
 # Tensor cores compute convolutions in NHWC: given NCHW tensors, cuDNN transposes the

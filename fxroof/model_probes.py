@@ -18,6 +18,7 @@ from typing import Callable, Iterable, NamedTuple, Optional
 
 from fxroof import calibration as cal, op_classes
 from fxroof.analysis import analyze
+from fxroof.device import layout_block
 from fxroof.errors import FxroofError
 
 class Run(NamedTuple):
@@ -74,19 +75,20 @@ def timed_records(run: Run, device: str = "cpu", repeats: int = 5) -> list[dict]
             if r["time_s"] is not None and op_classes.op_class_of(r) is not None]
 
 
-def class_rows(records: Iterable[dict]) -> dict:
+def class_rows(records: Iterable[dict], block: int = 0) -> dict:
     """{op class: [calibration.Row, ...]} of timed node records, each in the class that
     prices it on a CPU (op_classes.op_class_on: a convolution run with ATen's kernels is
     conv_native), but for allocations of nothing (op_classes.empty_allocation), which the
     time model prices at 0: a batch norm's reserve, timed from Python by the timing pass,
     would teach the copy class the cold dispatch of a call that eager makes inside the
-    batch norm."""
+    batch norm. ``block``: the channels a block of the device's convolution layout
+    (device.layout_block), for the rows' uneven reorders."""
     rows: dict = {}
     for r in records:
         if op_classes.empty_allocation(r):
             continue
         rows.setdefault(op_classes.op_class_on(r, "cpu"), []).append(
-            cal.row_of(r, max(r["time_s"], 1e-7)))
+            cal.row_of(r, max(r["time_s"], 1e-7), block))
     return rows
 
 
@@ -103,6 +105,6 @@ def model_rows(device: str, models: Iterable[Run] = CALIBRATION_MODELS, repeats:
         except FxroofError as e:  # e.g. Inception's training batch norm at batch 1
             say(f"  skipped {run}: {str(e).splitlines()[0][:200]}")
             continue
-        for op_class, found in class_rows(records).items():
+        for op_class, found in class_rows(records, layout_block(device)).items():
             rows.setdefault(op_class, []).extend(found)
     return rows

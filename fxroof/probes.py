@@ -34,7 +34,8 @@ from torch import nn
 from fxroof import calibration as cal, hidden_bytes, op_classes
 from fxroof.analysis import analyze
 from fxroof.chips import Chip, parse_chip
-from fxroof.device import GpuShape, Stopwatch, check_device, gpu_shape, host_allocator, repeat
+from fxroof.device import (GpuShape, Stopwatch, check_device, gpu_shape, host_allocator,
+                           layout_block, repeat)
 from fxroof.errors import FxroofError
 from fxroof.latency import child_main, error_record, in_fresh_process
 from fxroof.measure import measure
@@ -310,11 +311,12 @@ def _cost(module: nn.Module, shape: tuple, op_class: str, seconds: float) -> cal
 
 
 def _priced_row(module: nn.Module, shape: tuple, op_class: str, seconds: float,
-                device_class: str) -> tuple[str, cal.Row]:
+                device_class: str, block: int = 0) -> tuple[str, cal.Row]:
     """The probe's nodes of ``op_class`` as one row: their FLOPs, bytes, bytes written to
-    fresh mappings and moved by layout reorders, by fxroof's own cost rules, and the
-    reduction length k of the costliest; and the class that prices it on the device (on a
-    CPU, conv_native for a convolution it runs with ATen's kernels: op_classes.op_class_on)."""
+    fresh mappings and moved by layout reorders (of which results of uneven channels, on a
+    device of ``block`` channels a block), by fxroof's own cost rules, and the reduction
+    length k of the costliest; and the class that prices it on the device (on a CPU,
+    conv_native for a convolution it runs with ATen's kernels: op_classes.op_class_on)."""
     nodes = [r for r in _records(module, shape, _layout(op_class))
              if op_classes.op_class_of(r) == op_class]
     layout = [hidden_bytes.layout_bytes(r) for r in nodes]
@@ -325,7 +327,8 @@ def _priced_row(module: nn.Module, shape: tuple, op_class: str, seconds: float,
                    op_classes.reduction_length(costliest),
                    sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout),
                    float(any(hidden_bytes.pointwise_weights(r) for r in nodes)),
-                   cal.matrix_dims(costliest))
+                   cal.matrix_dims(costliest), 0.0,
+                   sum(hidden_bytes.unblocked_result_bytes(r, block) for r in nodes))
 
 
 # Runs per probe on a GPU, quick or not: each takes microseconds to a millisecond there, and
@@ -353,7 +356,7 @@ def sweep(device: torch.device, quick: bool = True,
         with torch.no_grad():
             seconds = min(repeat(lambda: watch.time(lambda: module(x)), 2, repeats))
         priced_as, row = _priced_row(module, shape, op_class, seconds,
-                                     "gpu" if gpu else "cpu")
+                                     "gpu" if gpu else "cpu", layout_block(device))
         found.setdefault(priced_as, []).append(row)
     return found
 
@@ -384,14 +387,15 @@ def backward_sweep(device: torch.device, quick: bool = True,
                 conv.dilation, False, [0, 0], channels, [True, True, False])
         seconds = min(repeat(lambda: watch.time(
             lambda: torch.ops.aten.convolution_backward(*args)), 2, runs))
-        found.setdefault(op_class, []).append(_timed_alone(record, seconds))
+        found.setdefault(op_class, []).append(_timed_alone(record, seconds, device))
     return found
 
 
-def _timed_alone(record: dict, seconds: float) -> cal.Row:
-    """A backward node's row where the node ran alone, again and again: the activations its
-    step would have saved for it (calibration.Row.saved) stayed in the cache between runs."""
-    return cal.row_of(record, seconds)._replace(saved=0.0)
+def _timed_alone(record: dict, seconds: float, device: torch.device) -> cal.Row:
+    """A backward node's row where the node ran alone, again and again, on ``device``: the
+    activations its step would have saved for it (calibration.Row.saved) stayed in the
+    cache between runs."""
+    return cal.row_of(record, seconds, layout_block(device))._replace(saved=0.0)
 
 
 def pool_backward_sweep(device: torch.device, quick: bool = True,
@@ -409,7 +413,8 @@ def pool_backward_sweep(device: torch.device, quick: bool = True,
                       if op_classes.op_class_of(r) in op_classes.POOL_CLASSES)
         call = _pool_backward_call(pool, torch.randn(shape))
         seconds = min(repeat(lambda: watch.time(call), 2, 5 if quick else 10))
-        found.setdefault(op_classes.op_class_of(record), []).append(_timed_alone(record, seconds))
+        found.setdefault(op_classes.op_class_of(record), []).append(
+            _timed_alone(record, seconds, device))
     return found
 
 
@@ -486,6 +491,34 @@ def pointwise_layout_rate(device: torch.device, repeats: int = 5) -> float:
     return moved / seconds
 
 
+# NCHW maps at batch 8 whose channels fill no whole block of 16 or of 8 (layout_block):
+# ShuffleNet's 58 and 116, and 20 and 44 -- 0.7-2.0 MB each. (channels, size)
+UNEVEN_LAYERS = ((58, 28), (116, 14), (20, 56), (44, 28))
+
+
+def uneven_layout_rate(device: torch.device, repeats: int = 5) -> float:
+    """Bytes/s (each element read and written once) at which oneDNN reorders a convolution's
+    result back from its blocked layout where its channels fill no whole block
+    (hidden_bytes.unblocked_result_bytes): UNEVEN_LAYERS' outputs of a 1x1 convolution run
+    on oneDNN tensors, which keep its blocked result, each turned back into a plain tensor
+    (``to_dense``, the same reorder an NCHW convolution ends with), over the time those
+    take, each timed alone. On this project's AVX-512 CPU they ran 16-23 GB/s where 48, 64
+    and 128 channels ran 84-95. 0 on a GPU, where this torch has no oneDNN, and where
+    layout_block knows no block."""
+    if not layout_block(device):
+        return 0.0
+    watch, moved, seconds = Stopwatch(device), 0, 0.0
+    with torch.no_grad():
+        for channels, size in UNEVEN_LAYERS:
+            x = torch.randn(8, channels, size, size)
+            result = torch.ops.aten.mkldnn_convolution(
+                x.to_mkldnn(), torch.randn(channels, channels, 1, 1).to_mkldnn(), None,
+                [0, 0], [1, 1], [1, 1], 1)
+            seconds += min(repeat(lambda: watch.time(result.to_dense), 2, repeats))
+            moved += 2 * x.nbytes
+    return moved / seconds
+
+
 # On a GPU the classes fitted as NeuSight's kernel sweeps are (benchmarks/
 # calibrate_gpu_kernels.py): GEMMs and convolutions on the device's tiles and
 # multiprocessors; the memory-bound classes with a fixed cost that overlaps the kernel
@@ -509,39 +542,48 @@ PACKED = ("gemm",)
 
 def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
                 layout: float = 0.0, pointwise_layout: float = 0.0,
-                gpu: Optional[GpuShape] = None) -> dict:
+                gpu: Optional[GpuShape] = None, uneven_layout: float = 0.0,
+                block: int = 0) -> dict:
     """A chip entry's calibration: per op class of ``rows`` ({class: [calibration.Row,
     ...]}), the fitted parameters with their band and ``source``. GEMMs and convolutions also
-    fit how their rate rises with the reduction length k. ``fresh``, ``layout`` and
-    ``pointwise_layout``: the device's measured first-touch, layout-reorder and 1x1
-    weight-transpose rates (bytes/s; 0: none), held. ``gpu``: the device is that GPU, fitted
-    as op_classes.TILED_CLASSES and GPU_MEMORY_FROM say (else a CPU, with a cache)."""
+    fit how their rate rises with the reduction length k. ``fresh``, ``layout``,
+    ``pointwise_layout`` and ``uneven_layout``: the device's measured first-touch,
+    layout-reorder, 1x1 weight-transpose and uneven-result reorder rates (bytes/s; 0: none),
+    held; ``block``: the channels a block of its convolutions' layout (the rows' uneven
+    bytes were counted with it). ``gpu``: the device is that GPU, fitted as
+    op_classes.TILED_CLASSES and GPU_MEMORY_FROM say (else a CPU, with a cache)."""
     entries, fitted = {}, {}
     # a class whose memory rate or fixed cost is another's is fitted after it
     for op_class in sorted(rows, key=lambda c: c in T0_FROM or (gpu is not None
                                                                 and c in GPU_MEMORY_FROM)):
         params, ratio = _fit_class(op_class, [cal.Row(*row) for row in rows[op_class]], chip,
-                                   fresh, layout, pointwise_layout, gpu, fitted)
+                                   fresh, (layout, pointwise_layout, uneven_layout, block),
+                                   gpu, fitted)
         fitted[op_class] = params
         entries[op_class] = cal.probe_entry(params, ratio, f"{source}: {len(ratio)} "
                                                            "measurements of this class")
     return entries
 
 
-def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: float,
-               pointwise_layout: float, gpu: Optional[GpuShape], fitted: dict) -> tuple:
-    """(calibration.Params, measured / predicted per row) of one class (fit_classes)."""
+def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, reorders: tuple,
+               gpu: Optional[GpuShape], fitted: dict) -> tuple:
+    """(calibration.Params, measured / predicted per row) of one class (fit_classes;
+    ``reorders``: its layout, pointwise_layout, uneven_layout and block)."""
+    layout, pointwise_layout, uneven_layout, block = reorders
     def column(name):
         return np.array([getattr(row, name) for row in found], dtype=float)
 
     flops, nbytes, fresh_bytes, seconds, k = (column(name) for name in (
         "flops", "bytes", "fresh", "seconds", "k"))
-    moved, moved_fresh, pointwise, saved = (column(name) for name in (
-        "layout", "layout_fresh", "pointwise", "saved"))
+    moved, moved_fresh, pointwise, saved, uneven = (column(name) for name in (
+        "layout", "layout_fresh", "pointwise", "saved", "uneven"))
     reordered = layout if op_class in hidden_bytes.REORDERED_CLASSES else 0.0
     # the 1x1 weight transposes of channels-last convolutions (hidden_bytes.pointwise_weights)
     own = pointwise_layout if reordered and op_class == "conv_cl" else 0.0
-    rates = np.where(pointwise > 0, own or reordered, reordered)
+    # results of uneven channels reordered back (hidden_bytes.unblocked_result_bytes)
+    uneven_rate = uneven_layout if reordered and block else 0.0
+    rates = np.where(pointwise > 0, own or reordered,
+                     cal.blended_layout_rate(reordered, uneven_rate, moved, uneven))
     conv = op_class in op_classes.CONV_CLASSES
     matrix = op_class in op_classes.MATRIX_CLASSES
     peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
@@ -572,6 +614,8 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, layout: flo
                      compute_cap=2.25 if conv else 1.0, pack=gpu is None and op_class in PACKED,
                      **options)
     params = dataclasses.replace(params, layout_rate=reordered, pointwise_layout_rate=own,
+                                 uneven_layout_rate=uneven_rate,
+                                 layout_block=float(block) if uneven_rate else 0.0,
                                  small_tile=params.small_tile if tiled else 1.0)
     used = cal.utilization(*dims, units, params.small_tile, params.k_half,
                            cal.tiling(op_class), params.pack_half) if matrix else 1.0
@@ -618,7 +662,8 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
         " and the nodes of " + ", ".join(map(str, models)) if models else "")
     entries = fit_classes(rows, chip, faults, source, layout=layout_rate(dev, chip.bandwidth),
                           pointwise_layout=pointwise_layout_rate(dev, 5 if quick else 15),
-                          gpu=gpu)
+                          gpu=gpu, uneven_layout=uneven_layout_rate(dev, 5 if quick else 15),
+                          block=layout_block(dev))
     if compiled:
         # deferred: it imports Inductor, about 2 s that a quick calibration does not need
         from fxroof.compiled_probes import calibrate_generated

@@ -1258,6 +1258,134 @@ def test_the_weights_of_an_unfrozen_1x1_channels_last_convolution_reorder_at_the
     assert node_time(square, chip).predicted_s == node_time(square, plain).predicted_s
 
 
+def _nchw_conv(in_channels, out_channels, memory_format=torch.contiguous_format, backward=False):
+    """The convolution node of a 1x1 convolution of a 2 x C x 8 x 8 map, or its backward
+    behind a first 1x1 convolution (so that it computes its input's gradient too)."""
+    x = torch.empty(2, in_channels, 8, 8, device="meta").to(memory_format=memory_format)
+    layer = torch.nn.Conv2d(in_channels, out_channels, 1, bias=False)
+    if backward:
+        layer = torch.nn.Sequential(torch.nn.Conv2d(in_channels, in_channels, 1, bias=False),
+                                    layer)
+    records = fxroof.analyze(layer, x, backward=backward).records(
+        "backward" if backward else "forward")
+    return next(r for r in records if r["op_class"] == "matrix")
+
+
+def test_a_result_whose_channels_fill_no_whole_block_reorders_back_at_its_own_rate():
+    """An NCHW convolution of 16 -> 58 channels on a CPU blocked by 16: its result (2 x 58 x
+    8 x 8 fp32) is reordered back read and written, so 2 x its bytes move at the uneven rate;
+    the input and weights' reorders stay at the layout rate. 64 channels fill 4 blocks, 58
+    fill none (nor 8-channel ones), 24 fill 8-channel blocks but not 16-channel ones; a
+    channels-last convolution reorders no activation."""
+    x, w, y = (4 * n for n in (2 * 16 * 64, 58 * 16, 2 * 58 * 64))  # bytes of x, w, y
+    uneven = _nchw_conv(16, 58)
+    assert hidden_bytes.layout_bytes(uneven)[0] == 2 * (x + w + y)
+    assert hidden_bytes.unblocked_result_bytes(uneven, 16) == 2 * y
+    assert hidden_bytes.unblocked_result_bytes(uneven, 8) == 2 * y
+    assert hidden_bytes.unblocked_result_bytes(uneven, 0) == 0  # no block known
+    assert hidden_bytes.unblocked_result_bytes(_nchw_conv(16, 64), 16) == 0
+    assert hidden_bytes.unblocked_result_bytes(_nchw_conv(16, 24), 8) == 0
+    assert hidden_bytes.unblocked_result_bytes(_nchw_conv(16, 24), 16) == 2 * 4 * 2 * 24 * 64
+    assert hidden_bytes.unblocked_result_bytes(_nchw_conv(16, 58, torch.channels_last), 16) == 0
+    # a backward's result is its input gradient (58 channels here) beside its weight gradient
+    backward = _nchw_conv(58, 16, backward=True)
+    assert backward["shape"][1] == 58
+    assert hidden_bytes.unblocked_result_bytes(backward, 16) == 2 * 4 * (2 * 58 * 64 + 16 * 58)
+    # the blocked rate: all of the reorders' bytes over the seconds of both rates
+    params = cal.Params(t0=0.0, compute=1.0, memory=1.0, layout_rate=4e10,
+                        uneven_layout_rate=2e10, layout_block=16)
+    moved = 2 * (x + w + y)
+    assert cal.layout_rate_of(params, uneven) == pytest.approx(
+        moved / ((moved - 2 * y) / 4e10 + 2 * y / 2e10))
+    assert cal.layout_rate_of(params, _nchw_conv(16, 64)) == 4e10
+    # a chip measured before the rate: every reorder at the layout rate
+    old = cal.Params(t0=0.0, compute=1.0, memory=1.0, layout_rate=4e10)
+    assert cal.layout_rate_of(old, uneven) == 4e10
+
+
+def test_a_cpu_chip_prices_an_uneven_result_at_its_measured_rate():
+    """Priced on a chip whose conv class holds the uneven rate, the 16 -> 58 convolution
+    takes 2 y / 2e10 - 2 y / 4e10 s more than on the same chip without it (y its output's
+    bytes), whatever else the class says; a chip entry keeps both numbers."""
+    from fxroof.roofline import node_time
+
+    conv = {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1], "layout_rate": 4e10,
+            "uneven_layout_rate": 2e10, "layout_block": 16}
+    chip = parse_chip({"id": "cpu-u", "name": "a CPU", "class": "cpu", "vendor": "",
+                       "peaks": {"fp32": {"value": 1e11, "unit": "matrix"}},
+                       "bandwidth": {"value": 2e10}, "calibration": {"conv": conv}}, "(test)")
+    assert chip.calibration["conv"].uneven_layout_rate == 2e10
+    assert chip.calibration["conv"].layout_block == 16
+    plain = dataclasses.replace(chip, calibration={"conv": dataclasses.replace(
+        chip.calibration["conv"], uneven_layout_rate=0.0)})
+    y = 4 * 2 * 58 * 64
+    uneven = _nchw_conv(16, 58)
+    assert node_time(uneven, chip).predicted_s - node_time(uneven, plain).predicted_s \
+        == pytest.approx(2 * y / 2e10 - 2 * y / 4e10)
+    even = _nchw_conv(16, 64)
+    assert node_time(even, chip).predicted_s == node_time(even, plain).predicted_s
+    entry = cal.probe_entry(chip.calibration["conv"], [1.0, 1.0], "test")
+    assert (entry["uneven_layout_rate"], entry["layout_block"]) == (2e10, 16)
+    assert "uneven_layout_rate" not in cal.probe_entry(plain.calibration["conv"], [1.0], "t")
+
+
+def test_a_conv_fit_holds_uneven_results_at_their_own_rate():
+    """conv rows timed as 5 us + F / (0.5 P) + their reorders, half of them reordering a
+    result of uneven channels (Row.uneven, a quarter of their layout bytes) at a quarter of
+    the layout rate: fitted with that rate held, the compute fraction is the convolution's
+    own and the band narrow; held at the layout rate, the band widens; a GPU's classes
+    (no layout rate) never take it."""
+    from fxroof import probes
+
+    rng = np.random.default_rng(11)
+    peak, bandwidth, slow = 2e11, 2e10, 5e9
+    chip = parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
+                       "peaks": {"fp32": {"value": peak, "unit": "matrix"}},
+                       "bandwidth": {"value": bandwidth}}, "(test)")
+    flops = 10 ** rng.uniform(6, 9.5, 80)
+    nbytes = flops / 20
+    moved = 2 * nbytes
+    uneven = np.where(np.arange(80) % 2, moved / 4, 0.0)
+    seconds = 5e-6 + flops / (0.5 * peak) + (moved - uneven) / bandwidth + uneven / slow
+    rows = {"conv": [cal.Row(f, b, 0.0, s, 1e4, m, 0.0, uneven=u)
+                     for f, b, s, m, u in zip(flops, nbytes, seconds, moved, uneven)]}
+    entry = probes.fit_classes(rows, chip, 0.0, "synthetic", layout=bandwidth,
+                               uneven_layout=slow, block=16)["conv"]
+    assert (entry["uneven_layout_rate"], entry["layout_block"]) == (slow, 16)
+    assert entry["compute"] == pytest.approx(0.5, rel=0.03)
+    assert 0.97 <= entry["band"][0] <= entry["band"][1] <= 1.03
+    wrong = probes.fit_classes(rows, chip, 0.0, "synthetic", layout=bandwidth)["conv"]
+    assert "uneven_layout_rate" not in wrong and wrong["band"][1] / wrong["band"][0] > 1.1
+    # no block known: the rows' uneven bytes cannot be told, and no rate is kept
+    assert "uneven_layout_rate" not in probes.fit_classes(
+        rows, chip, 0.0, "synthetic", layout=bandwidth, uneven_layout=slow)["conv"]
+
+
+@pytest.mark.parametrize("capability, block", [("AVX512", 16), ("AVX2", 8), ("DEFAULT", 0)])
+def test_onednns_block_follows_the_cpus_vector_isa(monkeypatch, capability, block):
+    from fxroof import device
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert device.layout_block("cpu") == block
+    assert device.layout_block("cuda") == 0  # a GPU: cuDNN's layouts, none of oneDNN's
+
+
+def test_the_uneven_reorder_probe_times_a_blocked_result_going_back(monkeypatch):
+    """On this CPU (oneDNN, a vector ISA with a block) the probe measures a rate (bytes/s);
+    with no block known it measures nothing."""
+    from fxroof import probes
+
+    if not probes.layout_block("cpu"):
+        pytest.skip("this CPU's vector ISA has no oneDNN block fxroof knows")
+    rate = probes.uneven_layout_rate(torch.device("cpu"), repeats=2)
+    # the four results move 2 x 8 x (58 x 28^2 + 116 x 14^2 + 20 x 56^2 + 44 x 28^2) x 4 bytes
+    # in more than a nanosecond and less than an hour
+    moved = 2 * 8 * 4 * (58 * 28 ** 2 + 116 * 14 ** 2 + 20 * 56 ** 2 + 44 * 28 ** 2)
+    assert moved / 3600 < rate < moved / 1e-9
+    monkeypatch.setattr(probes, "layout_block", lambda device: 0)
+    assert probes.uneven_layout_rate(torch.device("cpu")) == 0.0
+
+
 def test_a_captured_convolution_is_priced_with_its_reorders_on_a_cpu():
     import torch
     from torch import nn

@@ -425,18 +425,23 @@ def test_a_full_calibration_fits_probes_and_model_nodes_together(monkeypatch):
     monkeypatch.setattr(probes, "fresh_rate", lambda *a: 2e9)
     fitted = []
     monkeypatch.setattr(probes, "pointwise_layout_rate", lambda *a: 8e9)
+    monkeypatch.setattr(probes, "uneven_layout_rate", lambda *a: 2e10)
+    monkeypatch.setattr(probes, "layout_block", lambda device: 16)
     monkeypatch.setattr(probes, "fit_classes",
-                        lambda rows, chip, fresh, source, layout, pointwise_layout, gpu:
-                        fitted.append((rows, fresh, source, layout, pointwise_layout, gpu)))
+                        lambda rows, chip, fresh, source, layout, pointwise_layout, gpu,
+                        uneven_layout, block: fitted.append(
+                            (rows, fresh, source, layout, pointwise_layout, gpu,
+                             uneven_layout, block)))
     chip = types.SimpleNamespace(bandwidth=3e10)
     probes.calibrate("cpu", chip, models=[model_probes.Run("resnet18", 1, True)])
-    (rows, fresh, source, layout, pointwise_layout, gpu), = fitted
+    (rows, fresh, source, layout, pointwise_layout, gpu, uneven_layout, block), = fitted
     assert gpu is None  # a CPU: no tiles, no streaming probes
     assert {c: len(r) for c, r in rows.items()} == {"conv": 5, "elementwise": 3, "pool": 1,
                                                     "conv_bwd_dw": 2, "pool_scatter": 4}
     assert fresh == 2e9 and "resnet18 b1" in source
     assert layout == 3e10   # a CPU's reorders are priced as its measured copies
     assert pointwise_layout == 8e9  # ... but a 1x1 weight transpose at its own measured rate
+    assert (uneven_layout, block) == (2e10, 16)  # ... and a result of uneven channels at its
 
 
 def test_the_depthwise_backward_probes_time_both_gradients_of_each_kernel(monkeypatch):
@@ -563,7 +568,7 @@ def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatc
     said = []
     runs = [model_probes.Run("m", 1), model_probes.Run("m", 1, backward=True)]
     rows = model_probes.model_rows("cpu", runs, progress=said.append)
-    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf, 0, 0, 0, None, 0)]}  # no reorders
+    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf, 0, 0, 0, None, 0, 0)]}  # none
     assert any("skipped m b1 with backward: Expected more than 1" in s for s in said)
 
 
