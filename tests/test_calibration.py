@@ -1124,6 +1124,13 @@ def test_reorders_add_their_copies_and_faults_only_where_they_were_measured():
         pytest.approx(0.1)
 
 
+def _bare_cpu(peak: float, bandwidth: float):
+    """A CPU chip of an fp32 peak (FLOP/s) and a bandwidth (bytes/s), nothing measured."""
+    return parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
+                       "peaks": {"fp32": {"value": peak, "unit": "matrix"}},
+                       "bandwidth": {"value": bandwidth}}, "(test)")
+
+
 def test_a_class_fit_holds_the_reorders_and_finds_the_convolution_underneath():
     """Convolutions timed as 5 us + F / (0.5 P) + their reorders at the copy bandwidth:
     fitted with the reorders held, the compute fraction is the convolution's own."""
@@ -1131,9 +1138,7 @@ def test_a_class_fit_holds_the_reorders_and_finds_the_convolution_underneath():
 
     rng = np.random.default_rng(5)
     peak, bandwidth = 2e11, 2e10
-    chip = parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
-                       "peaks": {"fp32": {"value": peak, "unit": "matrix"}},
-                       "bandwidth": {"value": bandwidth}}, "(test)")
+    chip = _bare_cpu(peak, bandwidth)
     flops = 10 ** rng.uniform(6, 9.5, 80)
     nbytes = flops / 20
     moved = 2 * nbytes
@@ -1154,9 +1159,7 @@ def test_a_channels_last_fit_holds_1x1_weight_transposes_at_their_own_rate():
 
     rng = np.random.default_rng(7)
     peak, bandwidth, transpose = 2e11, 2e10, 5e9
-    chip = parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
-                       "peaks": {"fp32": {"value": peak, "unit": "matrix"}},
-                       "bandwidth": {"value": bandwidth}}, "(test)")
+    chip = _bare_cpu(peak, bandwidth)
     flops = 10 ** rng.uniform(6, 9.5, 80)
     nbytes, weights = flops / 20, flops / 40
     pointwise = np.arange(80) % 2
@@ -1333,15 +1336,13 @@ def test_a_conv_fit_holds_uneven_results_at_their_own_rate():
     """conv rows timed as 5 us + F / (0.5 P) + their reorders, half of them reordering a
     result of uneven channels (Row.uneven, a quarter of their layout bytes) at a quarter of
     the layout rate: fitted with that rate held, the compute fraction is the convolution's
-    own and the band narrow; held at the layout rate, the band widens; a GPU's classes
-    (no layout rate) never take it."""
+    own and the band narrow; held at the layout rate, the band widens; with no block known
+    (the rows' uneven bytes cannot be told apart) no rate is kept."""
     from fxroof import probes
 
     rng = np.random.default_rng(11)
     peak, bandwidth, slow = 2e11, 2e10, 5e9
-    chip = parse_chip({"id": "cpu-x", "name": "a CPU", "class": "cpu", "vendor": "",
-                       "peaks": {"fp32": {"value": peak, "unit": "matrix"}},
-                       "bandwidth": {"value": bandwidth}}, "(test)")
+    chip = _bare_cpu(peak, bandwidth)
     flops = 10 ** rng.uniform(6, 9.5, 80)
     nbytes = flops / 20
     moved = 2 * nbytes
