@@ -8,9 +8,9 @@ rates of their own:
   faults is replayed by fxroof.page_faults, which reads ``scratch_buffers``);
 * on a CPU, oneDNN's layout reorders around a convolution (``layout_bytes``), of which a 1x1
   convolution's streamed weight transpose (``pointwise_weights``) and the reorder back of a
-  result whose channels fill no whole block (``unblocked_result_bytes``) have rates of their
-  own, and
-  the im2col copy of one ATen runs itself (``im2col_bytes``), priced as such a pass;
+  result whose channels fill no whole block (``unblocked_result_bytes``) have rates of
+  their own, and the im2col copy of one ATen runs itself (``im2col_bytes``), priced as
+  such a pass;
 * on a GPU, cuDNN's NHWC transposes around a tensor-core convolution of NCHW tensors
   (``transpose_bytes``), and a training norm's second pass over its input
   (``second_pass_bytes``).
