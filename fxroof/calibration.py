@@ -175,26 +175,29 @@ def matrix_dims(record: dict) -> Optional[tuple]:
 
 def layout_rate_of(params: Params, record: dict) -> float:
     """Bytes/s at which ``record``'s layout reorders (layout_bytes) run on a device with
-    ``params``: the 1x1 weight transpose's own rate where the device measured one, and the
-    mean rate of its passes where some reorder a result of uneven channels back
-    (blended_layout_rate)."""
-    if params.layout_rate and params.pointwise_layout_rate and pointwise_weights(record):
-        return params.pointwise_layout_rate
-    uneven = unblocked_result_bytes(record, int(params.layout_block))
-    return float(blended_layout_rate(params.layout_rate, params.uneven_layout_rate,
-                                     layout_bytes(record)[0], uneven))
+    ``params`` (layout_rates)."""
+    return float(layout_rates(params.layout_rate, params.pointwise_layout_rate,
+                              params.uneven_layout_rate, float(pointwise_weights(record)),
+                              layout_bytes(record)[0],
+                              unblocked_result_bytes(record, int(params.layout_block))))
 
 
-def blended_layout_rate(rate, uneven_rate: float, moved, uneven):
-    """Bytes/s of layout reorders moving ``moved`` bytes (arrays or scalars), ``uneven`` of
-    them at ``uneven_rate`` and the rest at ``rate``: moved over the seconds of both (``rate``
-    where none are uneven or the device measured no uneven rate)."""
-    rate, moved, uneven = (np.asarray(a, dtype=float) for a in (rate, moved, uneven))
-    if not uneven_rate or not uneven.any():
-        return rate
-    with np.errstate(divide="ignore", invalid="ignore"):
-        seconds = (moved - uneven) / rate + uneven / uneven_rate
-        return np.where((uneven > 0) & (rate > 0), moved / seconds, rate)
+def layout_rates(rate: float, pointwise_rate: float, uneven_rate: float, pointwise, moved,
+                 uneven):
+    """Bytes/s of each op's layout reorders (arrays or scalars, one per op) moving ``moved``
+    bytes: a 1x1 convolution's weight transpose (``pointwise`` > 0) at ``pointwise_rate``
+    where the device measured one; else ``uneven`` of the bytes, results of uneven channels
+    reordered back, at ``uneven_rate`` where measured and the rest at ``rate`` -- moved over
+    the seconds of both. 0 where ``rate`` is (a device without reorders)."""
+    pointwise, moved, uneven = (np.asarray(a, dtype=float) for a in (pointwise, moved, uneven))
+    blended = np.full(moved.shape, float(rate))
+    if rate and uneven_rate:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            seconds = (moved - uneven) / rate + uneven / uneven_rate
+            blended = np.where(uneven > 0, moved / seconds, rate)
+    if rate and pointwise_rate:
+        return np.where(pointwise > 0, pointwise_rate, blended)
+    return blended
 
 
 class Tiling(NamedTuple):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -557,19 +557,27 @@ def fit_classes(rows: dict, chip: Chip, fresh: float, source: str,
     for op_class in sorted(rows, key=lambda c: c in T0_FROM or (gpu is not None
                                                                 and c in GPU_MEMORY_FROM)):
         params, ratio = _fit_class(op_class, [cal.Row(*row) for row in rows[op_class]], chip,
-                                   fresh, (layout, pointwise_layout, uneven_layout, block),
-                                   gpu, fitted)
+                                   fresh, Reorders(layout, pointwise_layout, uneven_layout,
+                                                   block), gpu, fitted)
         fitted[op_class] = params
         entries[op_class] = cal.probe_entry(params, ratio, f"{source}: {len(ratio)} "
                                                            "measurements of this class")
     return entries
 
 
-def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, reorders: tuple,
+class Reorders(NamedTuple):
+    """A device's measured layout-reorder rates (bytes/s; 0: none) and the channels a block
+    of its convolutions' layout, as fit_classes takes them."""
+
+    layout: float
+    pointwise: float
+    uneven: float
+    block: int
+
+
+def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, reorders: Reorders,
                gpu: Optional[GpuShape], fitted: dict) -> tuple:
-    """(calibration.Params, measured / predicted per row) of one class (fit_classes;
-    ``reorders``: its layout, pointwise_layout, uneven_layout and block)."""
-    layout, pointwise_layout, uneven_layout, block = reorders
+    """(calibration.Params, measured / predicted per row) of one class (fit_classes)."""
     def column(name):
         return np.array([getattr(row, name) for row in found], dtype=float)
 
@@ -577,13 +585,12 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, reorders: t
         "flops", "bytes", "fresh", "seconds", "k"))
     moved, moved_fresh, pointwise, saved, uneven = (column(name) for name in (
         "layout", "layout_fresh", "pointwise", "saved", "uneven"))
-    reordered = layout if op_class in hidden_bytes.REORDERED_CLASSES else 0.0
+    reordered = reorders.layout if op_class in hidden_bytes.REORDERED_CLASSES else 0.0
     # the 1x1 weight transposes of channels-last convolutions (hidden_bytes.pointwise_weights)
-    own = pointwise_layout if reordered and op_class == "conv_cl" else 0.0
+    own = reorders.pointwise if reordered and op_class == "conv_cl" else 0.0
     # results of uneven channels reordered back (hidden_bytes.unblocked_result_bytes)
-    uneven_rate = uneven_layout if reordered and block else 0.0
-    rates = np.where(pointwise > 0, own or reordered,
-                     cal.blended_layout_rate(reordered, uneven_rate, moved, uneven))
+    uneven_rate = reorders.uneven if reordered and reorders.block else 0.0
+    rates = cal.layout_rates(reordered, own, uneven_rate, pointwise, moved, uneven)
     conv = op_class in op_classes.CONV_CLASSES
     matrix = op_class in op_classes.MATRIX_CLASSES
     peak, _ = peak_for(chip, "matrix" if matrix else "vector", "float32",
@@ -615,7 +622,7 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, reorders: t
                      **options)
     params = dataclasses.replace(params, layout_rate=reordered, pointwise_layout_rate=own,
                                  uneven_layout_rate=uneven_rate,
-                                 layout_block=float(block) if uneven_rate else 0.0,
+                                 layout_block=float(reorders.block) if uneven_rate else 0.0,
                                  small_tile=params.small_tile if tiled else 1.0)
     used = cal.utilization(*dims, units, params.small_tile, params.k_half,
                            cal.tiling(op_class), params.pack_half) if matrix else 1.0
