@@ -360,6 +360,12 @@ def test_an_unknown_name_suggests_close_names_from_every_source(capsys, typo, su
     assert suggested in err.split("Did you mean")[1].split("?")[0]
 
 
+def test_an_unknown_name_far_from_every_model_gets_no_guess(capsys):
+    code, _, err = run(capsys, "annotate", "nosuchmodel")
+    assert code == 1 and "Unknown model 'nosuchmodel'" in err
+    assert "Did you mean" not in err
+
+
 def test_the_allocator_choices_are_the_targets():
     """The command line spells the allocators out (it parses before importing torch); they
     must stay fxroof.target's."""

@@ -71,7 +71,9 @@ def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = Non
                                   f"name. Did you mean {prefix}{spec}? (`fxroof models` lists "
                                   "the name forms fxroof takes.)")
         known, shown = _every_name()
-        raise vision.unknown(spec, did_you_mean(spec, known, n=5, cutoff=0.6, shown=shown))
+        # 0.7: among 2,000-odd names a looser cutoff guesses at random ("nosuchmodel" scored
+        # 0.63 against hf:neucodec); slips of a letter or two score 0.85 and more
+        raise vision.unknown(spec, did_you_mean(spec, known, n=5, cutoff=0.7, shown=shown))
     return vision.build(spec, device)
 
 
