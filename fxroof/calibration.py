@@ -22,6 +22,10 @@ and bandwidth W bytes/s. Real kernels fall short of it in the ways this model na
   to and from memory whatever their size; and the first touch of an output large enough
   to be freshly mapped (``fresh_bytes``: the kernel faults in and zeroes every page, call
   after call) at ``fresh_rate`` bytes/s;
+* on a CPU, an elementwise op writing over the operand it reads (``op_classes.in_place``:
+  relu_, hardtanh_, add_) moves its bytes ``in_place_memory`` times faster than one writing a
+  new tensor: it fetches no line before writing it (write-allocate), and in a model what it
+  reads is what the op before it just wrote;
 * on a CPU, a kernel Inductor generates but cannot vectorise (``unvectorised``: a stride-2
   pool over an NCHW map) computes one lane at a time: its peak is the vector peak over the
   ``vector_lanes`` of the device's vector code (16 fp32 lanes with AVX-512);
@@ -69,8 +73,8 @@ import yaml
 from fxroof.errors import FxroofError
 from fxroof.hidden_bytes import (fresh_bytes, layout_bytes, pointwise_weights, saved_bytes,
                                  unblocked_result_bytes)
-from fxroof.op_classes import (CONV_CLASSES, FALLBACK, MATRIX_CLASSES, gemm_dims, op_class_of,
-                               reduction_length)
+from fxroof.op_classes import (CONV_CLASSES, FALLBACK, MATRIX_CLASSES, gemm_dims, in_place,
+                               op_class_of, reduction_length)
 
 CALIBRATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calibration.yaml")
 # GPU boards held to the 75 W a PCIe slot supplies (T4 70 W, P4 75 W, L4 72 W) cap their
@@ -138,6 +142,8 @@ class Params:
     pack_half: float = 0.0        # CPU GEMM: rows (or columns) of output at which packing
                                   # the other operand, once per call, halves the rate (0:
                                   # none; utilization)
+    in_place_memory: float = 1.0  # CPU: an in-place op's memory rate over its class's
+                                  # (op_classes.in_place: no fetch of the lines it writes)
 
 
 class Row(NamedTuple):
@@ -157,6 +163,7 @@ class Row(NamedTuple):
     uneven: float = 0.0      # of ``layout``, the bytes of results reordered back from a
                              # layout their channels fill no whole block of
                              # (unblocked_result_bytes)
+    in_place: float = 0.0    # 1 where it writes over an operand it reads (op_classes.in_place)
 
 
 def row_of(record: dict, seconds: float, block: int = 0) -> Row:
@@ -165,7 +172,7 @@ def row_of(record: dict, seconds: float, block: int = 0) -> Row:
     return Row(record["flops"], record["bytes"], fresh_bytes(record), seconds,
                reduction_length(record), *layout_bytes(record),
                float(pointwise_weights(record)), matrix_dims(record), saved_bytes(record),
-               unblocked_result_bytes(record, block))
+               unblocked_result_bytes(record, block), float(in_place(record)))
 
 
 def matrix_dims(record: dict) -> Optional[tuple]:
@@ -259,19 +266,24 @@ def utilization(batch, m, n, k, units: Optional[int], small_tile: float = 1.0,
         for i, (rows, cols) in enumerate(tiles.shapes)])
 
 
-def kernel_seconds(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, saved=0.0):
+def kernel_seconds(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, saved=0.0,
+                   in_place=0.0):
     """Seconds the device computes or moves data (arrays or scalars): max(F / (P c u),
     memory time), the memory time being B / (W m) -- or, with a cache, its first
     ``cache_bytes`` at the cache's rate and the rest at W m (on a CPU an op whose operands
     fit in the last-level cache runs several times faster than one that streams from
     DRAM). ``saved`` of the bytes never come from the cache: a training step's saved
     activations, written to memory last touched a step ago and read back after the rest of
-    the step has passed through the cache (fxroof.memory.annotate_saved_traffic)."""
+    the step has passed through the cache (fxroof.memory.annotate_saved_traffic). Where
+    ``in_place`` is 1 (op_classes.in_place: an op writing over the operand it reads), the
+    memory time is ``in_place_memory`` times shorter: it fetches no line to write (a CPU's
+    write-allocate), and in a model its operand is what the op before it just wrote."""
     compute = np.asarray(flops, dtype=float) / (peak * params.compute * np.asarray(utilized))
     nbytes = np.asarray(nbytes, dtype=float)
     cached = np.minimum(nbytes - np.asarray(saved, dtype=float), params.cache_bytes)
     memory = (cached / (bandwidth * params.cache_memory)
               + (nbytes - cached) / (bandwidth * params.memory))
+    memory = memory / (1.0 + np.asarray(in_place, dtype=float) * (params.in_place_memory - 1.0))
     return np.maximum(compute, memory)
 
 
@@ -288,14 +300,14 @@ def with_fixed_cost(params: Params, kernel):
 
 
 def predict(flops, nbytes, peak, bandwidth, params: Params, utilized=1.0, fresh=0.0,
-            layout=0.0, layout_fresh=0.0, saved=0.0):
+            layout=0.0, layout_fresh=0.0, saved=0.0, in_place=0.0):
     """Seconds per op (arrays or scalars): the kernel (kernel_seconds, ``saved`` of its bytes
     a training step's saved activations) behind its fixed cost (with_fixed_cost), plus,
     where the device's page faults were measured, ``fresh`` bytes (fresh_bytes) at
     ``fresh_rate``, and where its layout reorders were, ``layout`` bytes (layout_bytes) at
     ``layout_rate`` and the first touch of their new buffers (``layout_fresh`` bytes) at
-    ``fresh_rate``."""
-    kernel = kernel_seconds(flops, nbytes, peak, bandwidth, params, utilized, saved)
+    ``fresh_rate``; ``in_place``: 1 for an op writing over its operand (kernel_seconds)."""
+    kernel = kernel_seconds(flops, nbytes, peak, bandwidth, params, utilized, saved, in_place)
     return (with_fixed_cost(params, kernel) + fault_seconds(params, fresh)
             + reorder_seconds(params.layout_rate, params.fresh_rate, layout, layout_fresh))
 
@@ -340,7 +352,7 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
         compute_cap: float = 1.0, t0: Optional[float] = None, cache: bool = False,
         fresh=0.0, fresh_rate: float = 0.0, offset=0.0, tiles: Tiling = GEMM_TILING,
         memory: Optional[float] = None, k_rise: bool = False,
-        overlap: bool = False, pack: bool = False, saved=0.0) -> Params:
+        overlap: bool = False, pack: bool = False, saved=0.0, in_place=0.0) -> Params:
     """Least squares on log(predicted / measured): relative error, so a 10 us op counts as
     much as a 10 ms one. ``dims``: (batch, m, n, k) arrays of GEMM-like ops, for their tile
     utilization (``tiles``: how they are cut). Parameters are fitted in log space (all
@@ -348,21 +360,22 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
     Winograd's transforms do up to 2.25x fewer multiplies than the direct count. ``t0``:
     hold the fixed cost at this value (a launch floor known from another op class) instead
     of fitting it. ``cache``: also fit the cache size and rate (CPU probes span
-    cache-resident and DRAM-streaming sizes). ``fresh``,
-    ``fresh_rate``: bytes per op written to freshly mapped memory, and the measured rate of
-    that first touch, held (fresh_bytes). ``offset``: seconds per measurement (or an array,
-    one per row) that the fitted terms do not model, held -- a compiled call's fixed cost, a
-    convolution's layout reorders (reorder_seconds): the fit compares offset + predicted with
-    the measured time, rather than subtracting it from a measurement it may exceed by noise.
+    cache-resident and DRAM-streaming sizes). ``fresh``, ``fresh_rate``: bytes per op
+    written to freshly mapped memory, and the measured rate of that first touch, held.
+    ``offset``: seconds per row that the fitted terms do not model, held -- a compiled
+    call's fixed cost, a convolution's layout reorders (reorder_seconds): the fit compares
+    offset + predicted with the measured time, not the measured time less the offset.
     ``memory``: hold the memory fraction at this value, for a sweep with no memory-bound op
-    to fit it on (left free there, it fits some other shortfall and mis-prices the memory-
-    bound ops of another roof). ``k_rise``: on a GPU too, fit the rise of the rate with the
-    reduction length (utilization's k_half). ``overlap``: also fit the share ``serial`` of
-    the fixed cost that precedes the kernel (with_fixed_cost; else all of it does).
+    (left free there, it fits some other shortfall, mis-pricing another roof's).
+    ``k_rise``: on a GPU too, fit the rate's rise with the reduction length (k_half).
+    ``overlap``: also fit the share ``serial`` of t0 before the kernel (with_fixed_cost).
     ``pack``: on a CPU, also fit the operands' packing (utilization's pack_half), from the
     (batch, m, n, k) of ``dims``. ``saved``: bytes per op of a training step's saved
-    activations, which bypass the cache (kernel_seconds)."""
-    flops, nbytes, seconds = (np.asarray(a, dtype=float) for a in (flops, nbytes, seconds))
+    activations, which bypass the cache (kernel_seconds). ``in_place``: 1 per op writing
+    over an operand it reads; where some do and some not, fit their rate (in_place_memory)."""
+    flops, nbytes, seconds, in_place = np.broadcast_arrays(
+        *(np.asarray(a, dtype=float) for a in (flops, nbytes, seconds, in_place)))
+    own_rate = bool(in_place.any() and not in_place.all())
     caps = (math.log(compute_cap), 0.0, 0.0)
     # the rate rises with k (utilization): always fitted on a CPU, on a GPU where asked
     reduction = dims is not None and (not units or k_rise)
@@ -376,19 +389,20 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
             fractions[1] = memory
         return Params(t0 if t0 is not None else math.exp(x[0]), *fractions,
                       cache_bytes=cache_bytes, cache_memory=cache_memory,
-                      fresh_rate=fresh_rate,
-                      k_half=math.exp(next(extra)) if reduction else 0.0,
+                      fresh_rate=fresh_rate, k_half=math.exp(next(extra)) if reduction else 0.0,
                       pack_half=math.exp(next(extra)) if pack else 0.0,
-                      serial=math.exp(next(extra)) if overlap else 1.0)
+                      serial=math.exp(next(extra)) if overlap else 1.0,
+                      in_place_memory=math.exp(next(extra)) if own_rate else 1.0)
 
     def residuals(x):
         p = params(x)
         used = utilization(*dims, units, p.small_tile, p.k_half, tiles, p.pack_half) \
             if dims is not None else 1.0
-        return np.log((predict(flops, nbytes, peak, bandwidth, p, used, fresh, saved=saved)
-                       + offset) / seconds)
+        return np.log((predict(flops, nbytes, peak, bandwidth, p, used, fresh, saved=saved,
+                               in_place=in_place) + offset) / seconds)
 
-    start, bounds = _start_and_bounds(seconds, nbytes, cache, reduction, overlap, pack)
+    start, bounds = _start_and_bounds(seconds, nbytes, cache, reduction, overlap, pack,
+                                      own_rate)
     # a GPU's tiles: the best tile's rate is a max over tile shapes, so the cost has a local
     # minimum per tile shape; from one start the A100 sweeps' fits stopped in one or another
     # as numpy and scipy builds differed (small_tile 0.055 or 0.25 on the same data)
@@ -397,10 +411,11 @@ def fit(flops, nbytes, seconds, peak, bandwidth, dims=None, units=None,
 
 
 def _start_and_bounds(seconds, nbytes, cache: bool, reduction: bool,
-                      overlap: bool = False, pack: bool = False) -> tuple[list, tuple]:
+                      overlap: bool = False, pack: bool = False,
+                      in_place: bool = False) -> tuple[list, tuple]:
     """fit's starting point and bounds, in log space: (t0, compute, memory, small_tile),
-    then the cache's size and rate where fitted, then k_half, pack_half and the serial
-    share of t0, each where fitted."""
+    then the cache's size and rate where fitted, then k_half, pack_half, the serial share
+    of t0 and in_place_memory, each where fitted."""
     start = [max(float(np.min(seconds)) * 0.8, 1e-7), 0.5, 0.5, 0.8]
     low, high = [0.0] * 4, [np.inf] * 4  # unbounded (log space) but for what follows
     if cache:
@@ -422,6 +437,8 @@ def _start_and_bounds(seconds, nbytes, cache: bool, reduction: bool,
         start, low, high = start + [8.0], low + [0.01], high + [1e4]
     if overlap:
         start, low, high = start + [0.7], low + [0.01], high + [1.0]
+    if in_place:  # no slower than an op writing a new tensor, at most a cache's rate over
+        start, low, high = start + [1.3], low + [1.0], high + [8.0]  # the memory's
     with np.errstate(divide="ignore"):  # log(0) = -inf: no lower bound
         bounds = np.log(np.array(low)), np.log(np.array(high))
     return start, bounds
@@ -461,6 +478,8 @@ def probe_entry(params: Params, ratio, source: str) -> dict:
             "fresh_rate": float(f"{params.fresh_rate:.4g}"),
             "k_half": float(f"{params.k_half:.4g}"),
             **({"pack_half": float(f"{params.pack_half:.4g}")} if params.pack_half else {}),
+            **({"in_place_memory": round(params.in_place_memory, 4)}
+               if params.in_place_memory != 1.0 else {}),
             "layout_rate": float(f"{params.layout_rate:.4g}"),
             **({"pointwise_layout_rate": float(f"{params.pointwise_layout_rate:.4g}")}
                if params.pointwise_layout_rate else {}),
@@ -534,6 +553,7 @@ _FIELDS = {"t0": (None, (0.0, math.inf, True)), "compute": (None, (0.0, 10.0, Fa
            "vector_lanes": (0.0, (0.0, 1024.0, True)),
            "serial": (1.0, (0.0, 1.0, False)),
            "pack_half": (0.0, (0.0, math.inf, True)),
+           "in_place_memory": (1.0, (0.0, 10.0, False)),
            "matrix_compute": (0.0, (0.0, 10.0, True))}
 
 

@@ -583,8 +583,8 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, reorders: R
 
     flops, nbytes, fresh_bytes, seconds, k = (column(name) for name in (
         "flops", "bytes", "fresh", "seconds", "k"))
-    moved, moved_fresh, pointwise, saved, uneven = (column(name) for name in (
-        "layout", "layout_fresh", "pointwise", "saved", "uneven"))
+    moved, moved_fresh, pointwise, saved, uneven, in_place = (column(name) for name in (
+        "layout", "layout_fresh", "pointwise", "saved", "uneven", "in_place"))
     reordered = reorders.layout if op_class in hidden_bytes.REORDERED_CLASSES else 0.0
     # the 1x1 weight transposes of channels-last convolutions (hidden_bytes.pointwise_weights)
     own = reorders.pointwise if reordered and op_class == "conv_cl" else 0.0
@@ -608,7 +608,10 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, reorders: R
         # element more for a bias)
         dims = (*dims[:3], k)
     options = {"cache": gpu is None, "fresh": fresh_bytes, "fresh_rate": fresh,
-               "offset": cal.reorder_seconds(rates, fresh, moved, moved_fresh), "saved": saved}
+               "offset": cal.reorder_seconds(rates, fresh, moved, moved_fresh), "saved": saved,
+               # a GPU's cache fetches no line to write it: its in-place probes fit as any
+               # other
+               "in_place": in_place if gpu is None else 0.0}
     if op_class in T0_FROM and T0_FROM[op_class] in fitted:
         options["t0"] = fitted[T0_FROM[op_class]].t0
     if gpu is not None:
@@ -628,7 +631,7 @@ def _fit_class(op_class: str, found: list, chip: Chip, fresh: float, reorders: R
                            cal.tiling(op_class), params.pack_half) if matrix else 1.0
     ratio = seconds / (cal.predict(flops, nbytes, peak, chip.bandwidth,
                                    dataclasses.replace(params, layout_rate=0.0), used,
-                                   fresh_bytes, saved=saved)
+                                   fresh_bytes, saved=saved, in_place=in_place)
                        + cal.reorder_seconds(rates, fresh, moved, moved_fresh))
     return params, ratio
 

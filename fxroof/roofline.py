@@ -394,14 +394,15 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     fresh, layout, layout_fresh = _faults_and_reorders(record)
     saved = min(hidden_bytes.saved_bytes(record), moved)  # through memory, not the cache
     params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
+    in_place = float(op_classes.in_place(record))
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
-                                 used, fresh, layout, layout_fresh, saved)) \
+                                 used, fresh, layout, layout_fresh, saved, in_place)) \
         + _transpose_s(record, chip, key) + _global_reduce_s(record, chip) \
         + _layer_norm_weight_gradient_s(record, chip) \
         + bias_add_s(record, chip) + bias_gradient_s(record, chip) \
         + contiguous_copy_s(record, chip)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
-                                      used, saved))
+                                      used, saved, in_place))
     # a kernel its grid holds back, or its unaligned operands, not its bytes
     bound = max(_launch_bound_s(record, chip), _unaligned_gemm_s(record, chip, key))
     fitted = kernel

@@ -3363,3 +3363,88 @@ def test_a_batch_norm_reserve_is_neither_priced_nor_fitted_on_a_cpu():
     rows = model_probes.class_rows(timed)
     copies = sum(1 for r in timed if op_classes.op_class_of(r) == "copy")
     assert len(rows["copy"]) == copies - 1  # all but the reserve
+
+
+def _vector_record(op: str, rule: str = "pointwise[relu]") -> dict:
+    return {"op": op, "op_class": "vector", "rule": rule, "dtype": "float32", "flops": 1e5,
+            "bytes": 1e6, "phase": "forward", "shape": [125000]}
+
+
+def test_an_op_writing_over_the_operand_it_reads_is_in_place():
+    """relu_, hardtanh_, add_ and silu_ write over what they read; relu writes a new tensor,
+    and copy_, fill_, zero_ and bernoulli_ write a tensor without reading it; optimizer
+    loops (_foreach_*) and non-elementwise in-place ops are left out."""
+    for op in ("relu_", "hardtanh_", "add_", "silu_", "mul_"):
+        assert op_classes.in_place(_vector_record(op)), op
+    for op in ("relu", "add", "copy_", "fill_", "zero_", "bernoulli_", "_foreach_add_"):
+        assert not op_classes.in_place(_vector_record(op)), op
+    norm = {**_vector_record("native_batch_norm_"), "rule": "batch_norm"}
+    assert not op_classes.in_place(norm)
+    assert cal.row_of(_vector_record("relu_"), 1e-4).in_place == 1.0
+    assert cal.row_of(_vector_record("relu"), 1e-4).in_place == 0.0
+
+
+def test_an_in_place_ops_memory_time_is_its_class_rate_times_faster_by_hand():
+    """1e6 B at 0.25 x 1e10 B/s is 400 us; in place at 2.5x that rate 160 us; a
+    compute-bound op is not moved (1e9 FLOP at 0.5 x 1e11 FLOP/s = 20 ms)."""
+    p = cal.Params(t0=0.0, compute=0.5, memory=0.25, in_place_memory=2.5)
+    assert cal.kernel_seconds(1e5, 1e6, 1e11, 1e10, p) == pytest.approx(4e-4)
+    assert cal.kernel_seconds(1e5, 1e6, 1e11, 1e10, p, in_place=1.0) == pytest.approx(1.6e-4)
+    assert cal.kernel_seconds(1e9, 1e6, 1e11, 1e10, p, in_place=1.0) == pytest.approx(2e-2)
+
+
+def test_fit_recovers_an_in_place_rate_and_fits_none_where_it_cannot_tell():
+    """Rows timed 20 us + B / (0.4 W), those in place at 3x that rate: the fit finds 3; rows
+    all in place or none leave nothing to compare, and the rate stays 1."""
+    rng = np.random.default_rng(7)
+    nbytes = 10 ** rng.uniform(4, 9, 300)
+    in_place = (np.arange(300) % 3 == 0).astype(float)
+    seconds = 20e-6 + nbytes / (1e10 * 0.4) / np.where(in_place > 0, 3.0, 1.0)
+    found = cal.fit(np.ones_like(nbytes), nbytes, seconds, 1e12, 1e10, in_place=in_place)
+    assert found.in_place_memory == pytest.approx(3.0, rel=0.02)
+    assert found.memory == pytest.approx(0.4, rel=0.02)
+    plain = 20e-6 + nbytes / (1e10 * 0.4)
+    assert cal.fit(np.ones_like(nbytes), nbytes, plain, 1e12, 1e10).in_place_memory == 1.0
+    assert cal.fit(np.ones_like(nbytes), nbytes, plain, 1e12, 1e10,
+                   in_place=np.ones(300)).in_place_memory == 1.0
+
+
+def test_a_cpu_chip_prices_an_in_place_relu_at_its_rate_and_a_gpu_does_not():
+    """On a CPU chip whose elementwise class holds in_place_memory 2, relu_ of 1e6 B takes
+    10 us + 400 us / 2 and relu 10 us + 400 us; the entry keeps the rate and refuses one
+    that is no number of (0, 10]; a GPU's shipped sets have none, and relu_ costs what relu
+    does there."""
+    chip = _measured_chip({"elementwise": 1e-5})
+    entry = {**cal.probe_entry(chip.calibration["elementwise"], [1.0], "test"),
+             "in_place_memory": 2.0}
+    chip = dataclasses.replace(chip, calibration={
+        "elementwise": cal.parse_params(entry, "(test)")})
+    assert roofline.node_time(_vector_record("relu_"), chip).predicted_s == \
+        pytest.approx(1e-5 + 2e-4)
+    assert roofline.node_time(_vector_record("relu"), chip).predicted_s == \
+        pytest.approx(1e-5 + 4e-4)
+    assert cal.probe_entry(chip.calibration["elementwise"], [1.0], "t")["in_place_memory"] == 2
+    for bad in (0, 11, "fast"):
+        with pytest.raises(fxroof.FxroofError, match="in_place_memory"):
+            cal.parse_params({**entry, "in_place_memory": bad}, "(test)")
+    h100 = chips.get_chip("h100_sxm")
+    assert roofline.node_time(_vector_record("relu_"), h100).predicted_s == \
+        roofline.node_time(_vector_record("relu"), h100).predicted_s
+
+
+def test_a_gpu_fit_keeps_its_in_place_probes_in_its_one_memory_rate():
+    """fit_classes on a GPU: the elementwise rows, some in place, fit one rate (a GPU's cache
+    fetches no line to write it)."""
+    from fxroof import probes
+    from fxroof.device import GpuShape
+
+    rng = np.random.default_rng(3)
+    nbytes = 10 ** rng.uniform(4, 9, 60)
+    seconds = 10e-6 + nbytes / (0.8 * 1e12) / np.where(np.arange(60) % 2, 3.0, 1.0)
+    rows = {"elementwise": [cal.Row(1.0, b, 0.0, s, math.inf, in_place=float(i % 2))
+                            for i, (b, s) in enumerate(zip(nbytes, seconds))]}
+    chip = parse_chip({"id": "gpu-x", "name": "a GPU", "class": "gpu", "vendor": "",
+                       "peaks": {"fp32": {"value": 1e13, "unit": "vector"}},
+                       "bandwidth": {"value": 1e12}}, "(test)")
+    entry = probes.fit_classes(rows, chip, 0.0, "synthetic", gpu=GpuShape(100, 4e7))
+    assert "in_place_memory" not in entry["elementwise"]

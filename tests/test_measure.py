@@ -568,7 +568,7 @@ def test_a_calibration_run_that_cannot_run_is_skipped_with_the_reason(monkeypatc
     said = []
     runs = [model_probes.Run("m", 1), model_probes.Run("m", 1, backward=True)]
     rows = model_probes.model_rows("cpu", runs, progress=said.append)
-    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf, 0, 0, 0, None, 0, 0)]}  # none
+    assert rows == {"elementwise": [(10, 80, 0, 1e-6, math.inf, 0, 0, 0, None, 0, 0, 0)]}  # none
     assert any("skipped m b1 with backward: Expected more than 1" in s for s in said)
 
 
