@@ -315,8 +315,9 @@ def _priced_row(module: nn.Module, shape: tuple, op_class: str, seconds: float,
     """The probe's nodes of ``op_class`` as one row: their FLOPs, bytes, bytes written to
     fresh mappings and moved by layout reorders (of which results of uneven channels, on a
     device of ``block`` channels a block), by fxroof's own cost rules, and the reduction
-    length k of the costliest; and the class that prices it on the device (on a CPU,
-    conv_native for a convolution it runs with ATen's kernels: op_classes.op_class_on)."""
+    length k of the costliest, and whether it writes over its input (relu_: in_place); and
+    the class that prices it on the device (on a CPU, conv_native for a convolution it
+    runs with ATen's kernels: op_classes.op_class_on)."""
     nodes = [r for r in _records(module, shape, _layout(op_class))
              if op_classes.op_class_of(r) == op_class]
     layout = [hidden_bytes.layout_bytes(r) for r in nodes]
@@ -328,7 +329,8 @@ def _priced_row(module: nn.Module, shape: tuple, op_class: str, seconds: float,
                    sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout),
                    float(any(hidden_bytes.pointwise_weights(r) for r in nodes)),
                    cal.matrix_dims(costliest), 0.0,
-                   sum(hidden_bytes.unblocked_result_bytes(r, block) for r in nodes))
+                   sum(hidden_bytes.unblocked_result_bytes(r, block) for r in nodes),
+                   float(all(op_classes.in_place(r) for r in nodes)))
 
 
 # Runs per probe on a GPU, quick or not: each takes microseconds to a millisecond there, and

@@ -3448,3 +3448,14 @@ def test_a_gpu_fit_keeps_its_in_place_probes_in_its_one_memory_rate():
                        "bandwidth": {"value": 1e12}}, "(test)")
     entry = probes.fit_classes(rows, chip, 0.0, "synthetic", gpu=GpuShape(100, 4e7))
     assert "in_place_memory" not in entry["elementwise"]
+
+
+def test_an_in_place_probe_is_fitted_as_the_in_place_op_it_times():
+    """The relu_ probes time nn.ReLU(inplace=True): their rows are in place, relu's not
+    (they were not, and the in-place probes' rate was read as a new tensor's)."""
+    from fxroof import probes
+
+    for inplace in (True, False):
+        _, row = probes._priced_row(torch.nn.ReLU(inplace=inplace), (4096,), "elementwise", 1e-5,
+                                    "cpu")
+        assert row.in_place == float(inplace)
