@@ -178,7 +178,7 @@ def in_place(record: dict) -> bool:
     fetches each line it writes (a CPU's write-allocate): half as much traffic again for a
     one-input op. On this project's AMD CPU relu_ of 2-160 MB ran 1.4-2.1x the rate of relu
     into a new tensor, both reading from memory, and inside models the fitted ratio is
-    about 5, their operand being what the op before them just wrote (benchmarks/README.md,
+    about 4, their operand being what the op before them just wrote (benchmarks/README.md,
     run 23)."""
     op = record["op"]
     return (op.endswith("_") and not op.startswith("_") and op.rstrip("_") not in WRITE_ONLY_OPS
