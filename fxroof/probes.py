@@ -322,15 +322,18 @@ def _priced_row(module: nn.Module, shape: tuple, op_class: str, seconds: float,
              if op_classes.op_class_of(r) == op_class]
     layout = [hidden_bytes.layout_bytes(r) for r in nodes]
     costliest = max(nodes, key=lambda r: r["flops"])
+    # by name: a field added to Row and left out here defaults to 0, silently (the relu_
+    # probes' in_place did, once)
     return op_classes.op_class_on(costliest, device_class), cal.Row(
-        sum(r["flops"] for r in nodes), sum(r["bytes"] for r in nodes),
-                   sum(hidden_bytes.fresh_bytes(r) for r in nodes), seconds,
-                   op_classes.reduction_length(costliest),
-                   sum(moved for moved, _ in layout), sum(fresh for _, fresh in layout),
-                   float(any(hidden_bytes.pointwise_weights(r) for r in nodes)),
-                   cal.matrix_dims(costliest), 0.0,
-                   sum(hidden_bytes.unblocked_result_bytes(r, block) for r in nodes),
-                   float(all(op_classes.in_place(r) for r in nodes)))
+        flops=sum(r["flops"] for r in nodes), bytes=sum(r["bytes"] for r in nodes),
+        fresh=sum(hidden_bytes.fresh_bytes(r) for r in nodes), seconds=seconds,
+        k=op_classes.reduction_length(costliest),
+        layout=sum(moved for moved, _ in layout),
+        layout_fresh=sum(fresh for _, fresh in layout),
+        pointwise=float(any(hidden_bytes.pointwise_weights(r) for r in nodes)),
+        dims=cal.matrix_dims(costliest), saved=0.0,
+        uneven=sum(hidden_bytes.unblocked_result_bytes(r, block) for r in nodes),
+        in_place=float(all(op_classes.in_place(r) for r in nodes)))
 
 
 # Runs per probe on a GPU, quick or not: each takes microseconds to a millisecond there, and
