@@ -13,6 +13,8 @@ norm: nn.LayerNorm; softmax) it fits t0, the compute and memory fractions and th
 rate of fxroof.calibration's model. Validation:
 * own chip: fit on NeuSight's random-grid "train" rows, predict its transformer-shaped "test"
   rows, where a GPU has both;
+* local scatter: each row's own-fit error over its nearest rows' (local_scatter_mape), the
+  most a model smooth in the sizes could explain, fitted on this GPU;
 * leave one GPU out: the family parameters (the median over the other NVIDIA GPUs; for a
   75 W board, over the other 75 W boards; for an AMD GPU, over the other AMD one) predict
   every row of the GPU left out -- what a chip with no measurements gets.
@@ -30,6 +32,7 @@ import sys
 
 import numpy as np
 import yaml
+from scipy.spatial import cKDTree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -147,6 +150,7 @@ class Rows:
         self.flops, self.bytes, self.seconds = column("flops"), column("bytes"), \
             column("latency_s")
         self.split = np.array([r["split"] for r in rows])
+        self.shape = _shape(rows, op_class)
         self.dims = None
         if op_class == "gemm":
             self.dims = (column("batch"), column("m"), column("n"), column("k"))
@@ -159,11 +163,27 @@ class Rows:
         part.flops, part.bytes, part.seconds = self.flops[mask], self.bytes[mask], \
             self.seconds[mask]
         part.split = self.split[mask]
+        part.shape = self.shape[mask]
         part.dims = tuple(d[mask] for d in self.dims) if self.dims is not None else None
         return part
 
     def __len__(self) -> int:
         return len(self.seconds)
+
+
+# The columns that place a kernel among its sweep's others, for local_scatter_mape: log2 of
+# each, and the op timed (an op apart from every other: no neighbour across ops)
+SHAPE_COLUMNS = {"gemm": ("batch", "m", "n", "k"), "conv": ("batch", "c_in", "c_out", "in_size"),
+                 "elementwise": ("rows", "cols"), "norm": ("rows", "cols"),
+                 "softmax": ("rows", "cols")}
+OP_APART = 1000.0
+NEIGHBOURS = 8
+
+
+def _shape(rows: list[dict], op_class: str) -> np.ndarray:
+    ops = sorted({r["op"] for r in rows})
+    return np.array([[np.log2(float(r[c])) for c in SHAPE_COLUMNS[op_class]]
+                     + [OP_APART * ops.index(r["op"])] for r in rows])
 
 
 # Each swept board's own chips.yaml entry (its peaks and bandwidth the ones gpus.csv lists),
@@ -270,6 +290,17 @@ def mape(r: np.ndarray) -> float:
     return float(np.mean(np.abs(1 / r - 1)) * 100)
 
 
+def local_scatter_mape(shape: np.ndarray, r: np.ndarray, neighbours: int = NEIGHBOURS) -> float:
+    """The MAPE left once each kernel's measured / predicted ``r`` is divided by the median
+    of its ``neighbours`` nearest other kernels' (in ``shape``, log2 of the sizes): what any
+    model smooth in the shape could reach at best on these kernels, fitted on this very GPU.
+    Where it stays high, kernels of nearly one shape take different times (cuDNN or cuBLAS
+    switching algorithm or tile between them), and no size-dependent form can follow it."""
+    _, index = cKDTree(shape).query(shape, k=neighbours + 1)
+    others = index[:, 1:]  # the nearest is the kernel itself (or its exact twin)
+    return mape(r / np.exp(np.median(np.log(r)[others], axis=1)))
+
+
 def family(fitted: list[cal.Params]) -> cal.Params:
     """The median of each parameter over chips: what a chip without measurements gets."""
     return cal.Params(*(statistics.median(getattr(p, f) for p in fitted)
@@ -297,9 +328,10 @@ def calibrate(gpus: dict, sweeps: dict) -> tuple[dict, list]:
         others = [p for (o, c), p in own.items() if c == op_class and o != gpu
                   and gpus[o].nvidia == g.nvidia and (gpu not in LOW_POWER or o in LOW_POWER)]
         ideal = np.maximum(rows.flops / g.peak(op_class), rows.bytes / g.bandwidth)
+        own_ratios = ratios(own[gpu, op_class], rows, g, op_class)
         line = {"gpu": gpu, "class": op_class, "rows": len(rows),
-                "ideal_mape": mape(rows.seconds / ideal),
-                "own_mape": mape(ratios(own[gpu, op_class], rows, g, op_class)),
+                "ideal_mape": mape(rows.seconds / ideal), "own_mape": mape(own_ratios),
+                "local_scatter_mape": local_scatter_mape(rows.shape, own_ratios),
                 "logo_mape": mape(ratios(family(others), rows, g, op_class)) if others
                 else None,
                 "logo_ratios": ratios(family(others), rows, g, op_class) if others else None,
@@ -429,14 +461,15 @@ def _entry(params: cal.Params, band_: tuple, source: str) -> dict:
 
 def markdown(report: list) -> str:
     lines = ["| op class | GPU | kernels | ideal roof MAPE | own fit MAPE | "
+             "own fit, local scatter removed | "
              "train -> test MAPE | leave-one-GPU-out MAPE | ... with its host's t0 | "
              "with its die's other board's fit |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report:
         def pct(v):
             return "-" if v is None else f"{v:.1f}%"
         lines.append(f"| {r['class']} | {r['gpu']} | {r['rows']:,} | {pct(r['ideal_mape'])} | "
-                     f"{pct(r['own_mape'])} | "
+                     f"{pct(r['own_mape'])} | {pct(r['local_scatter_mape'])} | "
                      f"{pct(r.get('train_to_test_mape'))} | {pct(r['logo_mape'])} | "
                      f"{pct(r['logo_host_mape'])} | {pct(r.get('same_die_mape'))} |")
     return "\n".join(lines)

@@ -377,6 +377,28 @@ def test_leave_one_out_with_the_hosts_fixed_cost_keeps_the_gpus_rates():
     assert (mixed.compute, mixed.memory, mixed.small_tile, mixed.k_half) == (0.8, 0.7, 0.5, 80.0)
 
 
+def test_local_scatter_removes_a_smooth_trend_and_keeps_a_flip_between_neighbours():
+    """Kernels along one size axis, an octave apart / 20 apiece. A trend smooth in the size
+    (measured / predicted = 2^(x / 10)) is what a size-dependent form can follow: nothing is
+    left of it. Kernels that alternate 1.5x and 1x (an algorithm switching between
+    neighbours) are what no such form can follow: each kernel's 8 nearest others are 4 of
+    each, their median ratio sqrt(1.5), and what is left is |1.5 / sqrt(1.5) - 1| and
+    |1 - 1 / sqrt(1.5)|, taken as predicted / measured: mean(1 - 1/sqrt(1.5), sqrt(1.5) - 1)
+    = 20.4%."""
+    from benchmarks import calibrate_gpu_kernels as script
+
+    x = np.arange(2000) / 20.0
+    shape = np.stack([x, np.zeros_like(x)], axis=1)
+    assert script.local_scatter_mape(shape, 2 ** (x / 10)) < 0.5
+    flip = np.where(np.arange(2000) % 2 == 0, 1.5, 1.0)
+    expected = 100 * ((1 - 1 / 1.5 ** 0.5) + (1.5 ** 0.5 - 1)) / 2
+    assert script.local_scatter_mape(shape, flip) == pytest.approx(expected, abs=0.2)
+    # kernels of another op are never neighbours, however near their sizes
+    two_ops = np.concatenate([shape, shape + [0, script.OP_APART]])
+    split = np.concatenate([np.full(2000, 1.5), np.ones(2000)])
+    assert script.local_scatter_mape(two_ops, split) < 1e-9
+
+
 def test_calibrated_prediction_sits_above_the_roof_with_a_band():
     g = fxroof.analyze("resnet18", batch=8, backward=True)
     calibrated = g.roofline("a100_sxm_80gb")
@@ -2875,13 +2897,13 @@ def test_the_streaming_fraction_is_read_off_kernels_far_larger_than_the_l2_cache
                       "mem_bw_gbps": "1000", "fp32_gflops": "8000", "fp32_matrix_gflops": ""})
     cached = np.full(100, 4e6)
     streamed = np.array([32e6, 64e6, 100e6] * 10)
-    rows = script.Rows([], "elementwise")
-    rows.bytes = np.concatenate([cached, streamed])
-    rows.flops = rows.bytes / 8
+    moved = np.concatenate([cached, streamed])
     # cached rows at 2.5e12 B/s, streamed ones at 0.6, 0.7 and 0.8 of the bandwidth
-    rows.seconds = np.concatenate([cached / 2.5e12,
-                                   streamed / (1e12 * np.array([0.6, 0.7, 0.8] * 10))])
-    rows.split = np.array(["train"] * len(rows.bytes))
+    seconds = np.concatenate([cached / 2.5e12,
+                              streamed / (1e12 * np.array([0.6, 0.7, 0.8] * 10))])
+    rows = script.Rows([{"op": "add", "split": "train", "rows": 1, "cols": b / 12,
+                         "bytes": b, "flops": b / 8, "latency_s": s}
+                        for b, s in zip(moved, seconds)], "elementwise")
     assert script.streaming_fraction(rows, gpu) == pytest.approx(0.7)
     few = rows.subset(np.arange(len(rows.bytes)) < 110)  # 10 streamed rows: too few to say
     assert script.streaming_fraction(few, gpu) is None
