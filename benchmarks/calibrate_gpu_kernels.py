@@ -292,10 +292,12 @@ def mape(r: np.ndarray) -> float:
 
 def local_scatter_mape(shape: np.ndarray, r: np.ndarray, neighbours: int = NEIGHBOURS) -> float:
     """The MAPE left once each kernel's measured / predicted ``r`` is divided by the median
-    of its ``neighbours`` nearest other kernels' (in ``shape``, log2 of the sizes): what any
-    model smooth in the shape could reach at best on these kernels, fitted on this very GPU.
-    Where it stays high, kernels of nearly one shape take different times (cuDNN or cuBLAS
-    switching algorithm or tile between them), and no size-dependent form can follow it."""
+    of its ``neighbours`` nearest other kernels' (in ``shape``, log2 of the sizes): about
+    what a model smooth in the shape could reach on these kernels, fitted on this very GPU
+    (an estimate, not a bound: the neighbours lie some way off). Where it stays high,
+    kernels of nearly one shape take different times (cuDNN or cuBLAS switching algorithm
+    or tile between them), and no size-dependent form can follow it."""
+    neighbours = min(neighbours, len(r) - 1)  # a sweep of few kernels: all the others
     _, index = cKDTree(shape).query(shape, k=neighbours + 1)
     others = index[:, 1:]  # the nearest is the kernel itself (or its exact twin)
     return mape(r / np.exp(np.median(np.log(r)[others], axis=1)))
