@@ -16,9 +16,10 @@ per batch size. Issue 16's goal on this CPU: median <= 15%, worst <= 40%, rho >=
 With --allocator caching the study measures in processes running tcmalloc (no page faults
 once warm) and costs every step without faults; --chip should then name a chip measured
 under tcmalloc too (`LD_PRELOAD=libtcmalloc_minimal.so.4 fxroof chips measure --full`), as
-the study's own quick chip is. Each point's measured time is the median of --rounds
-measurements (default 3) taken round after round over the points, minutes apart, so that a
-slow spell of the machine does not decide a model's time. With --leave-one-out, a third
+the study's own quick chip is. The study measures every point in --rounds rounds (default
+3; `fxroof study --rounds`), round after round over the points, minutes apart, and a point's
+measured time is its median round's, so that a slow spell of the machine does not decide a
+model's time. With --leave-one-out, a third
 prediction (in_model): calibrated on the probes and on the timed nodes of every studied
 model but the one predicted (fxroof.model_probes).
 """
@@ -44,12 +45,10 @@ from fxroof import calibration as cal, model_probes, probes  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
-from fxroof.latency import measure_latency  # noqa: E402
-from fxroof.measured import measure  # noqa: E402
 from fxroof.roofline import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study  # noqa: E402
 from fxroof.study.cache import Cache  # noqa: E402
-from fxroof.study.sweep import COST, LATENCY, TRAIN, measure_roofs  # noqa: E402
+from fxroof.study.sweep import COST, LATENCY, TRAIN, measure_roofs, measured_result  # noqa: E402
 
 
 def found_chip(config: StudyConfig, out: str, chip_id: Optional[str] = None):
@@ -70,84 +69,25 @@ def points(config: StudyConfig, out: str, chip) -> list[dict]:
             cost = cache.get("cpu", model, batch, COST)
             if not cost or "error" in cost:
                 continue
-            latency = cache.get("cpu", model, batch, LATENCY)
+            latency = measured_result(cache, config.rounds, "cpu", model, batch, LATENCY)
             if latency and "error" not in latency:
                 found.append(_point("inference", model, batch, latency["median_s"],
-                                    cost["inference"]["records"], chip))
-            train = cache.get("cpu", model, batch, TRAIN)
+                                    cost["inference"]["records"], chip, latency))
+            train = measured_result(cache, config.rounds, "cpu", model, batch, TRAIN)
             if train and "error" not in train and "records" in cost["train"]:
                 eager = train["timing"]["eager_s"]
                 found.append(_point("training", model, batch,
                                     eager["forward"] + eager["backward"],
-                                    cost["train"]["records"], chip))
+                                    cost["train"]["records"], chip, train))
     return found
 
 
-def _point(phase, model, batch, measured, records, chip) -> dict:
+def _point(phase, model, batch, measured, records, chip, result) -> dict:
     return {"phase": phase, "model": model, "batch": batch, "measured_s": measured,
+            "measured_rounds_s": result.get("rounds_s", [measured]),
             "ideal_s": predict(records, chip, "ideal")["overall"]["predicted_s"],
             "calibrated_s": predict(records, chip)["overall"]["predicted_s"],
             "records": records}
-
-
-ROUNDS_FILE = "bench_rounds.json"
-
-
-def _key(p: dict) -> str:
-    return f"{p['phase']} {p['model']} {p['batch']}"
-
-
-def measured_again(p: dict, config: StudyConfig) -> Optional[float]:
-    """The point's measured seconds once more, in a fresh process as the study measures it;
-    None if that run failed."""
-    if p["phase"] == "inference":
-        result = measure_latency(p["model"], p["batch"], "cpu", config.warmup, config.repeats,
-                                 config.allocator)
-        return result.get("median_s")
-    result = measure(TRAIN, p["model"], p["batch"], "cpu", config.warmup, config.repeats,
-                     config.allocator)
-    if "error" in result:
-        return None
-    eager = result["timing"]["eager_s"]
-    return eager["forward"] + eager["backward"]
-
-
-def in_rounds(found: list[dict], config: StudyConfig, out: str, rounds: int,
-              measure_more: bool) -> None:
-    """Make each point's measured_s the median of ``rounds`` measurements: the study's, and
-    rounds - 1 more, each round going through every point in turn. On a shared CPU a slow
-    spell of a minute or two slows the few models timed in it (batch-1 latencies moved up
-    to 1.6x); a later round times each model minutes apart from its first, so one slow
-    spell no longer decides a model's time or its rank. The extra measurements are kept in
-    the study folder (ROUNDS_FILE) and reused, so --report-only prices the same medians."""
-    path = os.path.join(out, ROUNDS_FILE)
-    setting = {"allocator": config.allocator, "warmup": config.warmup,
-               "repeats": config.repeats}
-    kept: dict = {}
-    if os.path.isfile(path):
-        try:
-            with open(path) as f:
-                saved = json.load(f)
-            kept = saved["points"] if saved["setting"] == setting else {}
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise FxroofError(f"{path}: the rounds measured before cannot be read "
-                              f"({type(e).__name__}: {e}). Delete it to measure them "
-                              "again.") from None
-    for round_ in range(2, rounds + 1):
-        if not measure_more or all(len(kept.get(_key(p), [])) >= rounds - 1 for p in found):
-            break
-        print(f"bench_predict: round {round_} of {rounds}: timing the {len(found)} points "
-              "again", file=sys.stderr, flush=True)
-        for p in found:
-            if len(kept.get(_key(p), [])) < rounds - 1:
-                again = measured_again(p, config)
-                kept.setdefault(_key(p), []).append(again)
-        with atomic(path) as f:  # a finished round is kept, whatever comes after it
-            json.dump({"setting": setting, "points": kept}, f, indent=1)
-    for p in found:
-        times = [p["measured_s"]] + [t for t in kept.get(_key(p), [])[:rounds - 1] if t]
-        p["measured_rounds_s"] = times
-        p["measured_s"] = statistics.median(times)
 
 
 def leave_one_model_out(found: list[dict], config: StudyConfig, chip, repeats: int) -> None:
@@ -264,9 +204,8 @@ def main(argv=None) -> int:
                         help="the measured processes' host allocator (fxroof study "
                              "--allocator)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="measure every point this many times in all, round after round "
-                             "over the points, and take the median (1: the study's one "
-                             "measurement); --report-only reuses the rounds measured before")
+                        help="the study's --rounds: every point measured this many times, "
+                             "round after round over the points, the median kept (1: once)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--chip", help="predict on this chip id (e.g. this-cpu after `fxroof "
                                        "chips measure --full`) instead of the study's quick "
@@ -288,7 +227,7 @@ def main(argv=None) -> int:
     if not args.out:
         parser.error("--out is required (the study folder), unless --pool")
     config = StudyConfig(models=args.models, batches=args.batch, train_batches=args.train_batch,
-                         repeats=args.repeats, warmup=args.warmup,
+                         repeats=args.repeats, warmup=args.warmup, rounds=args.rounds,
                          fresh_process=not args.in_process,
                          allocator=args.allocator).resolved()
     start = time.perf_counter()
@@ -296,7 +235,6 @@ def main(argv=None) -> int:
         run_study(config, args.out)
     chip = found_chip(config, args.out, args.chip)
     found = points(config, args.out, chip)
-    in_rounds(found, config, args.out, args.rounds, measure_more=not args.report_only)
     if args.leave_one_out:
         leave_one_model_out(found, config, chip, args.repeats)
     for p in found:

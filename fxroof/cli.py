@@ -265,6 +265,11 @@ def _study_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=device_arg, nargs="+", default=["cpu"], metavar="DEVICE",
                    help=DEVICES)
     _repeat_arguments(p, repeats=5, warmup=1)
+    p.add_argument("--rounds", type=positive_int_arg, default=1,
+                   help="measure each latency and training step this many times, in rounds "
+                        "over all the models after the first pass, and keep the median: on "
+                        "a busy or shared machine one slow spell then decides no model's "
+                        "time (default 1; 3 on a noisy machine). Raising it resumes a study")
     p.add_argument("--compiled", action="store_true",
                    help="also eager vs compiled on the CPU: each model's compiled view "
                         "(Inductor's kernels) and torch.compile's measured latency (compiles "

@@ -450,7 +450,8 @@ def run_study_command(args) -> int:
             build_model(model)
     config = StudyConfig(models=args.models or list(DEFAULT_MODELS), batches=args.batch or [],
                          devices=args.device, train_batches=args.train_batch or [],
-                         warmup=args.warmup, repeats=args.repeats, compiled=args.compiled,
+                         warmup=args.warmup, repeats=args.repeats, rounds=args.rounds,
+                         compiled=args.compiled,
                          freeze=args.freeze, fresh_process=not args.in_process,
                          allocator=args.allocator, cudnn_benchmark=args.cudnn_benchmark)
     paths = run_study(config, args.out, force=args.force, report_only=args.report_only)

@@ -33,7 +33,9 @@ def run_study(config: StudyConfig, out: str, force: bool = False, report_only: b
         config.check_allocator()
         config.check_freeze()
         config = config.resolved()
-        claim(out, config.as_dict(), force, defaults=StudyConfig().as_dict())
+        # more rounds measure more of the same points; fewer price from the first ones
+        claim(out, config.as_dict(), force, defaults=StudyConfig().as_dict(),
+              resumable=("rounds",))
     # the whole study's setting (recorded in its folder): every measuring process runs with
     # it (fxroof.latency.in_fresh_process passes it on), and every prediction reads it
     with locked(out), cudnn_search(config.cudnn_benchmark):

@@ -60,10 +60,12 @@ def write_json(path: str, data) -> None:
         json.dump(data, f, indent=1)
 
 
-def claim(root: str, config: dict, force: bool, defaults: Optional[dict] = None) -> None:
+def claim(root: str, config: dict, force: bool, defaults: Optional[dict] = None,
+          resumable: tuple = ()) -> None:
     """Make ``root`` this study's folder: new, or holding this same study (resume). A folder
     with a different study, or with other files, is left alone unless ``force``. ``defaults``:
-    the values of settings a folder made by an earlier fxroof does not record (added since)."""
+    the values of settings a folder made by an earlier fxroof does not record (added since);
+    ``resumable``: settings a resumed study may change without being another study."""
     manifest = os.path.join(root, MANIFEST)
     if os.path.exists(root) and not os.path.isdir(root):
         raise FxroofError(f"'{root}' is a file, not a folder: --out names the folder the study "
@@ -81,9 +83,9 @@ def claim(root: str, config: dict, force: bool, defaults: Optional[dict] = None)
                               "start the study over, or choose another --out.")
         if isinstance(previous, dict):
             previous = {**(defaults or {}), **previous}
-        if previous != config and not force:
             changed = sorted(k for k in set(config) | set(previous)
-                             if config.get(k) != previous.get(k))
+                             if k not in resumable and config.get(k) != previous.get(k))
+        if isinstance(previous, dict) and changed and not force:
             raise FxroofError(
                 f"'{root}' holds a different study (it differs in: {', '.join(changed)}), and "
                 "fxroof does not overwrite a study unless asked. Rerun with the same settings to "

@@ -80,6 +80,9 @@ class StudyConfig:
     compiled: bool = False  # also the compiled view and torch.compile's latency (CPU)
     freeze: bool = False    # the compiled ones with Inductor's freezing
     fresh_process: bool = True  # each measurement in a new Python process (fxroof.measured)
+    # each eager latency and training step measured this many times, in rounds over all the
+    # points after the study's first pass; the median round counts (measured_result)
+    rounds: int = 1
     allocator: str = GLIBC  # the measured processes' host allocator (fxroof.target.ALLOCATORS)
     # cuDNN's engine search (torch.backends.cudnn.benchmark) where the study measures and
     # predicts: a GPU's timed steps run with it, and the costs price its kernels
@@ -167,7 +170,45 @@ def tasks(config: StudyConfig) -> list[tuple[str, str, int, str]]:
                     out.append((device, model, batch, TRAIN))
                 if config.compiled and device == "cpu":
                     out.append((device, model, batch, COMPILED))
+    # Later rounds go over every point in turn, after the whole first pass: a point's
+    # measurements lie a round apart, so one slow spell of a shared machine (or one slow
+    # process: a CPU model's latency moves 1.03-1.8x between them) decides none of them.
+    for round_ in range(2, config.rounds + 1):
+        out.extend((device, model, batch, round_phase(phase, round_))
+                   for device, model, batch, phase in list(out)
+                   if phase in (LATENCY, TRAIN) and "." not in phase)
     return out
+
+
+def round_phase(phase: str, round_: int) -> str:
+    """The cache name of ``phase``'s measurement in round ``round_`` (the first: ``phase``)."""
+    return phase if round_ == 1 else f"{phase}.{round_}"
+
+
+def base_phase(phase: str) -> str:
+    return phase.split(".")[0]
+
+
+def _seconds(phase: str, result: dict) -> float:
+    if phase == LATENCY:
+        return result["median_s"]
+    eager = result["timing"]["eager_s"]
+    return eager["forward"] + eager["backward"]
+
+
+def measured_result(cache: Cache, rounds: int, device: str, model: str, batch: int,
+                    phase: str) -> Optional[dict]:
+    """The measurement (LATENCY or TRAIN) of the point's median round (the lower of two)
+    among the first ``rounds`` measured without error, with their seconds, fastest first,
+    under "rounds_s"; the first round's result (an error, or None) where none succeeded."""
+    first = cache.get(device, model, batch, phase)
+    found = [r for r in (cache.get(device, model, batch, round_phase(phase, k))
+                         for k in range(1, rounds + 1)) if r is not None and "error" not in r]
+    if not found:
+        return first
+    found.sort(key=lambda r: _seconds(phase, r))
+    median = found[(len(found) - 1) // 2]
+    return median if rounds == 1 else {**median, "rounds_s": [_seconds(phase, r) for r in found]}
 
 
 def _compact(records: list[dict]) -> list[dict]:
@@ -182,6 +223,7 @@ def outdated(phase: str, result: dict, config: "StudyConfig") -> bool:
     recorded: glibc's), or a measurement (latency, training step, compiled latency) taken in
     another kind of process than the study asks for (results from before the fresh
     processes were measured in the study's own)."""
+    phase = base_phase(phase)
     if "error" in result:
         return False
     if phase in (COST, COMPILED) and result.get("records_version") != RECORDS_VERSION:
@@ -262,6 +304,7 @@ class Sweep:
 
     def _measure(self, device: str, model: str, batch: int, phase: str) -> dict:
         """A task that runs the real model: in a fresh process, or in this one."""
+        phase = base_phase(phase)  # a later round measures as the first does
         warmup, repeats, allocator = self.config.warmup, self.config.repeats, \
             self.config.allocator
         if self.config.fresh_process:

@@ -11,7 +11,7 @@ from typing import Optional
 
 from fxroof.roofline import predict
 from fxroof.study.cache import Cache
-from fxroof.study.sweep import COMPILED, COST, LATENCY, TRAIN, StudyConfig
+from fxroof.study.sweep import COMPILED, COST, LATENCY, TRAIN, StudyConfig, measured_result
 
 
 @dataclass
@@ -28,8 +28,12 @@ class StudyTables:
         return sorted({r["batch"] for r in self.rows if device in (None, r["device"])})
 
 
-def _get(cache: Cache, failures: list, device, model, batch, phase) -> Optional[dict]:
-    result = cache.get(device, model, batch, phase)
+def _get(cache: Cache, failures: list, device, model, batch, phase,
+         rounds: int = 1) -> Optional[dict]:
+    """A cached result, None where it failed (recorded in ``failures``); a measurement
+    (LATENCY, TRAIN) taken in ``rounds`` rounds is its median round's."""
+    result = measured_result(cache, rounds, device, model, batch, phase) \
+        if phase in (LATENCY, TRAIN) else cache.get(device, model, batch, phase)
     if result is not None and "error" in result:
         failures.append({"device": device, "model": model, "batch": batch, "phase": phase,
                          "error": result["error"]})
@@ -112,7 +116,7 @@ def collect(config: StudyConfig, cache: Cache, chips: dict) -> StudyTables:
             for batch in config.batches_for(device):
                 key = (device, model, batch)
                 cost = _get(cache, tables.failures, *key, COST)
-                latency = _get(cache, tables.failures, *key, LATENCY)
+                latency = _get(cache, tables.failures, *key, LATENCY, config.rounds)
                 if cost is None:
                     continue
                 tables.rows.append(_model_row(*key, cost, latency, chips[device]))
@@ -126,7 +130,7 @@ def collect(config: StudyConfig, cache: Cache, chips: dict) -> StudyTables:
                                             "phase": "cost (training step)",
                                             "error": cost["train"]["error"]})
                 elif batch in config.train_batches_for(device):
-                    train = _get(cache, tables.failures, *key, TRAIN)
+                    train = _get(cache, tables.failures, *key, TRAIN, config.rounds)
                     if train is not None:
                         tables.train.append(_train_row(*key, cost, train, chips[device]))
                     tables.layer_types.extend(_layer_rows(*key, cost, train))
