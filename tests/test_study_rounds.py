@@ -85,6 +85,13 @@ def test_more_rounds_resume_a_study_and_other_changes_do_not(tmp_path):
               resumable=("rounds",))
 
 
+def test_the_report_says_how_many_rounds_it_measured_in():
+    from fxroof.study.report import _processes
+
+    assert "in 3 rounds over all the points" in _processes(StudyConfig(rounds=3))
+    assert "round" not in _processes(StudyConfig())
+
+
 def test_rounds_below_one_are_refused(capsys):
     with pytest.raises(SystemExit) as e:
         bench.main(["--out", "x", "--rounds", "0"])

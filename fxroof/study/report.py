@@ -134,6 +134,9 @@ def _processes(c) -> str:
     """Where the study measured, and under which host allocator (its page faults priced)."""
     where = "in a fresh process per model and batch" if c.fresh_process else \
         "in the study's own process"
+    if c.rounds > 1:
+        where += (f", in {c.rounds} rounds over all the points (each latency and training "
+                  "step its median round's)")
     allocator = "a caching allocator (tcmalloc: no page faults once warm)" \
         if c.allocator == CACHING else "glibc's malloc (its page faults priced)"
     search = ", with cuDNN's engine search on (--cudnn-benchmark: GPU convolutions timed " \
