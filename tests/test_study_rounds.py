@@ -93,6 +93,8 @@ def test_the_report_says_how_many_rounds_it_measured_in():
 
 
 def test_rounds_below_one_are_refused(capsys):
+    with pytest.raises(FxroofError, match="1 or more rounds"):
+        StudyConfig(rounds=0)
     with pytest.raises(SystemExit) as e:
         bench.main(["--out", "x", "--rounds", "0"])
     assert e.value.code == 2 and "--rounds 0" in capsys.readouterr().err

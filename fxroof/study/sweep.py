@@ -100,6 +100,9 @@ class StudyConfig:
             if isinstance(value, (list, tuple)) and \
                     all(isinstance(v, (str, int)) for v in value):
                 setattr(self, name, list(dict.fromkeys(value)))
+        if not isinstance(self.rounds, int) or self.rounds < 1:
+            raise UsageError(f"rounds={self.rounds!r}: a study measures each point in 1 or "
+                             "more rounds (1: once).")
 
     def batches_for(self, device: str) -> list[int]:
         return self.batches_by_device.get(device) or self.batches or \
@@ -175,8 +178,7 @@ def tasks(config: StudyConfig) -> list[tuple[str, str, int, str]]:
     # process: a CPU model's latency moves 1.03-1.8x between them) decides none of them.
     for round_ in range(2, config.rounds + 1):
         out.extend((device, model, batch, round_phase(phase, round_))
-                   for device, model, batch, phase in list(out)
-                   if phase in (LATENCY, TRAIN) and "." not in phase)
+                   for device, model, batch, phase in list(out) if phase in (LATENCY, TRAIN))
     return out
 
 
