@@ -20,9 +20,9 @@ the study's own quick chip is. The study measures every point in --rounds rounds
 3; `fxroof study --rounds`), round after round over the points, minutes apart, and a point's
 measured time is its median round's, so that a slow spell of the machine does not decide a
 model's time; each round takes about as long as the study's own measuring (on this 2-core
-CPU 4 min at batch 1, 22 min at batches 8, 32 and 64 with training at 8). With --leave-one-out, a third
-prediction (in_model): calibrated on the probes and on the timed nodes of every studied
-model but the one predicted (fxroof.model_probes).
+CPU 4 min at batch 1, 22 min at batches 8, 32 and 64 with training at 8). With
+--leave-one-out, a third prediction (in_model): calibrated on the probes and on the timed
+nodes of every studied model but the one predicted (fxroof.model_probes).
 """
 from __future__ import annotations
 
@@ -49,7 +49,9 @@ from fxroof.files import atomic  # noqa: E402
 from fxroof.roofline import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study  # noqa: E402
 from fxroof.study.cache import Cache  # noqa: E402
-from fxroof.study.sweep import COST, LATENCY, TRAIN, measure_roofs, measured_result  # noqa: E402
+from fxroof.study.sweep import (COST, LATENCY, TRAIN, measure_roofs,  # noqa: E402
+                                measured_result, measured_seconds)
+from fxroof.validate import positive_int_arg  # noqa: E402
 
 
 def found_chip(config: StudyConfig, out: str, chip_id: Optional[str] = None):
@@ -76,9 +78,7 @@ def points(config: StudyConfig, out: str, chip) -> list[dict]:
                                     cost["inference"]["records"], chip, latency))
             train = measured_result(cache, config.rounds, "cpu", model, batch, TRAIN)
             if train and "error" not in train and "records" in cost["train"]:
-                eager = train["timing"]["eager_s"]
-                found.append(_point("training", model, batch,
-                                    eager["forward"] + eager["backward"],
+                found.append(_point("training", model, batch, measured_seconds(TRAIN, train),
                                     cost["train"]["records"], chip, train))
     return found
 
@@ -204,7 +204,7 @@ def main(argv=None) -> int:
     parser.add_argument("--allocator", choices=["glibc", "caching"], default="glibc",
                         help="the measured processes' host allocator (fxroof study "
                              "--allocator)")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=positive_int_arg, default=3,
                         help="the study's --rounds: every point measured this many times, "
                              "round after round over the points, the median kept (1: once)")
     parser.add_argument("--report-only", action="store_true")
@@ -220,9 +220,6 @@ def main(argv=None) -> int:
                              "of each point's measured time) and say how alike the runs' "
                              "measurements rank the models")
     args = parser.parse_args(argv)
-    if args.rounds < 1:
-        parser.error(f"--rounds {args.rounds}: give 1 or more (1: the study's measurement "
-                     "alone)")
     if args.pool:
         return report_pooled(args.pool, args.json)
     if not args.out:

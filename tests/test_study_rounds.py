@@ -97,4 +97,5 @@ def test_rounds_below_one_are_refused(capsys):
         StudyConfig(rounds=0)
     with pytest.raises(SystemExit) as e:
         bench.main(["--out", "x", "--rounds", "0"])
-    assert e.value.code == 2 and "--rounds 0" in capsys.readouterr().err
+    assert e.value.code == 2 and "--rounds: 0 is not a positive integer" in \
+        capsys.readouterr().err

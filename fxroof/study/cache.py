@@ -85,12 +85,12 @@ def claim(root: str, config: dict, force: bool, defaults: Optional[dict] = None,
             previous = {**(defaults or {}), **previous}
             changed = sorted(k for k in set(config) | set(previous)
                              if k not in resumable and config.get(k) != previous.get(k))
-        if isinstance(previous, dict) and changed and not force:
-            raise FxroofError(
-                f"'{root}' holds a different study (it differs in: {', '.join(changed)}), and "
-                "fxroof does not overwrite a study unless asked. Rerun with the same settings to "
-                "resume it, choose another --out, or pass --force to start it over with the new "
-                "settings (every result is recomputed).")
+            if changed and not force:
+                raise FxroofError(
+                    f"'{root}' holds a different study (it differs in: {', '.join(changed)}), "
+                    "and fxroof does not overwrite a study unless asked. Rerun with the same "
+                    "settings to resume it, choose another --out, or pass --force to start it "
+                    "over with the new settings (every result is recomputed).")
     elif os.path.isdir(root) and os.listdir(root) and not force:
         raise FxroofError(f"'{root}' exists and is not an fxroof study folder; fxroof will not "
                           "write into it. Choose a new or empty --out, or pass --force.")

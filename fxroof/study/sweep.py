@@ -191,7 +191,9 @@ def base_phase(phase: str) -> str:
     return phase.split(".")[0]
 
 
-def _seconds(phase: str, result: dict) -> float:
+def measured_seconds(phase: str, result: dict) -> float:
+    """A measurement's seconds: a latency's median, a training step's eager forward +
+    backward."""
     if phase == LATENCY:
         return result["median_s"]
     eager = result["timing"]["eager_s"]
@@ -208,9 +210,9 @@ def measured_result(cache: Cache, rounds: int, device: str, model: str, batch: i
                          for k in range(1, rounds + 1)) if r is not None and "error" not in r]
     if not found:
         return first
-    found.sort(key=lambda r: _seconds(phase, r))
-    median = found[(len(found) - 1) // 2]
-    return median if rounds == 1 else {**median, "rounds_s": [_seconds(phase, r) for r in found]}
+    seconds = sorted(measured_seconds(phase, r) for r in found)
+    median = sorted(found, key=lambda r: measured_seconds(phase, r))[(len(found) - 1) // 2]
+    return median if rounds == 1 else {**median, "rounds_s": seconds}
 
 
 def _compact(records: list[dict]) -> list[dict]:
