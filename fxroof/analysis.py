@@ -25,7 +25,8 @@ from fxroof.graph import AnnotatedGraph, ModelInfo, Source
 from fxroof.guard import preserved, refuse_uninitialized, set_mode, silenced
 from fxroof.keys import BACKWARD, FORWARD, OPTIMIZER
 from fxroof.memory import annotate_saved_traffic, memory_report
-from fxroof.models import build_model, capture_context, default_inputs, ensure_module
+from fxroof.models import (build_model, capture_context, default_inputs, ensure_module,
+                           reparameterized)
 from fxroof.page_faults import annotate_faults
 from fxroof.plan_builds import mark_plan_builds
 from fxroof.scope import ModuleScope
@@ -43,25 +44,23 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
             kwargs: Optional[dict] = None, input_shapes: Optional[Sequence[Sequence[int]]] = None,
             batch: Optional[int] = None, name: Optional[str] = None, device: Optional[str] = None,
             seq_len: Optional[int] = None, hf_config: Optional[dict] = None, past=None,
-            rules: Optional[dict] = None, compiled: bool = False, loss=None,
-            optimizer: Optional[str] = None, optimizer_impl: Optional[str] = None,
-            amp: Optional[str] = None, chip=None, memory_format: Optional[str] = None,
-            freeze: bool = False, allocator: Optional[str] = None) -> AnnotatedGraph:
+            rules: Optional[dict] = None, compiled: bool = False, loss=None, optimizer=None,
+            optimizer_impl: Optional[str] = None, amp: Optional[str] = None, chip=None,
+            memory_format: Optional[str] = None, freeze: bool = False, allocator=None,
+            reparameterize: bool = False) -> AnnotatedGraph:
     """Trace one step of ``model`` on fake tensors and annotate every ATen node with its cost.
 
     model: an nn.Module, a torchvision model name, 'hf:<model_type>' (a transformers model
         from its config, ``hf_config`` overrides, ``seq_len`` tokens -- new ones after a KV
         cache of ``past`` for a decode step), or 'package.module:callable'.
-    inputs: example inputs (tensors are used for their shape and dtype only); or give
-        ``input_shapes`` (float inputs); or neither for a named model's native input of
-        ``batch`` (default 1) rows; given inputs carry their batch (first) dimension.
+    inputs: example inputs (used for their shapes and dtypes only, batch first), or
+        ``input_shapes`` (float inputs), or neither: a named model's native ``batch`` rows.
     backward: also record autograd's backward (a gradient flows from every differentiable
         output, as from a loss; no optimizer step).
     mode: "train" or "eval" (default: train with backward, eval without); dtype: of the
         parameters and floating inputs (e.g. torch.bfloat16).
-    rules: cost rules replacing the registry's for this analysis, keyed by ATen op or packet
-        (``{torch.ops.aten.mm: my_rule}``, FlopCounterMode's ``custom_mapping``); a rule is
-        called like op_costs' rules and returns an ``op_costs.Cost``.
+    rules: cost rules in place of the registry's, keyed by ATen op or packet (FlopCounterMode's
+        ``custom_mapping``), each called as op_costs' rules are, returning an op_costs.Cost.
     compiled: the compiled view, Inductor's kernels as nodes; freeze: with its freezing.
     device: 'cpu' or 'cuda' or a torch.device (recorded without a GPU: fxroof.target); ``chip``
         (a Chip or id) gives its compute capability (a GPU chip implies 'cuda'); ``allocator``,
@@ -69,17 +68,18 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
     loss: 'auto', 'cross_entropy', 'lm', 'package.module:function' or a callable of the
         output (fxroof.step); optimizer: 'sgd', 'adam' or 'adamw', a third phase
         ('optimizer_impl': 'for-loop', 'foreach' or 'fused'). Both imply backward.
-    amp: 'fp16' or 'bf16': run forward and loss under autocast, parameters stay fp32.
-    memory_format: 'channels_last' for 4-D inputs and parameters (default: contiguous).
+    amp: 'fp16' or 'bf16' autocast (parameters stay fp32); memory_format: 'channels_last'.
+    reparameterize: the model as deployed for inference, its fusable submodules fused
+        (RepVGG's branches, conv + batch norm: fxroof.models.reparameterized); eval only.
     """
     device = _check_arguments(device, kwargs, seq_len, rules, past)
     spec = model if isinstance(model, str) else None
     target = Target.of(device, _chip(chip), allocator)
     training = TrainingStep.of(loss, optimizer, optimizer_impl, amp, spec, target)
     backward = backward or training.needs_backward
-    module = build_model(spec, hf_config=hf_config) if spec is not None else ensure_module(model)
+    mode = _checked_mode(mode, backward, compiled, freeze, reparameterize)
+    module, fused = _module(model, spec, hf_config, reparameterize)
     dtype = parse_dtype(dtype)
-    mode = _checked_mode(mode, backward, compiled, freeze)
     inputs, kwargs = _example_inputs(spec, module, inputs, kwargs, input_shapes, batch,
                                      seq_len, dtype, past)
     kwargs = training.model_kwargs(kwargs)
@@ -95,15 +95,26 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
                             backward, training)
     _annotate(capture, rules, target, past)
     g = AnnotatedGraph(capture, _model_info(name or spec or type(module).__name__, fake_inputs,
-                                            params, dtype, mode, backward, training),
-                       memory_report(capture), _source(module, spec, fake_inputs, hf_config))
-    return _compiled(g, module, spec, hf_config, fake_inputs, mode, dtype, freeze,
+                                            params, dtype, mode, backward, training, fused),
+                       memory_report(capture),
+                       _source(module, spec, fake_inputs, hf_config, reparameterize))
+    return _compiled(g, module, spec, fake_inputs, mode, dtype, freeze,
                      memory_format) if compiled else g
 
 
-def _checked_mode(mode: Optional[str], backward: bool, compiled: bool, freeze: bool) -> str:
-    """The step's mode, once freezing (which needs an inference step) is known to fit it."""
-    for flag, value in (("backward", backward), ("compiled", compiled), ("freeze", freeze)):
+def _module(model, spec: Optional[str], hf_config, reparameterize: bool):
+    """The module to analyse and, reparameterized, how many of its submodules were fused
+    (None where it was not asked)."""
+    module = build_model(spec, hf_config=hf_config) if spec is not None else ensure_module(model)
+    return reparameterized(module) if reparameterize else (module, None)
+
+
+def _checked_mode(mode: Optional[str], backward: bool, compiled: bool, freeze: bool,
+                  reparameterize: bool = False) -> str:
+    """The step's mode, once freezing and reparameterizing (which need an inference step)
+    are known to fit it."""
+    for flag, value in (("backward", backward), ("compiled", compiled), ("freeze", freeze),
+                        ("reparameterize", reparameterize)):
         if not isinstance(value, bool):  # "no" and "False" are true values in Python
             raise UsageError(f"{flag} is True or False, not {value!r:.40}.")
     mode = _mode(mode, backward)
@@ -115,6 +126,11 @@ def _checked_mode(mode: Optional[str], backward: bool, compiled: bool, freeze: b
                          "so there is no backward and batch norms use their running "
                          "statistics. Analyse the frozen view in eval mode without backward, "
                          "or the training step without freezing.")
+    if reparameterize and (backward or mode == "train"):
+        raise UsageError("Reparameterizing fuses a model for inference: its parallel branches "
+                         "and batch norms become one convolution, which trains differently. "
+                         "Analyse the fused model in eval mode without backward, or the "
+                         "training step without reparameterizing.")
     return mode
 
 
@@ -130,14 +146,14 @@ def _annotate(capture, rules, target: Target, past: Optional[int] = None) -> Non
         mark_plan_builds(capture.forward, past)
 
 
-def _source(module, spec, fake_inputs, hf_config) -> Source:
+def _source(module, spec, fake_inputs, hf_config, reparameterize: bool) -> Source:
     leaves, input_spec = pytree.tree_flatten(fake_inputs)
     return Source(module, spec, input_spec,
                   [(isinstance(x, torch.Tensor), None if isinstance(x, torch.Tensor) else x)
-                   for x in leaves], hf_config)
+                   for x in leaves], hf_config, reparameterize)
 
 
-def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype, freeze: bool,
+def _compiled(eager, module, spec, fake_inputs, mode, dtype, freeze: bool,
               memory_format: Optional[str] = None) -> AnnotatedGraph:
     """The compiled view of an analysis, lowered from a copy of the model with real weights
     (Dynamo runs each region once to find it; Inductor's kernels are scheduled, not run),
@@ -161,7 +177,7 @@ def _compiled(eager, module, spec, hf_config, fake_inputs, mode, dtype, freeze: 
             raise FxroofError("The model's weights are on the meta device, and the compiled "
                               "view needs real ones: torch.compile runs the model once to "
                               "find its graphs. Build the model on the CPU, or name it.")
-        module = build_model(spec, device="cpu", hf_config=hf_config)  # random weights
+        module = eager.source.rebuilt()  # random weights
     elif dtype is not None or validate.memory_format(memory_format):
         module = copy.deepcopy(module)  # the user's module keeps its dtype and layout
     if dtype is not None:
@@ -293,7 +309,8 @@ def _recorder(scope, params, buffers, fake_inputs) -> GraphRecorder:
     return recorder
 
 
-def _model_info(name, fake_inputs, params, dtype, mode, backward, training) -> ModelInfo:
+def _model_info(name, fake_inputs, params, dtype, mode, backward, training,
+                fused: Optional[int] = None) -> ModelInfo:
     shapes = [{"shape": list(x.shape), "dtype": dtype_name(x.dtype)}
               for x in pytree.tree_leaves(fake_inputs) if isinstance(x, torch.Tensor)]
     return ModelInfo(
@@ -307,6 +324,7 @@ def _model_info(name, fake_inputs, params, dtype, mode, backward, training) -> M
         device=training.target.device,
         allocator=training.target.allocator,
         **dict(zip(("amp", "loss", "optimizer"), training.describe())),
+        reparameterized=fused,
     )
 
 

@@ -69,6 +69,12 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
                    help="module mode (default: train with --backward, else eval)")
     p.add_argument("--backward", action="store_true",
                    help="also trace autograd's backward (training step, no optimizer)")
+    p.add_argument("--reparam", action="store_true",
+                   help="inference only: the model as deployed, each submodule that can "
+                        "fuse itself fused first (fuse(), reparameterize(), "
+                        "switch_to_deploy(): RepVGG's and MobileOne's branches, LeViT's "
+                        "convolution + batch norm), as timm's reparameterize_model and its "
+                        "benchmarks do")
     p.add_argument("--seq-len", type=positive_int_arg,
                    help=f"tokens per sequence of hf: text models (default: {DEFAULT_SEQ_LEN}), "
                    "samples of waveform ones (default: 16000, one second at 16 kHz)")

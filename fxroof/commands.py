@@ -76,7 +76,8 @@ def _analyze(args, chip=None, device=None):
                    freeze=getattr(args, "freeze", False), device=device or args.device,
                    chip=chip or _target_chip(args), loss=args.loss, optimizer=args.optimizer,
                    optimizer_impl=args.optimizer_impl, amp=args.amp,
-                   memory_format=args.memory_format, allocator=args.allocator)
+                   memory_format=args.memory_format, allocator=args.allocator,
+                   reparameterize=args.reparam)
 
 
 def _input_shapes(texts: list[str], dtype) -> tuple:
@@ -132,7 +133,9 @@ def _write_outputs(g, outputs: list, force: bool) -> None:
 def _print_header(g, detail: str, targets: int = 1) -> None:
     m = g.model
     step = "".join(f", {label} {value}" for label, value in (
-        ("autocast", m.amp), ("loss", m.loss), ("optimizer", m.optimizer)) if value)
+        ("autocast", m.amp), ("loss", m.loss), ("optimizer", m.optimizer),
+        ("reparameterized", m.reparameterized is not None
+         and f"({m.reparameterized} submodules fused)")) if value)
     where = f"{m.device} target" if targets == 1 else \
         f"{targets} targets (each GPU: CUDA's program for its compute capability)"
     if m.allocator != "glibc":  # the default, said only where it was changed

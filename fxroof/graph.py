@@ -26,7 +26,7 @@ from fxroof.keys import (ACCUMULATES, BACKWARD, COST, FAULTS, FORWARD, KERNEL, O
                          ORIGIN, PHASES, PLAN_BUILD, ROOF, SAVED_TRAFFIC, SHAPES, TIME,
                          UNPRICED)
 from fxroof.memory import MemoryReport
-from fxroof.models import build_model
+from fxroof.models import build_model, reparameterized
 from fxroof.units import dtype_name
 from fxroof.validate import nonnegative_int, positive_int
 from op_costs import DEFAULT_RULE, TensorMeta
@@ -41,6 +41,12 @@ class Source:
     input_spec: object      # pytree spec of (args, kwargs)
     input_leaves: list      # per leaf: (is_tensor, value for non-tensor leaves)
     hf_config: Optional[dict] = None  # hf: overrides, so a rebuilt model has the same shape
+    reparameterize: bool = False      # ... and fused for inference as the analysed one was
+
+    def rebuilt(self) -> torch.nn.Module:
+        """The named model again, with random weights on the CPU, as it was analysed."""
+        module = build_model(self.spec, device="cpu", hf_config=self.hf_config)
+        return reparameterized(module)[0] if self.reparameterize else module
 
 
 @dataclass
@@ -59,6 +65,7 @@ class ModelInfo:
     amp: Optional[str] = None        # autocast's lower precision: "fp16" | "bf16"
     loss: Optional[str] = None       # the loss the backward differentiates
     optimizer: Optional[str] = None  # "adamw (foreach)": its update is the optimizer phase
+    reparameterized: Optional[int] = None  # fused for inference: how many submodules were
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -243,8 +250,7 @@ class AnnotatedGraph:
                     "cannot run: timing needs real tensors. Build the model on the CPU (or "
                     "load its weights) and analyse that, or pass a model name, which fxroof "
                     "builds with random weights for timing.")
-            module = build_model(self.source.spec, device="cpu",  # real weights, random init
-                                 hf_config=self.source.hf_config)
+            module = self.source.rebuilt()  # real weights, random init
         if progress is not True:
             return timing.time_graphs(self, module, device, warmup, repeats, progress or None,
                                       eager_first)

@@ -20,13 +20,14 @@ from torch import nn
 from fxroof.defaults import DEFAULT_IMAGE_SIZE, DEFAULT_MODEL
 from fxroof.errors import FxroofError, UsageError
 from fxroof.models import hf, timm_zoo, user, vision
-from fxroof.models.base import construct, ensure_module
+from fxroof.models.base import construct, ensure_module, reparameterized
 from fxroof.suggest import did_you_mean
 from fxroof.validate import shape as checked_shape
 
 __all__ = ["DEFAULT_MODEL", "MODEL_SOURCES", "build_model", "capture_context", "model_names",
            "construct", "default_input_shape",
-           "default_inputs", "ensure_module", "parse_input", "parse_shape", "torchvision_names"]
+           "default_inputs", "ensure_module", "parse_input", "parse_shape", "reparameterized",
+           "torchvision_names"]
 
 # prefix -> build(name after the prefix, device, config overrides)
 SOURCES: dict[str, Callable[[str, str, Optional[dict]], nn.Module]] = {
