@@ -12,6 +12,9 @@ cuDNN, each step timed from the host with the device synchronised after it.
   benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv (PyTorch 2.4.0, an RTX 3090) and
   benchmark-infer-amp-nchw-pt291-cu130-5090.csv (PyTorch 2.9.1, an RTX 5090: a board no
   measurement behind fxroof's GeForce rates ran on, of an architecture none did);
+* inference, a wider sample (task "zoo"): 90 more models of the same RTX 4090 file, at its
+  image size and batch, analysed reparameterized as that run was (ZOO_SAMPLE_4090 says how
+  they were picked and why);
 * training: forward, ``nn.CrossEntropyLoss`` and backward under autocast, then the
   optimizer's step (timm's "sgd": momentum 0.9), batch as the file gives it --
   benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv (PyTorch 1.12, an RTX 3090), whose
@@ -90,6 +93,63 @@ INFERENCE_MS = {
         ("wide_resnet50_2", 224, 267.875), ("vgg11", 224, 160.196), ("vgg16", 224, 299.577)],
 }
 # (model, image size, batch, train_step_time ms)
+# A wider sample of the same RTX 4090 file (added 2026-11-30, session 86): 90 more models
+# of timm's zoo -- the 42 fastest families' members from its first 250 rows and 48 from the
+# 450-800 ms rows, every one absent from INFERENCE_MS and each family once or twice (ViTs,
+# hybrids, MLPs, RepVGG-style and MobileOne-style reparameterized nets, NFNets, HRNets,
+# DLAs, DPNs, Res2Nets, ...) -- at the file's image size and batch (a few ran at 512 or 768):
+# (model, image size, batch, infer_step_time ms). The file's parameter counts are those of
+# the fused models (mobileone_s0 2.08 M, repvgg_a0 8.31 M: 5.29 M and 9.11 M as built), so
+# its inference ran reparameterized (timm's benchmark.py --reparam), and every inference
+# point here is analysed so (analyze(reparameterize=True)).
+ZOO_SAMPLE_4090 = [
+    ("efficientvit_m0", 224, 1024, 13.144), ("mobilenetv3_small_050", 224, 1024, 15.019),
+    ("lcnet_050", 224, 1024, 19.493), ("shvit_s1", 224, 1024, 21.288),
+    ("regnetx_002", 224, 1024, 37.485), ("levit_128s", 224, 1024, 33.713),
+    ("vit_small_patch32_224", 224, 1024, 35.201), ("ghostnet_050", 224, 1024, 36.42),
+    ("mixer_s32_224", 224, 1024, 52.288), ("repvgg_a0", 224, 1024, 50.192),
+    ("mobileone_s0", 224, 1024, 54.18), ("regnetx_004", 224, 1024, 55.679),
+    ("gernet_s", 224, 1024, 56.956), ("cs3darknet_s", 256, 1024, 60.645),
+    ("convnext_atto", 224, 1024, 79.93), ("hardcorenas_a", 224, 1024, 70.165),
+    ("mobilevit_xxs", 256, 1024, 97.391), ("dla46_c", 224, 1024, 93.244),
+    ("pvt_v2_b0", 224, 1024, 110.099), ("xcit_nano_12_p16_224", 224, 1024, 100.424),
+    ("crossvit_tiny_240", 240, 1024, 96.904), ("pit_ti_224", 224, 1024, 45.434),
+    ("efficientnet_lite0", 224, 1024, 100.007), ("rexnet_100", 224, 1024, 116.908),
+    ("hrnet_w18_small", 224, 1024, 131.751), ("skresnet18", 224, 1024, 131.66),
+    ("dla34", 224, 1024, 144.508), ("mixnet_s", 224, 1024, 143.731),
+    ("ghostnetv2_100", 224, 1024, 134.228), ("fastvit_t8", 256, 1024, 126.578),
+    ("edgenext_x_small", 256, 1024, 131.512), ("selecsls42", 224, 1024, 123.463),
+    ("nf_regnet_b0", 192, 1024, 71.525), ("seresnet18", 224, 1024, 79.463),
+    ("inception_next_atto", 224, 1024, 80.094), ("hgnetv2_b0", 224, 1024, 100.631),
+    ("mobilenetv4_conv_medium", 224, 1024, 93.856), ("efficientvit_b0", 224, 1024, 45.297),
+    ("visformer_tiny", 224, 1024, 110.36), ("tf_efficientnetv2_b0", 224, 1024, 97.807),
+    ("mnasnet_100", 224, 1024, 81.741), ("regnety_008", 224, 1024, 102.559),
+    ("vgg13_bn", 224, 1024, 443.565), ("repvgg_b3", 224, 1024, 443.914),
+    ("nf_resnet101", 224, 1024, 444.451), ("halonet50ts", 256, 1024, 446.879),
+    ("tf_efficientnetv2_s", 300, 1024, 447.367), ("hiera_small_224", 224, 1024, 449.85),
+    ("maxvit_tiny_rw_224", 224, 1024, 450.369), ("res2net50_26w_8s", 224, 1024, 450.732),
+    ("legacy_xception", 299, 768, 339.535), ("pvt_v2_b3", 224, 1024, 458.352),
+    ("swinv2_cr_tiny_224", 224, 1024, 460.166), ("mambaout_tiny", 288, 1024, 460.739),
+    ("efficientvit_b3", 224, 1024, 461.097), ("mvitv2_tiny", 224, 1024, 473.433),
+    ("convnextv2_tiny", 224, 1024, 478.1), ("coatnet_rmlp_1_rw_224", 224, 1024, 480.24),
+    ("regnetz_040", 256, 1024, 482.459), ("resnest50d_4s2x40d", 224, 1024, 486.455),
+    ("nfnet_l0", 288, 1024, 491.098), ("regnetx_120", 224, 1024, 493.632),
+    ("dpn92", 224, 1024, 500.376), ("vgg19", 224, 1024, 500.777),
+    ("poolformer_s36", 224, 1024, 511.729), ("focalnet_small_srf", 224, 1024, 512.423),
+    ("crossvit_base_240", 240, 1024, 514.175), ("convit_small", 224, 1024, 518.173),
+    ("convmixer_1024_20_ks9_p14", 224, 1024, 520.468), ("botnet50ts_256", 256, 512, 262.694),
+    ("nfnet_f0", 256, 1024, 527.435), ("inception_v4", 299, 1024, 529.845),
+    ("dla169", 224, 1024, 536.721), ("gcvit_tiny", 224, 1024, 537.039),
+    ("caformer_s18", 224, 1024, 540.427), ("vit_small_patch8_224", 224, 1024, 544.041),
+    ("tresnet_xl", 224, 1024, 549.658), ("sequencer2d_m", 224, 1024, 561.573),
+    ("densenet161", 224, 1024, 565.722), ("tnt_s_patch16_224", 224, 1024, 591.964),
+    ("hrnet_w30", 224, 1024, 595.39), ("eva02_base_patch16_clip_224", 224, 1024, 597.095),
+    ("swin_small_patch4_window7_224", 224, 1024, 599.457),
+    ("xcit_tiny_12_p8_224", 224, 1024, 602.575), ("cait_xxs36_224", 224, 1024, 611.062),
+    ("efficientformerv2_s0", 224, 1024, 627.791), ("twins_svt_base", 224, 1024, 665.863),
+    ("volo_d2_224", 224, 1024, 781.325), ("nest_tiny", 224, 768, 551.933),
+    ("lambda_resnet50ts", 256, 1024, 740.94)
+]
 TRAINING_MS = {
     "rtx_3090": [
         ("resnet18", 224, 512, 184.877), ("resnet34", 224, 512, 314.992),
@@ -121,7 +181,8 @@ def point(chip_id: str, task: str, model: str, size: int, batch: int, ms: float)
             "optimizer_impl": TRAINING_OPTIMIZER_IMPL} if task == "train" else {}
     with cudnn_search():
         records = analyze(f"timm:{model}", input_shapes=[(batch, 3, size, size)],
-                          device="cuda", chip=chip, amp="fp16", **step).records()
+                          device="cuda", chip=chip, amp="fp16", reparameterize=not step,
+                          **step).records()
         p = predict(records, chip)["overall" if task == "train" else "forward"]
         summed = sum(node_time(r, chip).predicted_s for r in records)
     return {"chip": chip_id, "task": task, "model": model, "image_size": size, "batch": batch,
@@ -152,8 +213,10 @@ def layout_ratio(model: str, size: int, nchw_ms: float, nhwc_ms: float) -> dict:
 def points() -> list[dict]:
     found = [point(chip, "inference", m, size, INFERENCE_BATCH, ms)
              for chip, rows in INFERENCE_MS.items() for m, size, ms in rows]
-    return found + [point(chip, "train", m, size, batch, ms)
-                    for chip, rows in TRAINING_MS.items() for m, size, batch, ms in rows]
+    found += [point(chip, "train", m, size, batch, ms)
+              for chip, rows in TRAINING_MS.items() for m, size, batch, ms in rows]
+    return found + [{**point("rtx_4090", "inference", m, size, batch, ms), "task": "zoo"}
+                    for m, size, batch, ms in ZOO_SAMPLE_4090]
 
 
 def main(argv=None) -> int:

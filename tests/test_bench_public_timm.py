@@ -49,3 +49,24 @@ def test_a_layout_ratio_is_per_image_and_the_search_transposes_less():
     assert r["measured"] == pytest.approx((242.763 / 1024) / (100.61 / 512))
     assert 1.0 < r["searched"] < r["not_searched"]
     assert torch.backends.cudnn.benchmark is False
+
+
+def test_the_zoo_sample_names_timm_models_none_of_the_first_table():
+    first = {m for rows in bench.INFERENCE_MS.values() for m, *_ in rows}
+    names = [m for m, *_ in bench.ZOO_SAMPLE_4090]
+    assert len(names) == len(set(names)) == 90 and not first & set(names)
+    assert all(timm.is_model(m) for m in names)
+    # rows as the file lists them: mobileone_s0 at 224, batch 1024, 54.18 ms a step
+    assert ("mobileone_s0", 224, 1024, 54.18) in bench.ZOO_SAMPLE_4090
+
+
+def test_an_inference_point_is_analysed_fused_as_timms_file_ran():
+    """mobileone_s0: timm's file lists 0.28 GMACs an image (its fused model's); as built,
+    its training branches do 3.9x that. The point prices the fused step, the training
+    point the model as built (timm's train benchmark does not fuse)."""
+    fused = bench.point("rtx_4090", "inference", "mobileone_s0", 224, 8, 1.0)
+    chip = load_chips()["rtx_4090"]
+    built = analyze("timm:mobileone_s0", input_shapes=[(8, 3, 224, 224)], device="cuda",
+                    chip=chip, amp="fp16").records()
+    assert sum(r["flops"] for r in built) > 3 * 2 * 0.28e9 * 8
+    assert fused["ideal_s"] < predict(built, chip)["forward"]["ideal_s"] / 2
