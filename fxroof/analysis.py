@@ -78,7 +78,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
     training = TrainingStep.of(loss, optimizer, optimizer_impl, amp, spec, target)
     backward = backward or training.needs_backward
     mode = _checked_mode(mode, backward, compiled, freeze, reparameterize)
-    module, fused = _module(model, spec, hf_config, reparameterize)
+    module, fused_count = _module(model, spec, hf_config, reparameterize)
     dtype = parse_dtype(dtype)
     inputs, kwargs = _example_inputs(spec, module, inputs, kwargs, input_shapes, batch,
                                      seq_len, dtype, past)
@@ -95,7 +95,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
                             backward, training)
     _annotate(capture, rules, target, past)
     g = AnnotatedGraph(capture, _model_info(name or spec or type(module).__name__, fake_inputs,
-                                            params, dtype, mode, backward, training, fused),
+                                            params, dtype, mode, backward, training, fused_count),
                        memory_report(capture),
                        _source(module, spec, fake_inputs, hf_config, reparameterize))
     return _compiled(g, module, spec, fake_inputs, mode, dtype, freeze,
@@ -310,7 +310,7 @@ def _recorder(scope, params, buffers, fake_inputs) -> GraphRecorder:
 
 
 def _model_info(name, fake_inputs, params, dtype, mode, backward, training,
-                fused: Optional[int] = None) -> ModelInfo:
+                fused_count: Optional[int] = None) -> ModelInfo:
     shapes = [{"shape": list(x.shape), "dtype": dtype_name(x.dtype)}
               for x in pytree.tree_leaves(fake_inputs) if isinstance(x, torch.Tensor)]
     return ModelInfo(
@@ -324,7 +324,7 @@ def _model_info(name, fake_inputs, params, dtype, mode, backward, training,
         device=training.target.device,
         allocator=training.target.allocator,
         **dict(zip(("amp", "loss", "optimizer"), training.describe())),
-        reparameterized=fused,
+        reparameterized=fused_count,
     )
 
 

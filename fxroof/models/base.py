@@ -62,7 +62,7 @@ def reparameterized(module: nn.Module) -> tuple[nn.Module, int]:
 
 def _fuse_children(parent: nn.Module) -> int:
     count = 0
-    for name, child in parent.named_children():
+    for name, child in list(parent.named_children()):  # fuse() replaces children as it goes
         method = next((m for m in FUSING_METHODS if hasattr(child, m)), None)
         if method is not None:
             try:
