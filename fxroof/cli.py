@@ -42,8 +42,9 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _parser(sub, name: str, help: str, description: Optional[str] = None):
+    # no abbreviations: `chips plot --chip t4` must not be read as --chips-file t4
     p = sub.add_parser(name, help=help, description=description or help,
-                       formatter_class=_HelpFormatter)
+                       formatter_class=_HelpFormatter, allow_abbrev=False)
     # what an unknown option's error needs, read once the command's options are all added
     p.set_defaults(usage_text=p.format_usage, prog=p.prog,
                    option_names=lambda: [s for a in p._actions for s in a.option_strings])
@@ -341,7 +342,7 @@ COMMANDS = [
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fxroof", description="Where the time goes in a PyTorch model, and why.",
-        formatter_class=_HelpFormatter)
+        formatter_class=_HelpFormatter, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"fxroof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     for name, help, description, add_arguments in COMMANDS:
@@ -437,6 +438,9 @@ def _unknown_arguments(args: argparse.Namespace, unknown: list[str]) -> str:
         if name in ("--model", "--models") and {"model", "models"} & set(vars(args)):
             hints.append(f"the model is the first argument, not an option: "
                          f"`{prog} resnet50`")
+        elif name == "--chip" and prog.endswith("chips plot"):
+            hints.append("it draws every chip; `fxroof chips show ID` describes one, and "
+                         "`fxroof roofline MODEL --chip ID` draws one chip's roofline")
         elif name.startswith("-"):  # --help is never the option meant
             close = difflib.get_close_matches(name, [o for o in options if o != "--help"],
                                               n=1, cutoff=0.6)
