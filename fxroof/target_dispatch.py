@@ -121,15 +121,35 @@ class TargetDispatch(TorchFunctionMode):
         h0, c0 = (hx if name == "lstm" else (hx, None))
         per_layer = 4 if has_biases else 2
         hidden = h0.shape[-1]
-        # cuDNN reads the weights through one flat buffer (nn.RNNBase.flatten_parameters
-        # keeps them as views into it on CUDA): made once, outside the step, so unrecorded
-        with torch._C.DisableTorchFunction():
-            weight_buf = torch.empty(sum(p.numel() for p in params), dtype=x.dtype)
+        params = list(params)
+        if torch.is_autocast_enabled("cpu") and _eligible(params[0]) and \
+                params[0].dtype != torch.float16:  # the CUDA policy (cuda_autocast) runs
+            x, params, h0, c0, weight_buf = _half_rnn_operands(x, params, h0, c0)
+        else:
+            # cuDNN reads the weights through one flat buffer (nn.RNNBase.flatten_parameters
+            # keeps them as views into it on CUDA): made once, outside the step, so unrecorded
+            with torch._C.DisableTorchFunction():
+                weight_buf = torch.empty(sum(p.numel() for p in params), dtype=x.dtype)
         out = aten._cudnn_rnn(
-            x, list(params), per_layer, weight_buf, h0, c0,
+            x, params, per_layer, weight_buf, h0, c0,
             {"LSTM": 2, "GRU": 3}[mode], hidden, 0, layers, batch_first, dropout, train,
             bidirectional, [], None)
         return (out[0], out[1], out[2]) if name == "lstm" else (out[0], out[1])
+
+
+def _half_rnn_operands(x, params, h0, c0):
+    """What CUDA's autocast kernel for cuDNN's RNN hands it (_cudnn_rnn_cast_reflatten,
+    aten/src/ATen/cudnn/AutocastRNN.cpp): input and states cast to fp16 -- fp16 whatever
+    autocast's dtype, bf16 included -- and, each call, a new zero-filled fp16 flat buffer
+    with every weight copied into its part of it (copy_weights_to_flat_buf_views). Each part
+    is a tensor of its own over the buffer's storage (get_parameters: empty, then set_), not
+    an autograd view: the copies carry the weights' gradients back in a training step, and
+    the buffer itself never requires grad (_cudnn_rnn takes none through weight_buf)."""
+    half = torch.float16
+    weight_buf = torch.zeros(sum(p.numel() for p in params), dtype=half)
+    weights = [torch.empty(p.shape, dtype=half).copy_(p) for p in params]
+    cast = (lambda t: t.to(half) if _eligible(t) and t.dtype != half else t)
+    return cast(x), weights, cast(h0), cast(c0) if c0 is not None else None, weight_buf
 
 
 def _cudnn_rnn_backward_shapes(x, weight, weight_stride0, weight_buf, hx, cx, *args):

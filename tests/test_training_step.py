@@ -166,8 +166,9 @@ def test_cuda_autocast_policy_on_a_small_model():
 
 def test_our_cuda_policy_lists_the_ops_cuda_autocast_registers():
     """Every op with an AutocastCUDA kernel in this torch build has a policy here, bar the
-    banned binary_cross_entropy, cuDNN's RNN (handled by the RNN rule) and the named-tensor
-    overloads Python cannot call (torch 2.11 lists them, 2.14 does not)."""
+    banned binary_cross_entropy, cuDNN's RNN (TargetDispatch._rnn casts as its kernel does)
+    and the named-tensor overloads Python cannot call (torch 2.11 lists them, 2.14 does
+    not)."""
     registered = {name for name in _ops_with_kernel("AutocastCUDA")
                   if "imname" not in name and not name.startswith("norm.names")}
     assert registered - set(cuda_policy()) <= {"binary_cross_entropy.default",
@@ -335,6 +336,41 @@ def test_rnn_training_on_cuda_is_one_cudnn_call_each_way(cls, gates, cell):
     assert backward[0]["flops"] == expected
     assert backward[0]["forward_node"] is not None
     assert all(p.grad is None for p in rnn.parameters())
+
+
+@pytest.mark.parametrize("amp", ["fp16", "bf16"])
+def test_cuda_autocast_runs_cudnns_rnn_in_fp16_copying_its_weights_each_call(amp):
+    """CUDA's autocast kernel for _cudnn_rnn (aten/src/ATen/cudnn/AutocastRNN.cpp) casts the
+    input and states to fp16 -- fp16 under bf16 autocast too -- and, every call, fills a
+    new fp16 flat buffer and copies each fp32 weight into it. LSTM(8, 16, 2 layers): weights
+    8x64 + 16x64 + 2x64 (layer 0), 16x64 + 16x64 + 2x64 (layer 1) = 3,840 elements; each
+    copy reads 4 and writes 2 bytes an element; the products are the fp32 step's."""
+    lstm, x = nn.LSTM(8, 16, num_layers=2), torch.randn(5, 3, 8)
+    plain = fxroof.analyze(lstm, x, device="cuda", chip="a100_sxm_80gb")
+    g = fxroof.analyze(lstm, x, device="cuda", chip="a100_sxm_80gb", amp=amp)
+    (rnn32,) = [r for r in plain.records("forward") if r["op"] == "_cudnn_rnn"]
+    (rnn,) = [r for r in g.records("forward") if r["op"] == "_cudnn_rnn"]
+    assert rnn32["dtype"] == "float32" and rnn["dtype"] == "float16"
+    assert rnn["flops"] == rnn32["flops"] and 2 * rnn["bytes"] == rnn32["bytes"]
+    weights = 3840
+    copies = [r for r in g.records("forward") if r["op"] == "copy_"]
+    assert len(copies) == 8 and sum(r["bytes"] for r in copies) == weights * (4 + 2)
+    assert [r["bytes"] for r in g.records("forward") if r["op"] == "zeros"
+            and r["dtype"] == "float16"] == [weights * 2]
+    casts = [r["bytes"] for r in g.records("forward") if r["op"] == "_to_copy"]
+    assert casts == [5 * 3 * 8 * 6, 2 * 3 * 16 * 6, 2 * 3 * 16 * 6]  # x, h0, c0
+    assert not [r for r in plain.records("forward") if r["op"] in ("copy_", "_to_copy")]
+
+
+def test_a_training_lstm_under_cuda_autocast_casts_each_weights_gradient_back_to_fp32():
+    lstm = nn.LSTM(8, 16, num_layers=2)
+    g = fxroof.analyze(lstm, torch.randn(5, 3, 8), device="cuda", amp="fp16",
+                       loss=lambda out: out[0].float().sum())
+    backward = g.records("backward")
+    assert [r["dtype"] for r in backward if r["op"] == "_cudnn_rnn_backward"] == ["float16"]
+    to_fp32 = [r for r in backward if r["op"] == "_to_copy" and r["dtype"] == "float32"]
+    assert len(to_fp32) == 8 and sum(r["bytes"] for r in to_fp32) == 3840 * (2 + 4)
+    assert all(p.grad is None for p in lstm.parameters())
 
 
 def test_a_gpu_chip_implies_the_cuda_target_and_its_capability():
