@@ -168,6 +168,30 @@ benchmarks/conv_kernels.py transposes), 1.8-2.2 TB/s where the H200 streams an f
 board, the other's kernels come out a median 1.08x (H100) and 0.93x (H200). An element's
 shuffle through the SM, not DRAM, sets the pace: a clocked kind.
 
+ATen's linear and cubic interpolations over NCHW tensors (``upsample_bilinear2d_out_frame``
+and its 1-d, 3-d and bicubic kin, aten/src/ATen/native/cuda/UpSample*.cu; op_classes.
+INTERPOLATION_LOOP_OPS) launch a thread per output position -- out_h x out_w of them, in
+blocks of 1,024 -- and loop each over all N x C planes, one dependent load-interpolate-store
+round trip a plane: an F.interpolate from 7 x 7 to 14 x 14 is one block of 196 threads on
+one SM, however large the batch. (The bilinear kernel has a channels-last twin, a thread per
+element, for channels_last inputs of 16 channels or more; PyTorch PRs 127082 and 174578,
+which would parallelise the loops, are not in the torch this project pins.) So
+
+    time = waves x N x C x max(INTERPOLATION_TRIP_CYCLES,
+                               warps an SM runs x INTERPOLATION_WARP_CYCLES) / SM clock
+
+with waves = ceil(blocks / (SMs x 1,024-thread blocks an SM holds)). With an SM full, a
+plane costs the warps' turns: FlagGems' public benchmark of ATen's kernel on an H20
+(github.com/flagos-ai/FlagGems PR 5167; (16, 16, 512, 512) and (16, 16, 1024, 1024) fp32,
+doubled: 1.548 and 5.987 ms, 7 and 27 waves of 64 warps an SM over 256 planes -- their ratio,
+3.87, the waves' 3.86) gives 0.87 us a plane, 27 cycles a warp at Hopper's 1.98 GHz. With
+few warps a plane costs at least a load's trip to L2 and back: 279 cycles, the mean L2 hit
+an Ada SM sees (222-339 over an L40's SMs; arXiv 2606.22588) -- a floor, not the trip to
+DRAM a plane not in L2 takes, which no source here gives per GPU. The bytes would have
+priced the first of those kernels 0.3 ms, and EfficientFormerV2-S0's two 7 x 7 -> 14 x 14
+interpolations of 1,024 x 1,024 planes on an RTX 4090 1.1 ms each, against 116 ms each here
+(benchmarks/README.md, "90 more of timm's models").
+
 Other GPUs' clocks. Every constant was timed on Hopper boards, the H100 SXM and the H200,
 whose SMs boost to REFERENCE_CLOCK_HZ. A pooling, layer-norm, depthwise, row-reduction or
 non-vectorised elementwise kernel spends its time issuing loads and arithmetic (offsets,
@@ -208,6 +232,9 @@ LOOP_BYTE_S = 0.026e-9          # ... and per byte it reads and writes
 PARTIAL_TRIP_S = 0.36e-6        # a round trip of the reduce kernel's last block over partials
 GLOBAL_REDUCE_FIXED_S = 6.4e-6  # ... and the fixed cost of combining blocks at all
 TRANSPOSE_ELEMENT_S = 0.254e-9  # an SM's time per element cuDNN's NCHW <-> NHWC kernels move
+INTERPOLATION_WARP_CYCLES = 27  # an SM's cycles per warp and plane of an interpolation's loop
+INTERPOLATION_TRIP_CYCLES = 279  # ... and at least an L2 hit's round trip a plane
+INTERPOLATION_BLOCK = 1024      # the threads of its blocks (min(maxThreadsPerBlock, 1024))
 # The SM boost clock of the boards the constants were timed on (H100 SXM, H200: 1.98 GHz)
 REFERENCE_CLOCK_HZ = 66.9e12 / (2 * 128 * 132)  # chips.yaml: 66.9 TFLOP/s FP32 over 132 SMs
 # The kinds whose time is the SM's clock cycles (the module's docstring)
@@ -446,6 +473,25 @@ def sm_clock_hz(fp32_peak: Optional[float], multiprocessors: Optional[int],
     return fp32_peak / (2 * lanes * multiprocessors)
 
 
+def interpolation_loop_s(shape, multiprocessors: Optional[int],
+                         compute_capability: Optional[tuple],
+                         clock_hz: Optional[float] = None) -> Optional[float]:
+    """Seconds of a linear or cubic interpolation's NCHW forward kernel writing a ``shape``
+    (N, C, *positions) output on an NVIDIA GPU whose SMs run at ``clock_hz`` (None: the
+    reference boards'); None where the GPU's SMs or resident limits are unknown."""
+    limits = RESIDENT.get(tuple(compute_capability or ()))
+    if not multiprocessors or limits is None or len(shape) < 3 or 0 in shape:
+        return None
+    planes, positions = shape[0] * shape[1], math.prod(shape[2:])
+    blocks = math.ceil(positions / INTERPOLATION_BLOCK)
+    resident = max(1, min(limits[1], limits[0] // INTERPOLATION_BLOCK))
+    waves = math.ceil(blocks / (multiprocessors * resident))
+    warps = math.ceil(min(positions, INTERPOLATION_BLOCK) / 32) \
+        * min(resident, math.ceil(blocks / multiprocessors))
+    cycles = max(INTERPOLATION_TRIP_CYCLES, warps * INTERPOLATION_WARP_CYCLES)
+    return waves * planes * cycles / (clock_hz or REFERENCE_CLOCK_HZ)
+
+
 def bound_s(kind: str, shape, multiprocessors: Optional[int],
             compute_capability: Optional[tuple], macs: float = 0.0,
             clock_hz: Optional[float] = None, read_bytes: float = 0.0,
@@ -456,6 +502,9 @@ def bound_s(kind: str, shape, multiprocessors: Optional[int],
     run on a GPU whose SMs run at ``clock_hz`` (None: the reference boards' clock); None
     where the GPU's facts are unknown. A CLOCKED_KINDS kernel takes its constants in SM
     cycles."""
+    if kind == "interpolation_loop":  # in cycles, at this GPU's clock
+        return interpolation_loop_s(tuple(shape or ()), multiprocessors, compute_capability,
+                                    clock_hz)
     seconds = _reference_bound_s(kind, tuple(shape or ()), multiprocessors,
                                  compute_capability, macs, read_bytes, moved_bytes)
     if seconds is None or not clock_hz or kind not in CLOCKED_KINDS:

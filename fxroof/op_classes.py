@@ -207,7 +207,12 @@ def running_statistics_norm(record: dict) -> bool:
 # The kinds of kernel fxroof.launch_geometry bounds, by what a node record is
 LAUNCH_KINDS = ("bn_eval", "bn_train", "bn_backward", "pool", "adaptive_pool", "layer_norm",
                 "dw_conv", "dw_conv_backward", "row_reduction", "strided_loop",
-                "strided_casting_loop", "casting_loop")
+                "strided_casting_loop", "casting_loop", "interpolation_loop")
+# The interpolations whose NCHW forward kernel puts a thread on each output position and
+# loops it over every (image, channel) plane (fxroof.launch_geometry); the nearest modes
+# and the backwards put a thread on every element, and the antialiased ones run other code
+INTERPOLATION_LOOP_OPS = ("upsample_linear1d", "upsample_bilinear2d", "upsample_bicubic2d",
+                          "upsample_trilinear3d")
 # The adaptive poolings ATen runs a block per (image, channel) plane over NCHW tensors
 # (fxroof.launch_geometry); one to a 1 x 1 output is a mean (adaptive_avg_pool2d's own
 # shortcut), and the 3-d ones run other kernels
@@ -247,7 +252,8 @@ def launch_kind(record: dict) -> Optional[str]:
     fixed-window pooling or its backward (a thread per element), a 2-d adaptive pooling or
     its backward (a block per plane: ADAPTIVE_POOL_OPS), a layer norm's forward, a depthwise
     convolution of ATEN_DEPTHWISE_DTYPES or its backward of ATEN_DEPTHWISE_BACKWARD_DTYPES,
-    a reduction over the innermost dimensions (row_reduction)."""
+    a reduction over the innermost dimensions (row_reduction), a linear or cubic
+    interpolation's forward (INTERPOLATION_LOOP_OPS)."""
     loop = elementwise_loop(record)
     if loop or record.get("layout") == "channels_last":
         return loop
@@ -268,6 +274,8 @@ def launch_kind(record: dict) -> Optional[str]:
     if depthwise(record) and op == "convolution_backward" \
             and record["dtype"] in ATEN_DEPTHWISE_BACKWARD_DTYPES:
         return "dw_conv_backward"
+    if op in INTERPOLATION_LOOP_OPS:
+        return "interpolation_loop"
     return None
 
 
