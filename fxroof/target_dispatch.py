@@ -29,6 +29,10 @@ from fxroof.target import (CUDNN, EFFICIENT, FLASH, AttentionCall, Target, cudnn
                            fused_dropout, sdpa_backend)
 
 aten = torch.ops.aten
+# The recurrent functions nn.LSTM, nn.GRU and nn.RNN call, with cuDNN's mode for each
+# (cudnnRNNMode_t, which ATen passes on: op_costs.rnn)
+RNN_MODES = {"rnn_relu": ("RNN_RELU", 0), "rnn_tanh": ("RNN_TANH", 1), "lstm": ("LSTM", 2),
+             "gru": ("GRU", 3)}
 
 
 class TargetDispatch(TorchFunctionMode):
@@ -65,7 +69,7 @@ class TargetDispatch(TorchFunctionMode):
             return self._attention(*args, **kwargs)
         if name == "dropout" and func in (F.dropout, torch.dropout):
             return self._dropout(func, args, kwargs)
-        if name in ("lstm", "gru") and func in (torch.lstm, torch.gru) and len(args) == 9:
+        if name in RNN_MODES and func is getattr(torch, name) and len(args) == 9:
             return self._rnn(name, func, args, kwargs)
         return func(*args, **kwargs)
 
@@ -111,10 +115,11 @@ class TargetDispatch(TorchFunctionMode):
         return func(*args, **kwargs)
 
     def _rnn(self, name, func, args, kwargs):
-        """torch.lstm/gru(input, hx, params, has_biases, num_layers, dropout, train,
-        bidirectional, batch_first) -> cuDNN's one call over the whole stack."""
+        """torch.lstm/gru/rnn_tanh/rnn_relu(input, hx, params, has_biases, num_layers,
+        dropout, train, bidirectional, batch_first) -> cuDNN's one call over the whole stack
+        (RNN.cpp: each checks cudnn_is_acceptable, then its cudnn stub, _cudnn_impl)."""
         x, hx, params, has_biases, layers, dropout, train, bidirectional, batch_first = args
-        mode = {"lstm": "LSTM", "gru": "GRU"}[name]
+        mode, mode_number = RNN_MODES[name]
         if (not isinstance(hx, (tuple, list)) and name == "lstm") or \
                 not cudnn_rnn(self.target, mode, x.dtype):
             return func(*args, **kwargs)
@@ -132,7 +137,7 @@ class TargetDispatch(TorchFunctionMode):
                 weight_buf = torch.empty(sum(p.numel() for p in params), dtype=x.dtype)
         out = aten._cudnn_rnn(
             x, params, per_layer, weight_buf, h0, c0,
-            {"LSTM": 2, "GRU": 3}[mode], hidden, 0, layers, batch_first, dropout, train,
+            mode_number, hidden, 0, layers, batch_first, dropout, train,
             bidirectional, [], None)
         return (out[0], out[1], out[2]) if name == "lstm" else (out[0], out[1])
 

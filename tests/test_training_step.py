@@ -320,6 +320,28 @@ def test_lstm_inference_on_cuda_is_one_cudnn_call_for_the_stack():
     assert _ops(fxroof.analyze(lstm, torch.randn(5, 3, 8)))["mkldnn_rnn_layer"] == 2
 
 
+@pytest.mark.parametrize("nonlinearity,cell", [("tanh", 3), ("relu", 1)])
+def test_a_plain_rnn_on_cuda_is_cudnns_call_too(nonlinearity, cell):
+    """nn.RNN calls torch.rnn_tanh / rnn_relu, which on CUDA go to cuDNN as LSTM and GRU do
+    (RNN.cpp's rnn_tanh_cudnn / rnn_relu_cudnn), not the CPU's per-step addmm and tanh. Over
+    R = 5 x 3 rows, I = 8, H = 16, two layers with biases: forward 2 x R x H x (I_l + H)
+    MACs' FLOPs + R x H x 3 (the two projections' sum and biases) + R x H (the activation);
+    backward 4 x the MACs + R x H x cell (tanh' 3, relu' 1) + R x H (the bias gradient)."""
+    rnn, x = nn.RNN(8, 16, num_layers=2, nonlinearity=nonlinearity), torch.randn(5, 3, 8)
+    rows, hidden = 5 * 3, 16
+    g = fxroof.analyze(rnn, x, device="cuda", loss=lambda out: out[0].sum())
+    ops = _ops(g)
+    assert ops["_cudnn_rnn"] == 1 and ops["_cudnn_rnn_backward"] == 1
+    assert ops["addmm"] == 0 and ops["tanh"] == 0
+    (forward,) = [r for r in g.records("forward") if r["op"] == "_cudnn_rnn"]
+    assert forward["flops"] == sum(2 * rows * hidden * (inputs + hidden) + rows * hidden * 4
+                                   for inputs in (8, 16))
+    (backward,) = [r for r in g.records("backward") if r["op"] == "_cudnn_rnn_backward"]
+    assert backward["flops"] == sum(4 * rows * hidden * (inputs + hidden)
+                                    + rows * hidden * (cell + 1) for inputs in (8, 16))
+    assert _ops(fxroof.analyze(rnn, x))["_cudnn_rnn"] == 0  # the CPU keeps its own
+
+
 @pytest.mark.parametrize("cls,gates,cell", [(nn.LSTM, 4, 22), (nn.GRU, 3, 16)])
 def test_rnn_training_on_cuda_is_one_cudnn_call_each_way(cls, gates, cell):
     """Backward of a 2-layer RNN over R = T*B rows, I = 8, H = 16: per layer, grad_input,
