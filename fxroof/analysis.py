@@ -520,28 +520,13 @@ def _describe_inputs(args, kwargs=None) -> str:
         else f"a {type(a).__name__}: {reprlib.repr(a)}" for a in leaves] + named) + ")"
 
 
-# Refusals of torch's shape functions (which fake tensors run) that the real kernel on the
-# CPU would not make, each with what to do instead of fitting the input shape.
-_SHAPE_FUNCTION_REFUSALS = {
-    # the meta kernel of _grouped_mm (transformers' grouped mixture-of-experts products)
-    # takes bf16 and fp16 only; the CPU kernel takes float32 too
-    "Expected mat_a to be BFloat16 or supported Float16 matrix":
-        "torch's shape function for _grouped_mm, the grouped expert products of a "
-        "mixture-of-experts layer, takes bf16 and fp16 only, so this step cannot be traced "
-        "in float32: analyse it with --dtype bfloat16 (dtype=torch.bfloat16 in Python)",
-}
-
-
 def rejected_message(e: BaseException, scope, args, kwargs=None) -> str:
     detail = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else ""
     where = _user_frame(e)
-    hint = next((h for fragment, h in _SHAPE_FUNCTION_REFUSALS.items() if fragment in detail),
-                None)
     return (
         f"Running the model on {_describe_inputs(args, kwargs)} failed in {_where(scope)}: "
         f"{type(e).__name__}" + (f": {detail}" if detail else "")
-        + (f" (at {where})" if where else "") + ". " + (
-            f"{hint[0].upper()}{hint[1:]}." if hint else "If the input shape does not fit "
-            "the model, pass the shape it expects (--input-shape, batch first, e.g. "
-            "8,3,224,224); if the model takes several inputs, repeat --input-shape once per "
-            "input, in forward's order; integer inputs take a dtype (8,128:int64)."))
+        + (f" (at {where})" if where else "") + ". If the input shape does not fit "
+        "the model, pass the shape it expects (--input-shape, batch first, e.g. "
+        "8,3,224,224); if the model takes several inputs, repeat --input-shape once per "
+        "input, in forward's order; integer inputs take a dtype (8,128:int64).")

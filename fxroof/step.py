@@ -29,7 +29,8 @@ from torch.utils import _pytree as pytree
 from fxroof.capture import InputKind
 from fxroof.errors import FxroofError, UsageError
 from fxroof.target import Target, check_amp
-from fxroof.target_dispatch import TargetDispatch, cpu_autocast, cuda_autocast
+from fxroof.target_dispatch import (TargetDispatch, cpu_autocast, cuda_autocast,
+                                     kernel_shapes)
 
 LOSSES = ("auto", "cross_entropy", "lm")
 OPTIMIZERS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
@@ -213,9 +214,14 @@ class TrainingStep:
                      if self.optimizer else None)
         return amp, self.loss.name if self.loss else None, optimizer
 
+    @contextlib.contextmanager
     def dispatch(self):
-        """The target's dispatch choices, active while the step is recorded."""
-        return TargetDispatch(self.target) if self.target.is_cuda else contextlib.nullcontext()
+        """The target's dispatch choices, and the kernels' own shape functions where torch's
+        refuse what they run (target_dispatch.kernel_shapes), active while the step is
+        recorded."""
+        with kernel_shapes(), (TargetDispatch(self.target) if self.target.is_cuda
+                               else contextlib.nullcontext()):
+            yield
 
     def autocast(self):
         """Autocast around forward and loss, as mixed-precision training runs it."""

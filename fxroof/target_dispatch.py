@@ -20,6 +20,7 @@ import functools
 import warnings
 
 import torch
+import torch._meta_registrations as meta_registrations
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
@@ -343,6 +344,44 @@ def cuda_autocast(lower: torch.dtype):
             yield
     finally:
         library._destroy()
+
+
+_KERNEL_SHAPES: list = []  # the library holding them, once registered
+
+
+@contextlib.contextmanager
+def kernel_shapes():
+    """Shape functions, while a step is recorded, where torch's own refuses what every
+    target's kernel runs. _grouped_mm (torch.nn.functional.grouped_mm: transformers' grouped
+    mixture-of-experts products) has a meta kernel that takes bf16 and fp16 only, while the
+    CPU kernel and CUDA's (GroupedBlas.cpp: its CUTLASS fast path for bf16, a loop of
+    products over the groups otherwise) take fp32 too -- so a mixture-of-experts model in
+    fp32, or under autocast, whose experts' fp32 weights set the product's dtype, could not
+    be traced at all. Registered once for the process, not per step: a Meta kernel replaced
+    and restored around a step stayed in use under fake tensors afterwards (torch 2.14), so
+    it is registered openly, and it differs from torch's only where torch's refused."""
+    if not _KERNEL_SHAPES:
+        library = torch.library.Library("aten", "IMPL")
+        with _quiet_overrides():
+            library.impl("_grouped_mm", _grouped_mm_shapes, "Meta")
+        _KERNEL_SHAPES.append(library)
+    yield
+
+
+def _grouped_mm_shapes(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """torch's meta kernel for bf16 and fp16; for the other floating dtypes its output, made
+    as it makes it (_create_grouped_mm_output_tensor), after the checks the kernels make."""
+    if mat_a.dtype in (torch.bfloat16, torch.float16):
+        return meta_registrations.meta_grouped_mm(mat_a, mat_b, offs, bias, out_dtype)
+    torch._check(mat_a.is_floating_point() and mat_b.dtype == mat_a.dtype,
+                 lambda: f"_grouped_mm takes two floating operands of one dtype, got "
+                         f"{mat_a.dtype} and {mat_b.dtype}")
+    torch._check(mat_a.dim() in (2, 3) and mat_b.dim() in (2, 3),
+                 lambda: "_grouped_mm's operands are 2-D or 3-D")
+    torch._check((offs is not None) == (mat_a.dim() == 2 or mat_b.dim() == 2),
+                 lambda: "_grouped_mm takes offsets exactly when an operand is 2-D")
+    return meta_registrations._create_grouped_mm_output_tensor(
+        mat_a, mat_b, offs, out_dtype or mat_a.dtype)
 
 
 @contextlib.contextmanager

@@ -179,9 +179,17 @@ def test_mixture_of_experts_products_are_counted():
     assert g.coverage()["default_rule_ops"] == {}
 
 
-def test_mixture_of_experts_in_float32_says_which_dtype_traces():
-    with pytest.raises(fxroof.FxroofError, match="takes bf16 and fp16 only.*--dtype bfloat16"):
-        fxroof.analyze("hf:mixtral", seq_len=8, hf_config=MIXTRAL)
+@pytest.mark.parametrize("options", [{}, {"amp": "bf16", "chip": "h100_sxm"}])
+def test_mixture_of_experts_trace_in_float32_and_under_autocast(options):
+    """torch's shape function for _grouped_mm takes bf16 and fp16 only; the CPU kernel and
+    CUDA's take fp32 too, and under autocast the experts' fp32 weights make the product fp32
+    (transformers casts the tokens to the weights' dtype). fxroof traces both, with the same
+    tokens x top_k x 3 h inter MACs as in bf16."""
+    tokens, h, inter, top_k = 8, 32, 64, 2
+    g = fxroof.analyze("hf:mixtral", seq_len=tokens, hf_config=MIXTRAL, **options)
+    experts = [r for r in g.records() if r["op"] == "_grouped_mm"]
+    assert {r["dtype"] for r in experts} == {"float32"}
+    assert sum(r["macs"] for r in experts) == tokens * top_k * 3 * h * inter
 
 
 def test_inputs_follow_what_the_forward_takes():

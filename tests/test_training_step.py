@@ -395,6 +395,30 @@ def test_a_training_lstm_under_cuda_autocast_casts_each_weights_gradient_back_to
     assert all(p.grad is None for p in lstm.parameters())
 
 
+@pytest.mark.parametrize("a_shape,b_shape,offsets", [
+    ((10, 16), (3, 16, 8), [2, 7, 10]),      # tokens by expert x each expert's weight
+    ((3, 10, 16), (16, 8), [3, 5, 8]),       # 3-d x 2-d
+    ((8, 16), (16, 8), [4, 9, 16]),          # a ragged reduction
+    ((3, 10, 16), (3, 16, 8), None)])        # batched
+def test_grouped_products_in_float32_take_the_kernels_shapes(a_shape, b_shape, offsets):
+    """Under fxroof's shape functions a fp32 _grouped_mm on fake tensors comes out as the
+    CPU kernel's real result does (torch's own shape function refuses fp32), and a bf16 one
+    as torch's shape function makes it."""
+    from fxroof.target_dispatch import kernel_shapes
+    a, b = torch.randn(a_shape), torch.randn(b_shape)
+    if len(a_shape) == 2 and len(b_shape) == 2:  # the offsets split the reduction
+        a, b = torch.randn(a_shape[1], a_shape[0]).t(), torch.randn(b_shape)
+    offs = torch.tensor(offsets, dtype=torch.int32) if offsets else None
+    real = F.grouped_mm(a, b, offs=offs)
+    with kernel_shapes(), FakeTensorMode() as mode:
+        fakes = [mode.from_tensor(t) if t is not None else None for t in (a, b, offs)]
+        fake = F.grouped_mm(fakes[0], fakes[1], offs=fakes[2])
+        if offs is None:  # torch's bf16 shape function checks 16-byte strides: 3-d x 3-d
+            half = F.grouped_mm(fakes[0].bfloat16(), fakes[1].bfloat16())
+            assert half.shape == real.shape and half.dtype == torch.bfloat16
+    assert fake.shape == real.shape and fake.dtype == real.dtype == torch.float32
+
+
 def test_a_gpu_chip_implies_the_cuda_target_and_its_capability():
     assert Target.of(None, fxroof.chips.get_chip("h100_sxm")) == Target("cuda", (9, 0),
                                                                          "h100_sxm")
