@@ -79,10 +79,21 @@ class TargetDispatch(TorchFunctionMode):
                    enable_gqa=False):
         if torch.is_autocast_enabled("cpu"):  # the CUDA policy (cuda_autocast) is running
             # scaled_dot_product_attention is on CUDA's lower-precision list: autocast casts
-            # q, k, v (and a float mask) before CUDA chooses a backend, so it chooses on those
+            # q, k, v (and a float mask) before CUDA chooses a backend, so it chooses on
+            # those; then it runs the op with autocast excluded (autocast_mode.h's
+            # WrapFunction_), so that the math backend's products run in the fp32 it casts
+            # its operands up to (attention.cpp: "Keep query, key, value in high precision")
             lower = torch.get_autocast_dtype("cpu")
             q, k, v, attn_mask = (t.to(lower) if _eligible(t) and t.dtype != lower else t
                                   for t in (q, k, v, attn_mask))
+            with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
+                return self._attention_backend(q, k, v, attn_mask, dropout_p, is_causal,
+                                               scale, enable_gqa)
+        return self._attention_backend(q, k, v, attn_mask, dropout_p, is_causal, scale,
+                                       enable_gqa)
+
+    def _attention_backend(self, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+        """The backend CUDA's select_sdp_backend picks for these operands, called."""
         call = AttentionCall(
             tuple(q.shape), tuple(k.shape), tuple(v.shape), q.dtype, attn_mask is not None,
             attn_mask.dim() if attn_mask is not None else 0, dropout_p, is_causal,

@@ -313,6 +313,24 @@ def test_masked_attention_on_cuda_is_one_fused_kernel():
     assert "_softmax" not in _ops(g)
 
 
+def test_the_math_attention_under_cuda_autocast_computes_in_float32():
+    """5-D q, k, v (NesT's blocks of tokens) leave every fused backend to the math one.
+    CUDA's autocast casts q, k, v to fp16 and then runs the op with autocast excluded, so
+    the math backend's own upcast holds (attention.cpp: q, k, v to fp32 unless
+    allowFP16BF16ReductionMathSDP): both products and the softmax in fp32, the result cast
+    back -- they had been recorded in fp16, each product cast down again by the policy."""
+    class Nested(nn.Module):
+        def forward(self, q):
+            return F.scaled_dot_product_attention(q, q, q)
+
+    g = fxroof.analyze(Nested(), torch.randn(2, 3, 4, 16, 8), device="cuda", amp="fp16")
+    kinds = [(r["op"], r["dtype"]) for r in g.records()
+             if r["op"] in ("bmm", "_safe_softmax", "_to_copy")]
+    assert kinds == [("_to_copy", "float16")] * 3 + [("_to_copy", "float32")] * 3 + [
+        ("bmm", "float32"), ("_safe_softmax", "float32"), ("_to_copy", "float16"),
+        ("bmm", "float32"), ("_to_copy", "float16")]
+
+
 def test_lstm_inference_on_cuda_is_one_cudnn_call_for_the_stack():
     lstm = nn.LSTM(8, 16, num_layers=2)
     ops = _ops(fxroof.analyze(lstm, torch.randn(5, 3, 8), device="cuda"))
