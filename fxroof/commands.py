@@ -51,9 +51,9 @@ PARTS_NOTE = textwrap.fill(
     "'launch-bound kernels': ATen kernels whose grid, not their bytes, sets their time at "
     "the GPU's SM clock (batch and layer norms, pooling, depthwise convolutions, strided "
     "elementwise loops, NCHW interpolations) beyond that; 'uncounted work': kernels and "
-    "passes no node's bytes count (cuDNN's NCHW<->NHWC transposes, a convolution's bias kernels, ATen's copies, a "
-    "layer norm's weight-gradient kernel, a CPU's layout reorders, im2col copies and page "
-    "faults); "
+    "passes no node's bytes count (cuDNN's NCHW<->NHWC transposes, a convolution's bias "
+    "kernels, ATen's copies, a layer norm's weight-gradient kernel, a CPU's layout "
+    "reorders, im2col copies and page faults); "
     "'per-op fixed costs': the host's issue time the GPU waits for and its floor per "
     "kernel, a CPU op's dispatch. README, 'How it works', item 6, gives each rule and its "
     "evidence.", 96)

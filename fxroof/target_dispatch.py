@@ -370,8 +370,10 @@ def kernel_shapes():
     fp32, or under autocast, whose experts' fp32 weights set the product's dtype, could not
     be traced at all. Registered once for the process, not per step: a Meta kernel replaced
     and restored around a step stayed in use under fake tensors afterwards (torch 2.14), so
-    it is registered openly, and it differs from torch's only where torch's refused."""
-    if not _KERNEL_SHAPES:
+    it is registered openly, and it differs from torch's only where torch's refused. A
+    torch whose shape function for it has another form keeps its own."""
+    if not _KERNEL_SHAPES and all(hasattr(meta_registrations, name) for name in (
+            "meta_grouped_mm", "_create_grouped_mm_output_tensor")):
         library = torch.library.Library("aten", "IMPL")
         with _quiet_overrides():
             library.impl("_grouped_mm", _grouped_mm_shapes, "Meta")
