@@ -70,12 +70,7 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
                    help="module mode (default: train with --backward, else eval)")
     p.add_argument("--backward", action="store_true",
                    help="also trace autograd's backward (training step, no optimizer)")
-    p.add_argument("--reparam", action="store_true",
-                   help="inference only: the model as deployed, each submodule that can "
-                        "fuse itself fused first (fuse(), reparameterize(), "
-                        "switch_to_deploy(): RepVGG's and MobileOne's branches, LeViT's "
-                        "convolution + batch norm), as timm's reparameterize_model and its "
-                        "benchmarks do")
+    _reparam_argument(p)
     p.add_argument("--seq-len", type=positive_int_arg,
                    help=f"tokens per sequence of hf: text models (default: {DEFAULT_SEQ_LEN}), "
                    "samples of waveform ones (default: 16000, one second at 16 kHz)")
@@ -86,6 +81,15 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
                    help="override a field of an hf: model's config (repeatable)")
     _step_arguments(p)
+
+
+def _reparam_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reparam", action="store_true",
+                   help="inference only: the model as deployed, each submodule that can "
+                        "fuse itself fused first (fuse(), reparameterize(), "
+                        "switch_to_deploy(): RepVGG's and MobileOne's branches, LeViT's "
+                        "convolution + batch norm), as timm's reparameterize_model and its "
+                        "benchmarks do")
 
 
 def _step_arguments(p: argparse.ArgumentParser) -> None:
@@ -253,6 +257,7 @@ def _roofline_arguments(p: argparse.ArgumentParser) -> None:
     _target_argument(p)
     p.add_argument("--amp", choices=["fp16", "bf16"],
                    help="analyse named models under the target's autocast in this precision")
+    _reparam_argument(p)
     _cudnn_argument(p)
     p.add_argument("--by", choices=["model", "layer_type", "node"], default="model",
                    help="points per model, per layer type or per node of one model")

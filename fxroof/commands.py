@@ -442,7 +442,8 @@ def run_roofline(args) -> int:
     chips = load_chips(args.chips_file)
     plot_roofline(args.models, [get_chip(c, chips) for c in args.chip], args.out, by=args.by,
                   batches=args.batch, backward=args.backward, dtype=args.dtype,
-                  overwrite=args.force, device=args.device, amp=args.amp)
+                  overwrite=args.force, device=args.device, amp=args.amp,
+                  reparameterize=args.reparam)
     print(f"wrote {args.out}")
     return 0
 

@@ -19,7 +19,8 @@ from fxroof.units import peak_key
 def load_sources(specs: list, batches: list[int], backward: bool, dtype,
                  **target) -> list[dict]:
     """[{name, batch, records, dtype}] from AnnotatedGraphs, JSON exports or by analysing
-    model specs (each spec at every batch size; ``target``: analyze's device= and amp=)."""
+    model specs (each spec at every batch size; ``target``: analyze's device=, amp= and
+    reparameterize=)."""
     sources = []
     for spec in specs:
         if isinstance(spec, AnnotatedGraph):  # already analysed (and perhaps timed)
@@ -124,7 +125,7 @@ def points(sources: list[dict], chips: list, by: str):
 def plot_roofline(models: list, chips: list, out: str, by: str = "model",
                   batches: tuple = (1,), backward: bool = False, dtype=None,
                   overwrite: bool = False, device: Optional[str] = None,
-                  amp: Optional[str] = None) -> str:
+                  amp: Optional[str] = None, reparameterize: bool = False) -> str:
     """Draw ``models`` on the rooflines of ``chips`` and save the figure at ``out`` (.png,
     .svg, ...; or .html: an interactive page, hover for each point's costs and time, menus
     to filter nodes by phase and layer type); returns the path.
@@ -137,6 +138,7 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
         one model as bubbles whose area is their share of time, on the first chip.
     device, amp: the target and autocast model names are analysed for (as ``analyze``);
         each node sits under the roof of its own dtype.
+    reparameterize: model names are analysed fused for inference (as ``analyze``).
     """
     if by not in ("model", "layer_type", "node"):
         raise FxroofError(f"by={by!r}: choose 'model', 'layer_type' or 'node'.")
@@ -150,7 +152,7 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     known = load_chips() if any(isinstance(c, str) for c in chips) else {}
     selected = [resolve_chip(c, known) for c in chips]
     sources = load_sources(list(models), list(batches), backward, dtype, device=device,
-                           amp=amp)
+                           amp=amp, reparameterize=reparameterize)
     found, sizes, title = points(sources, selected, by)
     if page:
         return interactive.write_page(interactive.figure(
