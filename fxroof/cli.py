@@ -443,9 +443,9 @@ def _unknown_arguments(args: argparse.Namespace, unknown: list[str]) -> str:
         if name in ("--model", "--models") and {"model", "models"} & set(vars(args)):
             hints.append(f"the model is the first argument, not an option: "
                          f"`{prog} resnet50`")
-        elif name == "--chip" and prog.endswith("chips plot"):
-            hints.append("it draws every chip; `fxroof chips show ID` describes one, and "
-                         "`fxroof roofline MODEL --chip ID` draws one chip's roofline")
+        elif name.startswith("-") and _commands_taking(name):  # meant for another command
+            hints.append(f"{name} is an option of " + ", ".join(
+                f"`{command}`" for command in _commands_taking(name)))
         elif name.startswith("-"):  # --help is never the option meant
             close = difflib.get_close_matches(name, [o for o in options if o != "--help"],
                                               n=1, cutoff=0.6)
@@ -456,6 +456,22 @@ def _unknown_arguments(args: argparse.Namespace, unknown: list[str]) -> str:
                       for h in hints)
             + f"`{prog} --help` lists what it takes.")
     return args.usage_text() + text
+
+
+def _commands_taking(option: str) -> list[str]:
+    """The commands (`fxroof predict`, `fxroof chips list`) that take ``option``: a user who
+    gives `chips plot --chip t4` meant another command, not the closest spelling here."""
+    found = []
+
+    def walk(parser):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for command in action.choices.values():
+                    if option in command._option_string_actions:
+                        found.append(command.prog)
+                    walk(command)
+    walk(build_parser())
+    return found
 
 
 @contextlib.contextmanager

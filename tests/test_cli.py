@@ -454,13 +454,15 @@ def test_an_unknown_option_of_an_action_names_the_action(capsys):
 def test_an_option_is_never_read_as_the_abbreviation_of_another(capsys, tmp_path):
     """argparse's prefix matching read `chips plot --chip t4` as `--chips-file t4` (then
     "cannot read the chip file 't4'"), and `--batc 8` as `--batch 8`: a typo must be named,
-    not guessed at."""
+    not guessed at. An option another command takes names those commands rather than the
+    closest spelling here (--chips-file)."""
     out_png = tmp_path / "chips.png"
     code, out, err = run(capsys, "chips", "plot", "--chip", "t4", "--out", str(out_png))
     assert code == 2 and out == "" and not out_png.exists()
     assert "it does not take --chip t4" in err
-    assert "`fxroof roofline MODEL --chip ID` draws one chip's roofline" in err
-    assert "chip file" not in err
+    assert ("--chip is an option of `fxroof annotate`, `fxroof profile`, `fxroof predict`, "
+            "`fxroof roofline`.") in err
+    assert "chip file" not in err and "Did you mean" not in err
     code, _, err = run(capsys, "annotate", "resnet18", "--batc", "8")
     assert code == 2
     assert "it does not take --batc 8. Did you mean --batch?" in err
