@@ -2726,6 +2726,41 @@ def test_an_nchw_depthwise_convolution_on_an_nvidia_gpu_lasts_at_least_its_taps(
                for r in depthwise(h100, "float16") + depthwise(h100, layout="channels_last"))
 
 
+def test_an_fp16_depthwise_convolution_cudnns_filter_refuses_runs_atens_kernel():
+    """cuDNN takes an fp16 NCHW depthwise convolution only with a square 1x1, 3x3 or 5x5
+    filter over 32 or more channels ("only 1/3/5 filter", "min 32 channels supported",
+    check_cudnn_depthwise_workload_with_filter); any other runs ATen's conv_depthwise2d, a
+    thread per output walking the taps, which adds its own bias. On the H100's 132 SMs a
+    9 x 9 one over 64 channels lasts (outputs x 0.78 ns + outputs x 81 x 0.061 ns) / 132 at
+    least, worked by hand; so does a 3 x 3 one over 16 channels (9 taps); a 3 x 3 and a 5 x 5
+    one over 64 channels and a 1-d one of length 4 keep cuDNN's pricing (no bound)."""
+    h100 = load_chips()["h100_sxm"]
+
+    def forward(conv, shape):
+        g = fxroof.analyze(conv, torch.empty(shape), device="cuda", chip=h100, amp="fp16")
+        [node] = [r for r in g.records() if op_classes.depthwise(r)]
+        assert node["dtype"] == "float16" and node["layout"] != "channels_last"
+        return node
+
+    def by_hand(outputs, taps):
+        return (outputs * 0.78e-9 + outputs * taps * 0.061e-9) / 132
+
+    wide = forward(torch.nn.Conv2d(64, 64, 9, padding=4, groups=64), (8, 64, 16, 16))
+    assert roofline._launch_bound_s(wide, h100) == pytest.approx(by_hand(8 * 64 * 256, 81))
+    assert roofline.device_seconds(roofline.node_time(wide, h100)) == \
+        pytest.approx(by_hand(8 * 64 * 256, 81))
+    assert not op_classes.cudnn_bias_add(wide)
+    few = forward(torch.nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False),
+                  (8, 16, 32, 32))
+    assert roofline._launch_bound_s(few, h100) == pytest.approx(by_hand(8 * 16 * 1024, 9))
+    for kernel in (3, 5):
+        kept = forward(torch.nn.Conv2d(64, 64, kernel, padding=kernel // 2, groups=64),
+                       (8, 64, 16, 16))
+        assert roofline._launch_bound_s(kept, h100) == 0 and op_classes.cudnn_bias_add(kept)
+    line = forward(torch.nn.Conv1d(64, 64, 4, padding=3, groups=64, bias=False), (8, 64, 100))
+    assert roofline._launch_bound_s(line, h100) == 0
+
+
 def test_an_nvidia_gpus_sm_clock_is_the_one_its_datasheet_states():
     """launch_geometry.sm_clock_hz (FP32 peak / (SMs x FP32 lanes x 2)) against the boost
     clock each chips.yaml FP32 derivation states ("6912 CUDA cores x 1.41 GHz x 2"): within
