@@ -30,12 +30,14 @@ timm (an optional extra) is not installed.
 
 What the installed timm builds is not always what an older PyTorch ran: timm's attention
 calls scaled_dot_product_attention (a fused kernel) where PyTorch 1.12 had none and timm
-computed softmax(q k^T) v op by op, so the 1.12 training points of attention models are
-analysed with fewer, cheaper kernels than ran. The points are an outside check of GeForce
+computed softmax(q k^T) v op by op, so the 1.12 training points are analysed with timm's
+fused attention off (``timm.layers.set_fused_attn(False)``, which its modules read when
+built): the products and the softmax that ran. The points are an outside check of GeForce
 boards (fxroof.calibration.GEFORCE_FAMILY), not a target.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -173,13 +175,27 @@ LAYOUT_MS_4090 = [
     ("vgg11", 224, 233.545, 102.821), ("convnext_tiny", 224, 213.45, 105.672)]
 
 
+@contextlib.contextmanager
+def timm_fused_attention(enabled: bool):
+    """timm's attention modules built inside use scaled_dot_product_attention or not (timm's
+    own switch, read when a module is built); the switch is put back after."""
+    from timm.layers import config
+    before = config._USE_FUSED_ATTN  # 0 off, 1 on, 2 on where experimental too
+    config.set_fused_attn(enabled)
+    try:
+        yield
+    finally:
+        config._USE_FUSED_ATTN = before
+
+
 def point(chip_id: str, task: str, model: str, size: int, batch: int, ms: float) -> dict:
     """One published step against fxroof's pipelined prediction, its band, the plain sum of
-    its nodes' times and the ideal roof (s)."""
+    its nodes' times and the ideal roof (s). A training point's PyTorch (1.12) had no
+    scaled_dot_product_attention, so its model is built with timm's unfused attention."""
     chip = get_chip(chip_id)
     step = {"loss": "cross_entropy", "optimizer": "sgd",
             "optimizer_impl": TRAINING_OPTIMIZER_IMPL} if task == "train" else {}
-    with cudnn_search():
+    with cudnn_search(), timm_fused_attention(not step):
         records = analyze(f"timm:{model}", input_shapes=[(batch, 3, size, size)],
                           device="cuda", chip=chip, amp="fp16", reparameterize=not step,
                           **step).records()

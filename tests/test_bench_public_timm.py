@@ -70,3 +70,28 @@ def test_an_inference_point_is_analysed_fused_as_timms_file_ran():
                     chip=chip, amp="fp16").records()
     assert sum(r["flops"] for r in built) > 3 * 2 * 0.28e9 * 8
     assert fused["ideal_s"] < predict(built, chip)["forward"]["ideal_s"] / 2
+
+
+def test_a_training_point_builds_timms_attention_unfused_as_pytorch_1_12_ran(monkeypatch):
+    """PyTorch 1.12 (the training file's) had no scaled_dot_product_attention, so timm ran
+    softmax(q k^T) v op by op: vit_tiny's 12 blocks are two bmm and a softmax over (batch,
+    3 heads, 197, 197) each, where the installed timm builds one fused attention a block.
+    timm's switch is put back after; a training point costs more than with the fused one."""
+    from timm.layers import config
+    before = config._USE_FUSED_ATTN
+    ops = {}
+    for fused in (True, False):
+        with bench.timm_fused_attention(fused):
+            records = analyze("timm:vit_tiny_patch16_224", input_shapes=[(2, 3, 224, 224)],
+                              device="cuda", chip="rtx_3090", amp="fp16").records()
+        ops[fused] = [r for r in records if "soft" in r["op"] or "attention" in r["op"]
+                      or r["op"] == "bmm"]
+    assert config._USE_FUSED_ATTN == before
+    assert [r["op"] for r in ops[True]] == ["_scaled_dot_product_flash_attention"] * 12
+    assert sorted({r["op"] for r in ops[False]}) == ["_softmax", "bmm"] and len(ops[False]) == 36
+    assert all(r["shape"] == [2, 3, 197, 197] for r in ops[False] if r["op"] == "_softmax")
+    unfused = bench.point("rtx_3090", "train", "vit_tiny_patch16_224", 224, 8, 1.0)
+    switch = bench.timm_fused_attention
+    monkeypatch.setattr(bench, "timm_fused_attention", lambda enabled: switch(True))
+    fused = bench.point("rtx_3090", "train", "vit_tiny_patch16_224", 224, 8, 1.0)
+    assert unfused["ideal_s"] > fused["ideal_s"] and config._USE_FUSED_ATTN == before
