@@ -443,6 +443,8 @@ def _unknown_arguments(args: argparse.Namespace, unknown: list[str]) -> str:
         if name in ("--model", "--models") and {"model", "models"} & set(vars(args)):
             hints.append(f"the model is the first argument, not an option: "
                          f"`{prog} resnet50`")
+        elif _synonym(name, options):
+            hints.append(_synonym(name, options))
         elif name.startswith("-") and _commands_taking(name):  # meant for another command
             hints.append(f"{name} is an option of " + ", ".join(
                 f"`{command}`" for command in _commands_taking(name)))
@@ -456,6 +458,29 @@ def _unknown_arguments(args: argparse.Namespace, unknown: list[str]) -> str:
                       for h in hints)
             + f"`{prog} --help` lists what it takes.")
     return args.usage_text() + text
+
+
+# Options as other tools spell them (timm's benchmark.py --img-size, Hugging Face's
+# --fp16, fvcore's --input-res, a --gpu for the hardware), each with what fxroof calls
+# them, in order of preference: difflib offers --optimizer for --img-size and --amp for --gpu.
+OPTION_SYNONYMS = {
+    "--batch-size": ("--batch",), "--bs": ("--batch",),
+    "--img-size": ("--input-shape",), "--image-size": ("--input-shape",),
+    "--input-size": ("--input-shape",), "--input-res": ("--input-shape",),
+    "--resolution": ("--input-shape",), "--max-length": ("--seq-len",),
+    "--gpu": ("--chip", "--device"), "--hardware": ("--chip",), "--target": ("--chip",),
+    "--precision": ("--amp", "--dtype"), "--mixed-precision": ("--amp",),
+    "--fp16": ("--amp fp16", "--dtype float16"), "--bf16": ("--amp bf16", "--dtype bfloat16"),
+    "--half": ("--dtype float16",), "--output": ("--out", "--json"), "-o": ("--out", "--json"),
+}
+
+
+def _synonym(name: str, options: list[str]) -> str:
+    """``name`` as this command spells it ("--img-size is --input-shape here"), or ""
+    where fxroof has no synonym for it or this command takes none of them."""
+    taken = [meant for meant in OPTION_SYNONYMS.get(name, ())
+             if meant.split()[0] in options]
+    return f"{name} is {' or '.join(taken)} here" if taken else ""
 
 
 def _commands_taking(option: str) -> list[str]:

@@ -432,8 +432,27 @@ def test_an_unknown_option_names_the_command_and_the_option_meant(capsys):
     assert code == 2 and out == ""
     assert "usage: fxroof predict" in err
     assert "fxroof predict: usage error: it does not take --batch-size 8" in err
-    assert "Did you mean --batch?" in err and "`fxroof predict --help`" in err
+    assert "--batch-size is --batch here." in err and "`fxroof predict --help`" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command, given, meant", [
+    (["annotate", "resnet18"], ["--img-size", "160"], "--img-size is --input-shape here."),
+    (["predict", "resnet18"], ["--gpu", "t4"], "--gpu is --chip or --device here."),
+    (["annotate", "resnet18"], ["--fp16"], "--fp16 is --amp fp16 or --dtype float16 here."),
+    (["roofline", "resnet18", "--chip", "t4"], ["--output", "r.png"], "--output is --out here."),
+])
+def test_an_option_other_tools_spell_otherwise_is_named_as_fxroof_spells_it(
+        capsys, command, given, meant):
+    """timm's --img-size, Hugging Face's --fp16, a --gpu for the hardware: difflib's closest
+    spelling was --optimizer for --img-size and --amp for --gpu. A synonym is offered only
+    where the command takes it (`chips list` takes no --chip)."""
+    code, out, err = run(capsys, *command, *given)
+    assert code == 2 and out == ""
+    assert f"it does not take {' '.join(given)}. {meant}" in err
+    assert "Did you mean" not in err
+    code, _, err = run(capsys, "chips", "list", "--gpu")
+    assert code == 2 and " here." not in err
 
 
 def test_the_model_given_as_an_option_is_told_it_is_positional(capsys):
