@@ -234,15 +234,10 @@ COLUMNS_VARIANT = "[columns]"
 # conv_depthwise2d kernels (ConvBackend::CudaDepthwise2d); one of fp16 goes to cuDNN where
 # its workload filter says so (ConvParams::use_cudnn_depthwise, Convolution.cpp)
 ATEN_DEPTHWISE_DTYPES = ("float32", "bfloat16")
-# ... which takes only square 1x1, 3x3 and 5x5 filters (1, 9 or 25 taps) over 32 or more
-# input channels: "only 1/3/5 filter" and "min 32 channels supported", in every version of
-# the filter since cuDNN 8.2 (check_cudnn_depthwise_workload_with_filter, ConvUtils.h, and
-# the decision trees aten/src/ATen/autoheuristic/DepthwiseConvHeuristic.h generates in its
-# place). Any other fp16 one -- ConvMixer's 9 x 9, MixNet's 7 x 7 and 9 x 9, a 16-channel
-# block's -- runs ATen's kernel. Inside the filter the choice is a decision tree over the
-# sizes that changes from release to release, so those keep cuDNN's pricing.
-CUDNN_DEPTHWISE_FP16_TAPS = (1, 9, 25)
-CUDNN_DEPTHWISE_MIN_CHANNELS = 32
+# ... and one of fp16 that cuDNN's filter refuses, which op_costs names so
+# ("convolution[depthwise][cuda native]", op_costs.conv.CUDA_NATIVE: ConvMixer's 9 x 9,
+# FastViT's 7 x 7, a MobileNet's strided or 16-channel ones)
+CUDA_NATIVE_VARIANT = "[cuda native]"
 # ... and the dtypes whose backward kernels were timed (fxroof.launch_geometry): a bf16
 # backward keeps its class's time -- bounded as fp32's, the H200's and H100's bf16 training
 # steps of the depthwise networks went from 0.90-1.08 to 1.03-1.16 of their measurements
@@ -401,19 +396,9 @@ def depthwise(record: dict) -> bool:
 
 def aten_depthwise_forward(record: dict) -> bool:
     """Whether an NCHW depthwise convolution's forward runs ATen's conv_depthwise2d kernel:
-    one of ATEN_DEPTHWISE_DTYPES always, one of fp16 where cuDNN's filter refuses it (a
-    filter of other than CUDNN_DEPTHWISE_FP16_TAPS taps -- a depthwise filter's taps are its
-    multiply-adds per output element -- or fewer than CUDNN_DEPTHWISE_MIN_CHANNELS channels,
-    read off the output's, which a depthwise convolution of multiplier 1 shares). A 1-d one
-    (an (N, C, L) output) passes the filter whatever its length, as a 2-d one of height 1."""
-    if record["dtype"] in ATEN_DEPTHWISE_DTYPES:
-        return True
-    shape, macs = record.get("shape"), record.get("macs")
-    if record["dtype"] != "float16" or not shape or len(shape) < 3 or not macs:
-        return False
-    if shape[1] < CUDNN_DEPTHWISE_MIN_CHANNELS:
-        return True
-    return len(shape) == 4 and macs / math.prod(shape) not in CUDNN_DEPTHWISE_FP16_TAPS
+    one of ATEN_DEPTHWISE_DTYPES always, one of fp16 where cuDNN's filter refuses it
+    (CUDA_NATIVE_VARIANT)."""
+    return record["dtype"] in ATEN_DEPTHWISE_DTYPES or CUDA_NATIVE_VARIANT in record["rule"]
 
 
 def cudnn_depthwise(record: dict) -> bool:

@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from op_costs.registry import MATRIX, Cost, register
+from op_costs.registry import MATRIX, Cost, TensorMeta, register
 
 aten = torch.ops.aten
 
@@ -82,6 +82,24 @@ NARROWEST_TENSOR_CORE_CHANNELS = 8
 CPU_NATIVE = "cpu native"
 NATIVE_MAX_INPUT = 20480
 
+# An fp16 depthwise convolution that eager PyTorch on CUDA runs with ATen's own
+# conv_depthwise2d kernel, not cuDNN's ("convolution[depthwise][cuda native]"; fxroof.op_classes
+# gives it ATen's launch bound). fp32 and bf16 NCHW ones always run ATen's; an fp16 one goes
+# to cuDNN only through ConvParams::use_cudnn_depthwise (aten/src/ATen/native/Convolution.cpp:
+# 32 or more input channels, no dilation, equal strides) and its workload filter,
+# check_cudnn_depthwise_workload_with_filter (ConvUtils.h): a square 1x1, 3x3 or 5x5 filter
+# over an input 7 or more wide; stride 1 always; stride 2 for one image, else a 3x3 or 5x5
+# filter over 512 or more channels, or 256 or more at 28 or more wide (a 1x1 one: 16 images
+# or fewer, 128 or more channels, 7 or less wide); a 1-d one of stride 1 whatever its filter.
+# That is the filter this torch 2.14.1 build runs (its use_cudnn_depthwise compares against
+# 511, 255, 27, 127, 16 and 7; PyTorch's newer decision trees, DepthwiseConvHeuristic.h, do
+# not). A channels-last one goes to cuDNN whatever it is ("always use cudnn_depthwise for
+# channels_last format").
+CUDA_NATIVE = "cuda native"
+CUDNN_MIN_CHANNELS = 32
+CUDNN_FILTERS = (1, 3, 5)
+CUDNN_MIN_WIDTH = 7
+
 
 def conv_macs(x, weight, out, transposed: bool) -> int:
     per_element = math.prod(weight.shape[1:])
@@ -138,9 +156,55 @@ def _cpu_native(x, weight, groups, transposed: bool):
     return CPU_NATIVE
 
 
-def _variants(kind, native):
-    """The rule's variant: the kind alone, or the kind and CPU_NATIVE."""
-    return (kind, native) if native else kind
+def _cuda_native(x, weight, stride, dilation, groups, transposed: bool):
+    """CUDA_NATIVE for an fp16 depthwise convolution cuDNN's filter refuses, else None."""
+    if x.dtype != torch.float16 or _depthwise(weight, groups, transposed) != DEPTHWISE \
+            or len(x.shape) not in (3, 4) or _channels_last(x):
+        return None
+    if len(x.shape) == 3:  # PyTorch views a 1-d one as 2-d of height 1 (view1d_as_2d)
+        x = TensorMeta.contiguous((x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
+        weight, stride, dilation = (*weight.shape[:2], 1, weight.shape[2]), (1, *stride), \
+            (1, *dilation)
+    else:
+        weight = weight.shape
+    return None if _cudnn_takes_depthwise(x.shape, weight[2:], stride, dilation) \
+        else CUDA_NATIVE
+
+
+def _cudnn_takes_depthwise(shape, kernel, stride, dilation) -> bool:
+    """Whether use_cudnn_depthwise hands an fp16 NCHW depthwise convolution over an input of
+    ``shape`` (N, C, H, W) to cuDNN (CUDA_NATIVE says how)."""
+    n, channels, height, width = shape
+    if channels < CUDNN_MIN_CHANNELS or any(d != 1 for d in dilation) \
+            or (stride[0] != stride[1] and height != 1):
+        return False
+    if height == 1 and stride[1] == 1:
+        return True
+    if kernel[0] != kernel[1] or kernel[1] not in CUDNN_FILTERS or width < CUDNN_MIN_WIDTH:
+        return False
+    if stride[1] != 2:
+        return stride[1] == 1
+    if n == 1:
+        return kernel[1] != 1 or width <= 28
+    if kernel[1] == 1:
+        return n <= 16 and channels >= 128 and width <= 7
+    return channels >= 512 or (channels >= 256 and width >= 28)
+
+
+def _channels_last(x) -> bool:
+    """Whether a 4-d tensor is laid out channels-last and not also contiguous (PyTorch's
+    suggest_memory_format, for the unambiguous layouts a model's activations take)."""
+    if len(x.shape) != 4 or x.is_contiguous:
+        return False
+    n, c, h, w = x.shape
+    expected = (h * w * c, 1, w * c, c)
+    return all(size == 1 or s == e for size, s, e in zip(x.shape, x.stride, expected))
+
+
+def _variants(kind, *natives):
+    """The rule's variant: the kind alone, or the kind and CPU_NATIVE or CUDA_NATIVE."""
+    named = tuple(n for n in natives if n)
+    return (kind, *named) if named else kind
 
 
 @register(aten.convolution, aten._convolution, op_class=MATRIX)
@@ -149,7 +213,9 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     macs = conv_macs(x, weight, out, transposed)
     return Cost(flops=2 * macs + (out.numel if bias is not None else 0), macs=macs,
                 variant=_variants(_kind(weight, groups, transposed, stride, padding),
-                                  _cpu_native(x, weight, groups, transposed)))
+                                  _cpu_native(x, weight, groups, transposed),
+                                  _cuda_native(x, weight, stride, dilation, groups,
+                                               transposed)))
 
 
 @register(aten.convolution_backward, op_class=MATRIX)

@@ -2693,8 +2693,9 @@ def test_an_nchw_depthwise_convolution_on_an_nvidia_gpu_lasts_at_least_its_taps(
     an NVIDIA GPU of known SMs a forward of fp32 or bf16 lasts at least (outputs x 0.78 ns +
     multiply-adds x 0.061 ns) / SMs, its backward (input-gradient elements x 2.2 ns +
     multiply-adds x 0.15 ns) / SMs in fp32 -- worked by hand for a stride-2 3x3 one on the
-    H100's 132 SMs. An fp16 one (cuDNN's where its filter says so), a channels-last one and one on
-    an AMD GPU keep what the class prices."""
+    H100's 132 SMs. An fp16 one runs ATen's forward too, cuDNN's filter refusing a stride-2
+    one over fewer than 256 channels, and its backward keeps its class's time (never timed),
+    as a channels-last one and one on an AMD GPU keep what the class prices."""
     from fxroof import launch_geometry
     conv = torch.nn.Conv2d(144, 144, 3, stride=2, padding=1, groups=144, bias=False)
     h100, mi300x = load_chips()["h100_sxm"], load_chips()["mi300x"]
@@ -2722,43 +2723,60 @@ def test_an_nchw_depthwise_convolution_on_an_nvidia_gpu_lasts_at_least_its_taps(
     # a bf16 backward was never timed: its class prices it
     assert roofline._launch_bound_s(depthwise(h100, "bfloat16")[1], h100) == 0
     assert all(roofline._launch_bound_s(r, mi300x) == 0 for r in depthwise(mi300x))
+    half_forward, half_backward = depthwise(h100, "float16")
+    assert roofline._launch_bound_s(half_forward, h100) == pytest.approx(
+        (outputs * 0.78e-9 + outputs * 9 * 0.061e-9) / 132)
     assert all(roofline._launch_bound_s(r, h100) == 0
-               for r in depthwise(h100, "float16") + depthwise(h100, layout="channels_last"))
+               for r in [half_backward] + depthwise(h100, layout="channels_last"))
 
 
-def test_an_fp16_depthwise_convolution_cudnns_filter_refuses_runs_atens_kernel():
-    """cuDNN takes an fp16 NCHW depthwise convolution only with a square 1x1, 3x3 or 5x5
-    filter over 32 or more channels ("only 1/3/5 filter", "min 32 channels supported",
-    check_cudnn_depthwise_workload_with_filter); any other runs ATen's conv_depthwise2d, a
-    thread per output walking the taps, which adds its own bias. On the H100's 132 SMs a
-    9 x 9 one over 64 channels lasts (outputs x 0.78 ns + outputs x 81 x 0.061 ns) / 132 at
-    least, worked by hand; so does a 3 x 3 one over 16 channels (9 taps); a 3 x 3 and a 5 x 5
-    one over 64 channels and a 1-d one of length 4 keep cuDNN's pricing (no bound)."""
+@pytest.mark.parametrize("conv, shape, aten", [
+    # refused: a 9 x 9 filter; under 32 channels; stride 2 over 64 channels at batch 8;
+    # an input under 7 wide; a dilated filter
+    (torch.nn.Conv2d(64, 64, 9, padding=4, groups=64), (8, 64, 16, 16), True),
+    (torch.nn.Conv2d(16, 16, 3, padding=1, groups=16), (8, 16, 32, 32), True),
+    (torch.nn.Conv2d(64, 64, 3, 2, 1, groups=64), (8, 64, 32, 32), True),
+    (torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), (8, 64, 6, 6), True),
+    (torch.nn.Conv2d(64, 64, 3, padding=2, dilation=2, groups=64), (8, 64, 16, 16), True),
+    # taken: stride 1 with a 3x3 or 5x5 filter; stride 2 over 512 channels, over 256 at 28
+    # wide, or of one image; a 1-d one of stride 1 whatever its filter
+    (torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), (8, 64, 16, 16), False),
+    (torch.nn.Conv2d(64, 64, 5, padding=2, groups=64), (8, 64, 16, 16), False),
+    (torch.nn.Conv2d(512, 512, 3, 2, 1, groups=512), (8, 512, 14, 14), False),
+    (torch.nn.Conv2d(256, 256, 5, 2, 2, groups=256), (8, 256, 28, 28), False),
+    (torch.nn.Conv2d(64, 64, 3, 2, 1, groups=64), (1, 64, 32, 32), False),
+    (torch.nn.Conv1d(64, 64, 4, padding=3, groups=64), (8, 64, 100), False),
+])
+def test_an_fp16_depthwise_convolution_cudnns_filter_refuses_runs_atens_kernel(conv, shape,
+                                                                               aten):
+    """Eager PyTorch gives an fp16 NCHW depthwise convolution to cuDNN only through its
+    filter (use_cudnn_depthwise and check_cudnn_depthwise_workload_with_filter, the version
+    this torch 2.14.1 build runs; op_costs.conv.CUDA_NATIVE); any other runs ATen's
+    conv_depthwise2d, a thread per output walking the taps, which adds its own bias. On the
+    H100's 132 SMs such a forward lasts (outputs x 0.78 ns + MACs x 0.061 ns) / 132 at
+    least, worked by hand from its output's shape and its taps; one cuDNN takes keeps the
+    class's pricing, and its bias is a kernel of its own."""
     h100 = load_chips()["h100_sxm"]
+    g = fxroof.analyze(conv, torch.empty(shape), device="cuda", chip=h100, amp="fp16")
+    [node] = [r for r in g.records() if op_classes.depthwise(r)]
+    assert node["dtype"] == "float16" and node["layout"] != "channels_last"
+    assert node["rule"].endswith("[cuda native]") == aten
+    outputs = math.prod(node["shape"])
+    taps = math.prod(conv.kernel_size)
+    assert node["macs"] == outputs * taps
+    by_hand = (outputs * 0.78e-9 + outputs * taps * 0.061e-9) / 132 if aten else 0.0
+    assert roofline._launch_bound_s(node, h100) == pytest.approx(by_hand)
+    assert op_classes.cudnn_bias_add(node) == (not aten)
 
-    def forward(conv, shape):
-        g = fxroof.analyze(conv, torch.empty(shape), device="cuda", chip=h100, amp="fp16")
-        [node] = [r for r in g.records() if op_classes.depthwise(r)]
-        assert node["dtype"] == "float16" and node["layout"] != "channels_last"
-        return node
 
-    def by_hand(outputs, taps):
-        return (outputs * 0.78e-9 + outputs * taps * 0.061e-9) / 132
-
-    wide = forward(torch.nn.Conv2d(64, 64, 9, padding=4, groups=64), (8, 64, 16, 16))
-    assert roofline._launch_bound_s(wide, h100) == pytest.approx(by_hand(8 * 64 * 256, 81))
-    assert roofline.device_seconds(roofline.node_time(wide, h100)) == \
-        pytest.approx(by_hand(8 * 64 * 256, 81))
-    assert not op_classes.cudnn_bias_add(wide)
-    few = forward(torch.nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False),
-                  (8, 16, 32, 32))
-    assert roofline._launch_bound_s(few, h100) == pytest.approx(by_hand(8 * 16 * 1024, 9))
-    for kernel in (3, 5):
-        kept = forward(torch.nn.Conv2d(64, 64, kernel, padding=kernel // 2, groups=64),
-                       (8, 64, 16, 16))
-        assert roofline._launch_bound_s(kept, h100) == 0 and op_classes.cudnn_bias_add(kept)
-    line = forward(torch.nn.Conv1d(64, 64, 4, padding=3, groups=64, bias=False), (8, 64, 100))
-    assert roofline._launch_bound_s(line, h100) == 0
+def test_a_channels_last_fp16_depthwise_convolution_goes_to_cudnn_whatever_its_filter():
+    """"always use cudnn_depthwise for channels_last format": a 9 x 9 filter over a
+    channels-last input is not named ATen's."""
+    conv = torch.nn.Conv2d(64, 64, 9, padding=4, groups=64, bias=False)
+    g = fxroof.analyze(conv, torch.empty(8, 64, 16, 16), device="cuda", chip="h100_sxm",
+                       amp="fp16", memory_format="channels_last")
+    [node] = [r for r in g.records() if op_classes.depthwise(r)]
+    assert node["layout"] == "channels_last" and node["rule"] == "convolution[depthwise]"
 
 
 def test_an_nvidia_gpus_sm_clock_is_the_one_its_datasheet_states():
