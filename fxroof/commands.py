@@ -111,17 +111,17 @@ def _check_outputs(args, **methods) -> list:
     file, or one path named twice, before any work is done, not after it."""
     # `is not None`: an empty path the shell passed (--json "$UNSET") is an error, not an
     # output silently skipped
-    outputs = [(getattr(args, option), method) for option, method in methods.items()
+    outputs = [(getattr(args, option), method, option) for option, method in methods.items()
                if getattr(args, option) is not None]
-    files = [os.path.realpath(path) for path, _ in outputs if path]
-    twice = sorted({path for path, _ in outputs
+    files = [os.path.realpath(path) for path, _, _ in outputs if path]
+    twice = sorted({path for path, _, _ in outputs
                     if path and files.count(os.path.realpath(path)) > 1})
     if twice:
         raise FxroofError(f"'{twice[0]}' is one file named by two output options (perhaps "
                           "spelled two ways); each output needs its own path.")
-    for path, _ in outputs:
-        check_writable(path, args.force)
-    return outputs
+    for path, _, option in outputs:  # --csv names a .csv, --trace a (Chrome) .json
+        check_writable(path, args.force, ".json" if option == "trace" else "." + option)
+    return [(path, method) for path, method, _ in outputs]
 
 
 def _write_outputs(g, outputs: list, force: bool) -> None:

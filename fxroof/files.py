@@ -25,8 +25,9 @@ def file_safe(name: str, limit: int = 120) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[-limit:] or "_"
 
 
-def check_writable(path: str, overwrite: bool) -> None:
-    """Never overwrite a user's file without being told to; fail before any work is lost."""
+def check_writable(path: str, overwrite: bool, suffix: str = "") -> None:
+    """Never overwrite a user's file without being told to; fail before any work is lost.
+    ``suffix``: the kind of file written (".png"), for the example a folder given is told."""
     if not isinstance(overwrite, bool):  # overwrite="no" is a true value in Python
         raise UsageError(f"overwrite is True or False, not {overwrite!r:.40}: fxroof replaces "
                          "an existing file only when told to in so many words.")
@@ -41,7 +42,7 @@ def check_writable(path: str, overwrite: bool) -> None:
     folder = os.path.dirname(written_path(path))
     if os.path.isdir(path):
         raise FxroofError(f"Cannot write '{path}': it is a folder. Name a file inside it, "
-                          f"e.g. '{os.path.join(path, 'out' + _suffix(path))}'.")
+                          f"e.g. '{os.path.join(path, 'out' + (suffix or _suffix(path)))}'.")
     if not os.path.isdir(folder):
         tilde = (" A leading '~' is the shell's to expand, not Python's: use "
                  "os.path.expanduser.") if os.fspath(path).startswith("~") else ""

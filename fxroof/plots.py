@@ -74,7 +74,7 @@ def series_style(i: int) -> dict:
 
 def check_figure(path: str, overwrite: bool) -> None:
     """Refuse, before any work, a figure path fxroof would not or could not write."""
-    check_writable(path, overwrite)  # first: it also refuses what is not a path at all
+    check_writable(path, overwrite, ".png")  # first: it also refuses what is no path at all
     figure_format(path)
 
 

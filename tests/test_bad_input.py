@@ -170,7 +170,10 @@ CLI = [
     ("annotate resnet18 --hf-config n_layer=2", USAGE, ["not an hf: model"]),
     ("annotate gpt2", FAILED, ["hf:gpt2"]),
     # files fxroof would write
-    ("annotate --json folder", FAILED, ["'folder'", "is a folder"]),
+    ("annotate --json folder", FAILED, ["'folder'", "is a folder", "'folder/out.json'"]),
+    # the example names a file of the kind the option writes, not a .json for each
+    ("annotate --csv folder", FAILED, ["is a folder", "'folder/out.csv'"]),
+    ("roofline resnet18 --chip t4 --out folder", FAILED, ["is a folder", "'folder/out.png'"]),
     ("annotate --json no/such/dir/x.json", FAILED, ["does not exist"]),
     ("annotate --json exists.json", FAILED, ["already exists", "--force"]),
     ("annotate --json same.out --csv same.out", FAILED, ["named by two output options"]),
