@@ -443,8 +443,8 @@ def _unknown_arguments(args: argparse.Namespace, unknown: list[str]) -> str:
         if name in ("--model", "--models") and {"model", "models"} & set(vars(args)):
             hints.append(f"the model is the first argument, not an option: "
                          f"`{prog} resnet50`")
-        elif _synonym(name, options):
-            hints.append(_synonym(name, options))
+        elif synonym := _synonym(name, options):
+            hints.append(synonym)
         elif name.startswith("-") and _commands_taking(name):  # meant for another command
             hints.append(f"{name} is an option of " + ", ".join(
                 f"`{command}`" for command in _commands_taking(name)))
