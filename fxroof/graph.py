@@ -84,22 +84,11 @@ def _output_shape(node: fx.Node):
 
 
 def _layout(node: fx.Node) -> Optional[str]:
-    """"channels_last" or "contiguous" for a node whose first output is 4-D and laid out so
-    (dimensions of size 1 do not count), else None: what a convolution's cost on a CPU
-    depends on (fxroof.calibration's conv_cl class)."""
+    """The layout (TensorMeta.layout) of a node's first output: what a convolution's cost
+    on a CPU depends on (fxroof.calibration's conv_cl class)."""
     shapes = node.meta.get(SHAPES)
     first = shapes if isinstance(shapes, TensorMeta) else (shapes[0] if shapes else None)
-    if not isinstance(first, TensorMeta) or len(first.shape) != 4:
-        return None
-    n, c, h, w = first.shape
-    for name, order in (("contiguous", (0, 1, 2, 3)), ("channels_last", (0, 2, 3, 1))):
-        expected, step = [0] * 4, 1
-        for dim in reversed(order):
-            expected[dim], step = step, step * first.shape[dim]
-        if all(size == 1 or stride == want
-               for size, stride, want in zip(first.shape, first.stride, expected)):
-            return name
-    return None
+    return first.layout if isinstance(first, TensorMeta) else None
 
 
 def node_record(node: fx.Node) -> dict:

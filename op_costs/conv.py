@@ -159,7 +159,7 @@ def _cpu_native(x, weight, groups, transposed: bool):
 def _cuda_native(x, weight, stride, dilation, groups, transposed: bool):
     """CUDA_NATIVE for an fp16 depthwise convolution cuDNN's filter refuses, else None."""
     if x.dtype != torch.float16 or _depthwise(weight, groups, transposed) != DEPTHWISE \
-            or len(x.shape) not in (3, 4) or _channels_last(x):
+            or len(x.shape) not in (3, 4) or x.layout == "channels_last":
         return None
     if len(x.shape) == 3:  # PyTorch views a 1-d one as 2-d of height 1 (view1d_as_2d)
         x = TensorMeta.contiguous((x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
@@ -189,16 +189,6 @@ def _cudnn_takes_depthwise(shape, kernel, stride, dilation) -> bool:
     if kernel[1] == 1:
         return n <= 16 and channels >= 128 and width <= 7
     return channels >= 512 or (channels >= 256 and width >= 28)
-
-
-def _channels_last(x) -> bool:
-    """Whether a 4-d tensor is laid out channels-last and not also contiguous (PyTorch's
-    suggest_memory_format, for the unambiguous layouts a model's activations take)."""
-    if len(x.shape) != 4 or x.is_contiguous:
-        return False
-    n, c, h, w = x.shape
-    expected = (h * w * c, 1, w * c, c)
-    return all(size == 1 or s == e for size, s, e in zip(x.shape, x.stride, expected))
 
 
 def _variants(kind, *natives):

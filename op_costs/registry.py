@@ -79,6 +79,22 @@ class TensorMeta:
             expected *= size
         return True
 
+    @property
+    def layout(self) -> Optional[str]:
+        """"contiguous" or "channels_last" for a 4-d tensor laid out so (a size-1
+        dimension's stride is never used; one that is both reads as contiguous), else
+        None: the layouts a convolution's kernels depend on."""
+        if len(self.shape) != 4:
+            return None
+        for name, order in (("contiguous", (0, 1, 2, 3)), ("channels_last", (0, 2, 3, 1))):
+            expected, step = [0] * 4, 1
+            for dim in reversed(order):
+                expected[dim], step = step, step * self.shape[dim]
+            if all(size == 1 or stride == want
+                   for size, stride, want in zip(self.shape, self.stride, expected)):
+                return name
+        return None
+
 
 @dataclass(frozen=True)
 class Cost:

@@ -6,7 +6,7 @@ from torch import nn
 
 import fxroof
 import op_costs
-from op_costs import Cost, registry
+from op_costs import Cost, TensorMeta, registry
 from tests.conftest import T
 
 aten = torch.ops.aten
@@ -106,3 +106,18 @@ def test_out_variant_call_is_costed():
 
     g = fxroof.analyze(OutMM(), torch.randn(4, 4))
     assert g.totals()["overall"]["flops"] == 2 * 4 * 4 * 4
+
+
+def test_a_tensors_layout_is_read_off_its_strides():
+    """(2, 3, 4, 5): contiguous strides (60, 20, 5, 1), channels-last ones (60, 1, 15, 3);
+    one channel is both and reads as contiguous, as torch's suggest_memory_format does;
+    a permuted one and a 3-d one are neither."""
+    meta = TensorMeta.of
+    x = torch.empty(2, 3, 4, 5)
+    assert TensorMeta((2, 3, 4, 5), (60, 20, 5, 1), torch.float32).layout == "contiguous"
+    assert TensorMeta((2, 3, 4, 5), (60, 1, 15, 3), torch.float32).layout == "channels_last"
+    assert meta(x.to(memory_format=torch.channels_last)).layout == "channels_last"
+    assert meta(torch.empty(2, 1, 4, 5).to(memory_format=torch.channels_last)).layout \
+        == "contiguous"
+    assert meta(x.permute(0, 1, 3, 2)).layout is None
+    assert meta(torch.empty(2, 3, 4)).layout is None
