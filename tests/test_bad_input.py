@@ -235,6 +235,11 @@ CLI = [
      ["ran no tensor operation on inputs of shape (2, 3)", "returned the int 3"]),
     ("annotate generator_exit.py:M --input-shape 2,3", FAILED,
      ["failed in layer `(root)` (M): GeneratorExit: closed", "generator_exit.py:4"]),
+    # a Python file named without the callable in it was an unknown model name
+    ("annotate exits_in_forward.py", FAILED, ["'exits_in_forward.py' is a Python file",
+                                              "exits_in_forward.py:M", "It defines M."]),
+    ("annotate nowhere/net.py", FAILED, ["'nowhere/net.py' names a Python file that does "
+                                         "not exist"]),
     ("annotate exists.json:Model", FAILED, ["'exists.json', a path that is not a Python file"]),
     ("chips measure --out exists.json", FAILED, ["'exists.json' already exists", "--force"]),
     ("study --out exists.json", FAILED, ["is a file, not a folder"]),
@@ -628,3 +633,21 @@ def test_a_second_study_on_the_same_folder_is_refused(study):
     with locked(out):  # as if another process were running the study
         with pytest.raises(fxroof.FxroofError, match="Another fxroof study is running"):
             run_study(config, out, progress=False)
+
+
+def test_a_python_file_without_its_callable_lists_what_it_defines(tmp_path):
+    from fxroof.models import user
+    net = tmp_path / "net.py"
+    net.write_text("from torch import nn\n\ndef _private():\n    pass\n\ndef make():\n"
+                   "    return Net()\n\nclass Config:\n    pass\n\nclass Net(nn.Module):\n"
+                   "    pass\n\nmodel = make()\n")
+    message = str(user.callable_missing(str(net)))
+    # the nn.Module subclass is the example and comes first; a private helper is not offered
+    assert f"e.g. {net}:Net " in message
+    assert "It defines Net, make, Config, model." in message
+    broken = tmp_path / "broken.py"
+    broken.write_text("def (:\n")
+    assert "does not parse as Python" in str(user.callable_missing(str(broken)))
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    assert "It defines no class or function" in str(user.callable_missing(str(empty)))

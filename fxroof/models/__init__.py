@@ -3,8 +3,8 @@
 A spec is a torchvision classification model name (``resnet50``), ``hf:<model_type>``,
 ``timm:<name>``, or ``package.module:callable`` (or ``path/to/file.py:callable``)
 returning an nn.Module. Models are built on the meta device when their constructor allows
-it (no weight memory, no init time: a 70B-shaped model builds in seconds); constructors that need real data (RegNet computes its widths with
-tensors) are built on the CPU.
+it (no weight memory, no init time: a 70B-shaped model builds in seconds); constructors
+that need real data (RegNet computes its widths with tensors) are built on the CPU.
 
 A new model source is one module here with a ``build(name, device, config)`` function and a
 line in ``SOURCES``.
@@ -65,6 +65,8 @@ def build_model(spec: str, device: str = "meta", hf_config: Optional[dict] = Non
         return SOURCES[prefix](spec[len(prefix):], device, hf_config)
     if ":" in spec:
         return user.build(spec, device)
+    if spec.endswith(".py"):
+        raise user.callable_missing(spec)
     if spec not in vision.names():
         for prefix, source in (("hf:", hf), ("timm:", timm_zoo)):
             if source.knows(spec):

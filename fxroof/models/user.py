@@ -2,10 +2,12 @@
 returning an nn.Module."""
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
 import sys
+from typing import Optional
 
 from torch import nn
 
@@ -69,6 +71,48 @@ def build(spec: str, device: str = "meta") -> nn.Module:
         raise FxroofError(f"Calling '{spec}' to build the model failed: "
                           f"{type(e).__name__}: {e}. {hint}.") from None
     return ensure_module(model, spec)
+
+
+def callable_missing(spec: str) -> FxroofError:
+    """The error for a Python file named without the callable in it (``net.py``, not
+    ``net.py:Net``): fxroof cannot guess which of its names builds the model, so it lists
+    them, read off the file's syntax (importing it would run the user's code)."""
+    if not os.path.isfile(spec):
+        return FxroofError(f"The model spec '{spec}' names a Python file that does not exist "
+                           f"(looked in {os.getcwd()}). Give the path to a .py file and, "
+                           "after ':', what in it builds the model: models/net.py:Net.")
+    names = _candidates(spec)
+    example = f"{spec}:{names[0]}" if names else f"{spec}:Net"
+    if names is None:
+        found = " (Its text does not parse as Python: `python` on it shows where.)"
+    elif names:
+        found = f" It defines {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}."
+    else:
+        found = " It defines no class or function at its top level."
+    return FxroofError(f"'{spec}' is a Python file, and fxroof needs to know what in it "
+                       f"builds the model: add ':' and its name, e.g. {example} (a class or "
+                       f"function called with no arguments, or an nn.Module).{found}")
+
+
+def _candidates(path: str) -> Optional[list[str]]:
+    """A file's top-level classes (those deriving from a ...Module first), functions and
+    names bound to a call, as written; None where it does not parse."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    modules, others = [], []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            bases = [ast.unparse(b) for b in node.bases]
+            (modules if any(b.endswith("Module") for b in bases) else others).append(node.name)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and not node.name.startswith("_"):
+            others.append(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            others += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return modules + others
 
 
 def _import_file(path: str):
