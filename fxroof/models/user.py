@@ -78,9 +78,11 @@ def callable_missing(spec: str) -> FxroofError:
     ``net.py:Net``): fxroof cannot guess which of its names builds the model, so it lists
     them, read off the file's syntax (importing it would run the user's code)."""
     if not os.path.isfile(spec):
-        return FxroofError(f"The model spec '{spec}' names a Python file that does not exist "
-                           f"(looked in {os.getcwd()}). Give the path to a .py file and, "
-                           "after ':', what in it builds the model: models/net.py:Net.")
+        what = "is not a regular file" if os.path.exists(spec) else \
+            f"does not exist (looked in {os.getcwd()})"
+        return FxroofError(f"The model spec '{spec}' names a Python file that {what}. Give "
+                           "the path to a .py file and, after ':', what in it builds the "
+                           "model: models/net.py:Net.")
     names = _candidates(spec)
     example = f"{spec}:{names[0]}" if names else f"{spec}:Net"
     if names is None:
@@ -100,7 +102,7 @@ def _candidates(path: str) -> Optional[list[str]]:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             tree = ast.parse(f.read(), filename=path)
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError, RecursionError):  # RecursionError: nesting
         return None
     modules, others = [], []
     for node in tree.body:
