@@ -16,7 +16,8 @@ Graph conventions (shared with make_fx/AOTAutograd graphs): ``call_function`` no
 ``OpOverload``s, multi-output ops are followed by ``operator.getitem`` nodes, every node's
 ``meta["val"]`` is its fake output. fxroof adds, per node, ``meta[ORIGIN]`` (an :class:`Origin`)
 and ``meta[SHAPES]`` (TensorMeta of the outputs at the time of the call), per backward node
-``meta[ACCUMULATES]`` (True for the engine's own gradient sums), per placeholder
+``meta[ACCUMULATES]`` (True for the engine's own gradient sums), per node CUDA's autocast
+issues inside another's kernel ``meta[AUTOCAST_INTERNAL]`` (True), per placeholder
 ``meta[INPUT]`` (an :class:`InputKind`). The forward graph returns the model's tensor outputs
 followed by the tensors the backward graph reads (its "saved" placeholders, named like the
 forward nodes they stand for); the backward graph takes those plus one tangent per
@@ -39,9 +40,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from op_costs import TensorMeta
 from fxroof.errors import FxroofError
-from fxroof.keys import (ACCUMULATES, BACKWARD, FORWARD, INPUT,  # noqa: F401 (re-exported)
-                         OPTIMIZER, ORIGIN, SHAPES)
+from fxroof.keys import (ACCUMULATES, AUTOCAST_INTERNAL, BACKWARD, FORWARD,  # noqa: F401
+                         INPUT, OPTIMIZER, ORIGIN, SHAPES)  # (F401: some re-exported)
 from fxroof.scope import ModuleScope, op_family
+from fxroof.target_dispatch import autocast_internal
 
 # Ops that only re-label a tensor: recording them would add nodes, not information. Autograd
 # emits a detach for every tensor it saves for backward; eliding them keeps the graphs lean
@@ -234,6 +236,8 @@ class GraphRecorder(TorchDispatchMode):
         node.meta[ORIGIN] = self._origin(func, node, args, kwargs)
         if self.phase == BACKWARD:
             node.meta[ACCUMULATES] = self._engine_accumulating()
+        if autocast_internal():
+            node.meta[AUTOCAST_INTERNAL] = True
         self._register_outputs(node, out)
         return out
 

@@ -22,9 +22,9 @@ from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.device import check_device
 from fxroof.errors import FxroofError, UsageError
-from fxroof.keys import (ACCUMULATES, BACKWARD, COST, FAULTS, FORWARD, KERNEL, OPTIMIZER,
-                         ORIGIN, PHASES, PLAN_BUILD, ROOF, SAVED_TRAFFIC, SHAPES, TIME,
-                         UNPRICED)
+from fxroof.keys import (ACCUMULATES, AUTOCAST_INTERNAL, BACKWARD, COST, FAULTS, FORWARD,
+                         KERNEL, OPTIMIZER, ORIGIN, PHASES, PLAN_BUILD, ROOF, SAVED_TRAFFIC,
+                         SHAPES, TIME, UNPRICED)
 from fxroof.memory import MemoryReport
 from fxroof.models import build_model, reparameterized
 from fxroof.units import dtype_name
@@ -103,6 +103,7 @@ def node_record(node: fx.Node) -> dict:
         "op": node.target.overloadpacket.__name__, "layer_type": origin.layer_type,
         "module": origin.module, "forward_node": origin.forward_node,
         "accumulates": node.meta.get(ACCUMULATES, False),
+        "autocast_internal": node.meta.get(AUTOCAST_INTERNAL, False),
         "plan_build": node.meta.get(PLAN_BUILD, False),
         "shape": shape, "dtype": dtype, "layout": _layout(node),
         "flops": cost.flops, "macs": cost.macs,

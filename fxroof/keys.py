@@ -1,6 +1,7 @@
 """The names of what each pass writes, in one place: phases and ``node.meta`` keys.
 
-capture writes ORIGIN, SHAPES (every call node), ACCUMULATES (backward call nodes) and INPUT
+capture writes ORIGIN, SHAPES (every call node), ACCUMULATES (backward call nodes),
+AUTOCAST_INTERNAL (the ops CUDA's autocast issues inside another's kernel) and INPUT
 (placeholders), and in a GPU's decode step PLAN_BUILD (fxroof.plan_builds); the cost pass
 writes COST; the page-fault pass FAULTS; the memory pass SAVED_TRAFFIC; the timing pass
 TIME; the roofline pass ROOF. Later passes read what earlier ones wrote, the way torch.fx's
@@ -11,6 +12,7 @@ PHASES = (FORWARD, BACKWARD, OPTIMIZER)  # a training step's order
 
 ORIGIN = "fxroof.origin"  # capture: Origin(phase, module, layer_type, forward_node)
 ACCUMULATES = "fxroof.accumulates"  # capture, backward: the engine summing two paths' gradients
+AUTOCAST_INTERNAL = "fxroof.autocast_internal"  # capture: a cast CUDA's autocast makes from C++
 PLAN_BUILD = "fxroof.plan_build"  # decode step: a cuDNN attention call that builds its plan
 SHAPES = "fxroof.shapes"  # capture: TensorMeta of the outputs at the time of the call
 INPUT = "fxroof.input"    # capture, placeholders: InputKind(kind, label)

@@ -40,8 +40,8 @@ from fxroof import calibration as cal, hidden_bytes, launch_geometry, op_classes
 from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
-from fxroof.pipeline import (ACCUMULATION_HOST_SHARE, AUTOGRAD_HOST_FACTOR, CUDNN_PLAN_BUILD_S,
-                             HOST_BAND, KERNEL_FLOOR_S, pipelined_s)
+from fxroof.pipeline import (ACCUMULATION_HOST_SHARE, AUTOCAST_HOST_SHARE, AUTOGRAD_HOST_FACTOR,
+                             CUDNN_PLAN_BUILD_S, HOST_BAND, KERNEL_FLOOR_S, pipelined_s)
 from fxroof.units import itemsize, peak_key
 
 ROOFS = ("calibrated", "ideal")
@@ -417,13 +417,24 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
     if chip.cls == "gpu" and key in HALF_PRECISION_KEYS and op_class in op_classes.MATRIX_CLASSES:
         high *= HALF_PRECISION_BAND_WIDENING
     roof_s = max(record["flops"] / bounds.peak, record["bytes"] / chip.bandwidth)
-    host = params.t0 * (ACCUMULATION_HOST_SHARE if record.get("accumulates") else 1.0)
+    host = params.t0 * _host_share(record, chip)
     if chip.cls == "gpu" and record.get("plan_build"):  # the host builds, then launches
         expected += CUDNN_PLAN_BUILD_S
         host += CUDNN_PLAN_BUILD_S
     return NodeTime(ideal, expected, expected * low, expected * high, "calibrated", host,
                     float(cal.fault_seconds(params, fresh, layout_fresh)), device,
                     _host_band(chip), roof_s, kernel - fitted, device - kernel)
+
+
+def _host_share(record: dict, chip: Chip) -> float:
+    """A node's host cost over its class's t0 (fitted on ops Python issues): less for an op
+    issued from C++ inside another -- the autograd engine's gradient sums and, on a GPU, the
+    casts CUDA's autocast makes in an op's kernel (fxroof.pipeline gives each share)."""
+    if record.get("accumulates"):
+        return ACCUMULATION_HOST_SHARE
+    if chip.cls == "gpu" and record.get("autocast_internal"):
+        return AUTOCAST_HOST_SHARE
+    return 1.0
 
 
 def _compute_rate(record: dict, chip: Chip, op_class: str,

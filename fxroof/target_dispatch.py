@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import warnings
 
 import torch
@@ -163,9 +164,10 @@ def _half_rnn_operands(x, params, h0, c0):
     an autograd view: the copies carry the weights' gradients back in a training step, and
     the buffer itself never requires grad (_cudnn_rnn takes none through weight_buf)."""
     half = torch.float16
-    weight_buf = torch.zeros(sum(p.numel() for p in params), dtype=half)
-    weights = [torch.empty(p.shape, dtype=half).copy_(p) for p in params]
-    cast = (lambda t: t.to(half) if _eligible(t) and t.dtype != half else t)
+    with _autocast_internal():  # one C++ kernel's work, all of it
+        weight_buf = torch.zeros(sum(p.numel() for p in params), dtype=half)
+        weights = [torch.empty(p.shape, dtype=half).copy_(p) for p in params]
+    cast = (lambda t: _cast(t, half) if _eligible(t) and t.dtype != half else t)
     return cast(x), weights, cast(h0), cast(c0) if c0 is not None else None, weight_buf
 
 
@@ -257,6 +259,27 @@ def _eligible(x) -> bool:
     return isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.float64
 
 
+_inside_autocast = threading.local()
+
+
+@contextlib.contextmanager
+def _autocast_internal():
+    """Marks the ops dispatched inside as autocast's own (autocast_internal)."""
+    before = getattr(_inside_autocast, "active", False)
+    _inside_autocast.active = True
+    try:
+        yield
+    finally:
+        _inside_autocast.active = before
+
+
+def autocast_internal() -> bool:
+    """Whether the op being dispatched is one CUDA's autocast issues inside another op's
+    kernel -- a cast of its operands, from C++ -- not one the model's Python calls: the
+    host spends a fraction of an op on it (pipeline.AUTOCAST_HOST_SHARE)."""
+    return getattr(_inside_autocast, "active", False)
+
+
 class _Casts:
     """cached_cast: casts an eligible tensor, and casts each weight (a leaf that requires
     grad) once per autocast region."""
@@ -270,8 +293,13 @@ class _Casts:
         if x.is_leaf and x.requires_grad:
             hit = self.cache.get(id(x))
             if hit is None or hit[0] is not x or hit[1].dtype != dtype:
-                hit = self.cache[id(x)] = (x, x.to(dtype))
+                hit = self.cache[id(x)] = (x, _cast(x, dtype))
             return hit[1]
+        return _cast(x, dtype)
+
+
+def _cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    with _autocast_internal():
         return x.to(dtype)
 
 

@@ -536,6 +536,25 @@ def test_the_engines_gradient_sums_cost_the_host_a_share_of_an_op_by_hand():
     assert step["predicted_s"] == pytest.approx((1 + share) * factor * p.t0 + kernel)
 
 
+def test_an_autocast_cast_costs_the_host_a_share_of_an_op_on_a_gpu():
+    """A cast CUDA's autocast makes inside another op's kernel (``autocast_internal``)
+    costs a GPU's host AUTOCAST_HOST_SHARE t0 of its class, a cast the model calls the whole
+    t0; the kernel and the node's time alone are the same. On a CPU the share does not
+    apply (its fixed costs are the measured host's own)."""
+    t4 = load_chips()["t4"]
+    p = cal.load().params("t4", "gpu", "copy")
+    cast = {"op": "_to_copy", "op_class": "memory", "rule": "copy", "dtype": "float16",
+            "flops": 0, "bytes": 6144, "phase": "forward", "shape": [1024]}
+    inside = {**cast, "autocast_internal": True}
+    share = pipeline.AUTOCAST_HOST_SHARE
+    assert 0 < share < 1
+    called, made = roofline.node_time(cast, t4), roofline.node_time(inside, t4)
+    assert called.host_s == pytest.approx(p.t0) and made.host_s == pytest.approx(share * p.t0)
+    assert (made.predicted_s, made.kernel_s) == (called.predicted_s, called.kernel_s)
+    xeon = load_chips()["xeon_w9_3495x"]
+    assert roofline.node_time(inside, xeon).host_s == roofline.node_time(cast, xeon).host_s
+
+
 def test_an_allocation_launches_nothing_on_a_gpu():
     """A CNN's eval batch norm records an empty reserve tensor beside its kernel: on a GPU
     the caching allocator hands out a block and no kernel runs, so the step is its kernel

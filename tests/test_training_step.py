@@ -164,6 +164,27 @@ def test_cuda_autocast_policy_on_a_small_model():
     assert g.model.dtype == "float32" and g.model.amp == "fp16"
 
 
+def test_the_casts_cuda_autocast_makes_are_marked_and_the_models_own_are_not():
+    """autocast_internal marks the casts autocast makes inside an op's kernel (C++: a
+    fraction of a Python op's host cost, pipeline.AUTOCAST_HOST_SHARE), not a cast the
+    model's forward calls itself, nor any op of a step without autocast."""
+    class Casting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(IN, OUT)
+
+        def forward(self, x):
+            return self.fc(x).to(torch.float32) * 2  # the model's own cast, to fp32
+
+    g = fxroof.analyze(Casting(), torch.randn(BATCH, IN), device="cuda", amp="fp16")
+    casts = [(r["dtype"], r["autocast_internal"]) for r in g.records() if r["op"] == "_to_copy"]
+    # autocast's: x, the weight and the bias to fp16; the model's: the product back to fp32
+    assert sorted(casts) == [("float16", True)] * 3 + [("float32", False)]
+    assert not [r for r in g.records() if r["autocast_internal"] and r["op"] != "_to_copy"]
+    plain = fxroof.analyze(Casting(), torch.randn(BATCH, IN), device="cuda")
+    assert not any(r["autocast_internal"] for r in plain.records())
+
+
 def test_our_cuda_policy_lists_the_ops_cuda_autocast_registers():
     """Every op with an AutocastCUDA kernel in this torch build has a policy here, bar the
     banned binary_cross_entropy, cuDNN's RNN (TargetDispatch._rnn casts as its kernel does)
