@@ -103,6 +103,18 @@ def parsed_output_arguments(doc: str, argv=None, inputs: tuple = ()):
     return args
 
 
+def timm_missing(script: str) -> bool:
+    """Whether timm (an optional extra) is absent, saying so for ``script``: a script that
+    compares against timm's models then has nothing to compare, and ends without error."""
+    try:
+        import timm  # noqa: F401
+    except ImportError:
+        print(f"{script}: timm is not installed (pip install 'fxroof[timm]'): nothing to "
+              "compare", file=sys.stderr)
+        return True
+    return False
+
+
 def checked_chip(args):
     """The chip ``--chip`` names (with ``--chips-file``'s), once ``--json`` is known to be
     writable: a script refuses a path it may not write before its work, not after."""

@@ -46,7 +46,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import parsed_output_arguments, script_main  # noqa: E402
+from benchmarks import parsed_output_arguments, script_main, timm_missing  # noqa: E402
 from benchmarks.bench_public_gpu import summary  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
@@ -237,11 +237,7 @@ def points() -> list[dict]:
 
 def main(argv=None) -> int:
     args = parsed_output_arguments(__doc__, argv)
-    try:
-        import timm  # noqa: F401 -- an optional extra
-    except ImportError:
-        print("bench_public_timm: timm is not installed (pip install 'fxroof[timm]'): "
-              "nothing to compare", file=sys.stderr)
+    if timm_missing("bench_public_timm"):
         return 0
     found = points()
     for p in found:

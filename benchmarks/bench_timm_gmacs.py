@@ -29,7 +29,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import parsed_output_arguments, script_main  # noqa: E402
+from benchmarks import parsed_output_arguments, script_main, timm_missing  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
 
@@ -109,11 +109,7 @@ def point(model: str, size: int, timm_gmacs: float) -> dict:
 
 def main(argv=None) -> int:
     args = parsed_output_arguments(__doc__, argv)
-    try:
-        import timm  # noqa: F401 -- an optional extra
-    except ImportError:
-        print("bench_timm_gmacs: timm is not installed (pip install 'fxroof[timm]'): "
-              "nothing to compare", file=sys.stderr)
+    if timm_missing("bench_timm_gmacs"):
         return 0
     found = [point(*row) for row in TIMM_GMACS]
     for p in found:
