@@ -99,7 +99,7 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
                        memory_report(capture),
                        _source(module, spec, fake_inputs, hf_config, reparameterize))
     return _compiled(g, module, spec, fake_inputs, mode, dtype, freeze,
-                     memory_format) if compiled else g
+                     memory_format, target, _chip(chip)) if compiled else g
 
 
 def _module(model, spec: Optional[str], hf_config, reparameterize: bool):
@@ -154,24 +154,32 @@ def _source(module, spec, fake_inputs, hf_config, reparameterize: bool) -> Sourc
 
 
 def _compiled(eager, module, spec, fake_inputs, mode, dtype, freeze: bool,
-              memory_format: Optional[str] = None) -> AnnotatedGraph:
+              memory_format: Optional[str] = None, target: Optional[Target] = None,
+              chip=None) -> AnnotatedGraph:
     """The compiled view of an analysis, lowered from a copy of the model with real weights
     (Dynamo runs each region once to find it; Inductor's kernels are scheduled, not run),
     its inputs laid out as the analysed ones (Inductor lays its kernels out from its inputs'
     strides: a channels-last map is pooled along its channels, an NCHW one along its rows)
-    and its weights channels-last where the analysis asked for that memory format."""
+    and its weights channels-last where the analysis asked for that memory format. For a
+    CUDA target the regions are found on the CPU without computing them and lowered for the
+    chip (fxroof.gpu_lowering), under the target's autocast where ``amp`` asks for one."""
     step = [f"--{flag} ({value})" for flag, value in (("loss", eager.model.loss),
-            ("optimizer", eager.model.optimizer), ("amp", eager.model.amp)) if value]
+            ("optimizer", eager.model.optimizer)) if value]
     if step:
         raise UsageError(f"The compiled view lowers the model's own step, and {', '.join(step)} "
-                         "adds what Inductor is not given here (a loss, an optimizer, "
-                         "autocast). Analyse the compiled view without them, or the whole "
-                         "training step without --compiled.")
-    if eager.model.device != "cpu":
-        raise UsageError(f"The compiled view lowers for the CPU only (device="
-                         f"'{eager.model.device}'): Inductor's CUDA path needs a GPU to choose "
-                         "kernels. "
-                         "Analyse with device='cpu', or without compiled=True.")
+                         "adds what Inductor is not given here (a loss, an optimizer). "
+                         "Analyse the compiled view without them, or the whole training step "
+                         "without --compiled.")
+    gpu = target is not None and target.is_cuda
+    if gpu and eager.model.backward:
+        raise UsageError("The compiled view of a CUDA target lowers inference only: tracing "
+                         "the backward on CUDA tensors needs autograd's CUDA engine, which "
+                         "needs a GPU. Analyse the compiled view without --backward, or the "
+                         "eager training step without --compiled.")
+    if gpu and freeze:
+        raise UsageError("--freeze is Inductor's CPU inference recipe (weights prepacked for "
+                         "oneDNN); the compiled view of a CUDA target lowers without it. Drop "
+                         "--freeze, or analyse with device='cpu'.")
     if spec is not None or any(t.is_meta for t in (*module.parameters(), *module.buffers())):
         if spec is None:
             raise FxroofError("The model's weights are on the meta device, and the compiled "
@@ -186,10 +194,11 @@ def _compiled(eager, module, spec, fake_inputs, mode, dtype, freeze: bool,
         module = module.to(memory_format=torch.channels_last)
     args, kwargs = pytree.tree_map_only(torch.Tensor, _real_like, fake_inputs)
     # deferred: the compiled view imports Inductor, about 2 s of every command's start
-    from fxroof.compiled import compiled_view
+    from fxroof.compiled import Lowering, compiled_view
+    lowering = Lowering.of(target, chip, eager.model.amp)
     with preserved(module), silenced():
         set_mode(module, mode == "train")
-        return compiled_view(eager, module, args, kwargs, freeze)
+        return compiled_view(eager, module, args, kwargs, freeze, lowering)
 
 
 def _real_like(t: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,7 @@ C++/Triton code itself. Memory (peak, activations) is the eager analysis's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from typing import Optional
 
@@ -49,8 +50,9 @@ from torch._inductor import graph as inductor_graph
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor.compile_fx import compile_fx
 from torch._inductor.dependencies import MemoryDep, extract_read_writes
+from torch.utils import _pytree as pytree
 
-from fxroof import hidden_bytes
+from fxroof import gpu_lowering, hidden_bytes
 from fxroof.op_classes import GENERATED_RULE, TRANSPOSING_VARIANT, UNVECTORISED_VARIANT
 from fxroof.capture import Capture, Origin
 from fxroof.compile_backend import annotate_region, module_scope
@@ -61,10 +63,14 @@ from fxroof.inductor_memory import kernel_buffers, owned_faults, plan_events
 from fxroof.kernel import Kernel
 from fxroof.keys import BACKWARD, COST, FAULTS, FORWARD, KERNEL, ORIGIN, SHAPES, UNPRICED
 from fxroof.scope import op_family
-from fxroof.target import CACHING, GLIBC
+from fxroof.target import CACHING, GLIBC, Target
+from fxroof.target_dispatch import TargetDispatch
 import op_costs
 import op_costs.inductor_prims  # noqa: F401  (the rules of the prims Inductor emits)
 from op_costs import DEFAULT_RULE, MATRIX, Estimate, TensorMeta
+
+
+AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 class _Probe:
@@ -223,13 +229,71 @@ def _ir_call(ir) -> Optional[tuple]:
         return None
 
 
-def _regions(module: torch.nn.Module, args, kwargs, train: bool) -> list:
-    """Dynamo's regions of the model: (graph module, example inputs) per graph break."""
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """What Inductor lowers for: the CPU (``gpu`` None) or a CUDA chip's facts, under the
+    target's autocast (``amp``: "fp16" | "bf16") or none."""
+    gpu: Optional[gpu_lowering.DeviceFacts] = None
+    amp: Optional[str] = None
+    target: Optional[Target] = None
+
+    @classmethod
+    def of(cls, target: Optional[Target] = None, chip=None,
+           amp: Optional[str] = None) -> "Lowering":
+        if target is None or not target.is_cuda:
+            return cls(None, amp, target)
+        gpu_lowering.require_triton()
+        return cls(gpu_lowering.DeviceFacts.of(target.capability, chip), amp, target)
+
+    @property
+    def device_type(self) -> str:
+        return "cuda" if self.gpu is not None else "cpu"
+
+    @contextlib.contextmanager
+    def active(self):
+        """Inductor's device questions answered for a CUDA target, and the target's autocast
+        around the lowering (AOTAutograd traces the casts it makes into the graph)."""
+        with contextlib.ExitStack() as stack:
+            if self.gpu is not None:
+                stack.enter_context(gpu_lowering.answering(self.gpu))
+                # the attention backend CUDA would pick for the operands, as in the capture:
+                # with no device to ask, the fake tensors' own choice is the math backend
+                stack.enter_context(TargetDispatch(self.target))
+            if self.amp and self.gpu is not None:
+                stack.enter_context(gpu_lowering.cuda_autocast(AMP_DTYPES[self.amp]))
+            elif self.amp:
+                stack.enter_context(torch.autocast("cpu", AMP_DTYPES[self.amp]))
+            yield
+
+
+def _outputs_unrun(gm: fx.GraphModule):
+    """A stand-in for a region's code that returns zeros of its outputs' shapes, dtypes and
+    strides (Dynamo's example values) without computing them: what the model's Python after
+    a graph break needs to go on to the next region."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+
+    def blank(value):
+        example = value.meta.get("example_value") if isinstance(value, fx.Node) else value
+        if not isinstance(example, torch.Tensor):
+            return example
+        return torch.empty_strided(tuple(example.shape), tuple(example.stride()),
+                                   dtype=example.dtype, device="cpu").zero_()
+
+    def run(*args, **kwargs):
+        return pytree.tree_map(blank, output.args[0])
+    return run
+
+
+def _regions(module: torch.nn.Module, args, kwargs, train: bool, run: bool = True) -> list:
+    """Dynamo's regions of the model: (graph module, example inputs) per graph break. Each
+    region's graph runs once on the inputs (``run``), or returns zeros of its outputs' shapes
+    in place of computing them (a CUDA target's model found on the CPU: at a GPU's batch and
+    in a GPU's dtype, running it here would take minutes for nothing)."""
     regions = []
 
     def collect(gm, example_inputs):
         regions.append((gm, example_inputs))
-        return gm.forward
+        return gm.forward if run else _outputs_unrun(gm)
 
     torch._dynamo.reset()
     with torch.set_grad_enabled(train):
@@ -239,14 +303,18 @@ def _regions(module: torch.nn.Module, args, kwargs, train: bool) -> list:
 
 
 def schedule(module: torch.nn.Module, args, kwargs, train: bool,
-             freeze: bool = False) -> list[dict]:
+             freeze: bool = False, lowering: Lowering = Lowering()) -> list[dict]:
     """Lower and schedule every region with Inductor: per region, {phase: (post-grad graph
     module, kernels)}, forward first."""
     regions, probe = [], _Probe()
     with probe.attached(freeze), torch.set_grad_enabled(train):
-        for gm, example_inputs in _regions(module, args, kwargs, train):
+        found = _regions(module, args, kwargs, train, run=lowering.gpu is None)
+        for gm, example_inputs in found:
+            if lowering.gpu is not None:
+                gm, example_inputs = gpu_lowering.to_cuda(gm, example_inputs)
             start = len(probe.lowered)
-            compile_fx(gm, example_inputs)
+            with lowering.active():
+                compile_fx(gm, example_inputs)
             regions.append({phase: (lowered, kernels) for (phase, lowered), kernels in zip(
                 probe.lowered[start:], probe.kernels[start:], strict=True)})
     return regions
@@ -439,12 +507,12 @@ def _scratch(node) -> list[int]:
 
 
 def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
-                  freeze: bool = False) -> AnnotatedGraph:
+                  freeze: bool = False, lowering: Lowering = Lowering()) -> AnnotatedGraph:
     """The compiled view of an analysis: kernels as nodes, with the eager one's model info
     (``model.view`` = "compiled", ``model.frozen``) and memory report. ``freeze``: compiled
     with Inductor's freezing (inference only)."""
     try:
-        regions = schedule(module, args, kwargs, eager.model.backward, freeze)
+        regions = schedule(module, args, kwargs, eager.model.backward, freeze, lowering)
     except FxroofError:
         raise
     except Exception as e:  # Dynamo or Inductor refused the model

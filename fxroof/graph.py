@@ -274,7 +274,8 @@ class AnnotatedGraph:
                      f"{len(self.nodes())} kernels; bytes are each kernel's buffers",
                      render.layout_copies_line(self.layout_copy_bytes(),
                                                self.totals()["overall"]["bytes"],
-                                               convolves and not self.model.frozen)]
+                                               convolves and not self.model.frozen,
+                                               self.model.device)]
             return "\n".join(line for line in lines if line)
         return "\n".join([render.totals_lines(self.totals(), macs),
                           render.memory_lines(self.memory.as_dict()),

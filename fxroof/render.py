@@ -72,18 +72,22 @@ def memory_lines(memory: dict) -> str:
     return "   memory: " + ", ".join(parts)
 
 
-def layout_copies_line(copy_bytes: int, total_bytes: int, weights_each_call: bool) -> str:
+def layout_copies_line(copy_bytes: int, total_bytes: int, weights_each_call: bool,
+                       device: str = "cpu") -> str:
     """What a compiled view's layout copies (kernels that compute nothing) add to its bytes;
-    ``weights_each_call``: unfrozen with convolutions on a CPU, where Inductor converts every
-    convolution weight on every call."""
+    ``weights_each_call``: unfrozen with convolutions, where Inductor converts every
+    convolution weight on every call (on a CPU, to oneDNN's layout; on CUDA, channels-last)."""
     if not copy_bytes:
         return ""
     line = (f"   copies: {si(copy_bytes, 'B')} of the {si(total_bytes, 'B')} are layout copies "
             "(kernels that only lay a tensor out anew")
     if not weights_each_call:
         return line + ")"
-    return line + ("; unfrozen, every convolution weight is converted to channels-last on "
-                   "every call: --freeze converts the weights once, at compile time)")
+    line += "; unfrozen, every convolution weight is converted to channels-last on every call"
+    if device == "cuda":  # fxroof's --freeze is the CPU's recipe (fxroof.analysis)
+        return line + ": Inductor's freezing, torch._inductor.config.freezing, converts them " \
+            "once, at compile time, and --memory-format channels_last never)"
+    return line + ": --freeze converts the weights once, at compile time)"
 
 
 def coverage_line(coverage: dict) -> str:

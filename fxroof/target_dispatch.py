@@ -78,16 +78,19 @@ class TargetDispatch(TorchFunctionMode):
     # ---- scaled_dot_product_attention ---------------------------------------------------
     def _attention(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
-        if torch.is_autocast_enabled("cpu"):  # the CUDA policy (cuda_autocast) is running
+        # CUDA's policy on the CPU tensors of a capture (cuda_autocast), or CUDA's own autocast
+        # on the fake CUDA tensors of a compiled view's lowering (fxroof.gpu_lowering)
+        device = next((d for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)), None)
+        if device is not None:
             # scaled_dot_product_attention is on CUDA's lower-precision list: autocast casts
             # q, k, v (and a float mask) before CUDA chooses a backend, so it chooses on
             # those; then it runs the op with autocast excluded (autocast_mode.h's
             # WrapFunction_), so that the math backend's products run in the fp32 it casts
             # its operands up to (attention.cpp: "Keep query, key, value in high precision")
-            lower = torch.get_autocast_dtype("cpu")
+            lower = torch.get_autocast_dtype(device)
             q, k, v, attn_mask = (t.to(lower) if _eligible(t) and t.dtype != lower else t
                                   for t in (q, k, v, attn_mask))
-            with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
+            with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST[device]):
                 return self._attention_backend(q, k, v, attn_mask, dropout_p, is_causal,
                                                scale, enable_gqa)
         return self._attention_backend(q, k, v, attn_mask, dropout_p, is_causal, scale,
@@ -303,7 +306,8 @@ def _cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return x.to(dtype)
 
 
-_NO_AUTOCAST = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+_NO_AUTOCAST = {"cpu": torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU),
+                "cuda": torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCUDA)}
 
 
 def _policy_kernel(op, policy: str, lower: torch.dtype, casts: _Casts):
@@ -311,7 +315,7 @@ def _policy_kernel(op, policy: str, lower: torch.dtype, casts: _Casts):
                        None)
 
     def kernel(*args, **kwargs):
-        with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
+        with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST["cpu"]):
             if policy == "fp32_set_opt_dtype":
                 given = kwargs.get("dtype", args[dtype_index] if dtype_index is not None
                                    and dtype_index < len(args) else None)
@@ -343,7 +347,7 @@ def _passthrough(op):
     def kernel(*args, **kwargs):
         if composite:
             return op.decompose(*args, **kwargs)
-        with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST):
+        with torch._C._ExcludeDispatchKeyGuard(_NO_AUTOCAST["cpu"]):
             return op(*args, **kwargs)
     return kernel
 

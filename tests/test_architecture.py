@@ -46,7 +46,8 @@ LAYERS = [
     # the canonical artefact: plain data and views, with one-line conveniences over the above
     {"fxroof.graph"},
     {"fxroof.page_faults", "fxroof.inductor_memory"},
-    {"fxroof.compile_backend"},
+    # what Inductor lowers: a region's annotation, and a CUDA target's device answered
+    {"fxroof.compile_backend", "fxroof.gpu_lowering"},
     {"fxroof.compiled"},
     {"fxroof.analysis"},
     {"fxroof.recording", "fxroof.measured"},

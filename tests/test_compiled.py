@@ -280,11 +280,6 @@ def test_the_summary_says_what_layout_copies_add_and_what_freezing_saves():
     assert "copies:" not in chain  # nothing laid out anew, no line
 
 
-def test_a_cuda_target_is_refused_with_the_reason():
-    with pytest.raises(UsageError, match="CPU only"):
-        fxroof.analyze(Chain(), torch.randn(4, 4), compiled=True, device="cuda")
-
-
 # ---- frozen (torch._inductor.config.freezing): prepacked oneDNN / MKL calls ---------------
 
 def test_frozen_conv_bn_relu_is_one_prepacked_call_with_the_norm_folded_in():

@@ -1,0 +1,169 @@
+"""The compiled view of a CUDA target (fxroof.compiled with fxroof.gpu_lowering): Inductor's
+CUDA lowering read on a machine with no GPU, checked on programs whose kernels and traffic
+can be written down by hand."""
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import fxroof
+from fxroof import gpu_lowering
+from fxroof.chips import get_chip
+from fxroof.errors import FxroofError, UsageError
+
+
+class ConvBnRelu(nn.Sequential):
+    def __init__(self):
+        super().__init__(nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+                         nn.ReLU())
+
+
+def test_conv_bn_relu_is_lowered_for_the_gpu_with_channels_last_convolutions():
+    """Inductor's CUDA layout optimisation runs the convolution channels-last: the NCHW input
+    and the weight are copied channels-last (each read and written once), the convolution
+    is cuDNN's (extern), and the batch norm and ReLU are one generated kernel that reads
+    the convolution's output and the four per-channel vectors and writes the NCHW result."""
+    batch, c_in, c_out, size = 2, 8, 16, 12
+    x = torch.randn(batch, c_in, size, size)
+    g = fxroof.analyze(ConvBnRelu().eval(), x, compiled=True, device="cuda", chip="rtx_4090")
+    assert (g.model.view, g.model.device) == ("compiled", "cuda")
+    records = g.records()
+    x_bytes, w_bytes, out_bytes = 4 * x.numel(), 4 * c_out * c_in * 9, 4 * batch * c_out * 144
+    copies = sorted((r["bytes_read"], r["bytes_written"]) for r in records
+                    if r["op"] == "copy")
+    assert copies == [(w_bytes, w_bytes), (x_bytes, x_bytes)]
+    (conv,) = [r for r in records if r["op"] == "convolution"]
+    assert conv["layout"] == "channels_last" and conv["rule"] == "inductor extern[convolution]"
+    assert (conv["bytes_read"], conv["bytes_written"]) == (x_bytes + w_bytes, out_bytes)
+    assert conv["flops"] == 2 * c_in * 9 * batch * c_out * 144
+    (epilogue,) = [r for r in records if "relu" in r["fused_nodes"]]
+    assert (epilogue["bytes_read"], epilogue["bytes_written"]) == \
+        (out_bytes + 4 * 4 * c_out, out_bytes)
+
+
+class Linear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_autocast_casts_the_operands_and_runs_the_product_in_half_precision():
+    """CUDA's FP16 autocast around the lowering: x (16 x 64), the weight (32 x 64) and the
+    bias (32) each cast by a kernel of their own (fp32 read, fp16 written), the addmm
+    reading the three in fp16 and writing its 16 x 32 result in fp16."""
+    g = fxroof.analyze(Linear(), torch.randn(16, 64), compiled=True, device="cuda",
+                       chip="rtx_4090", amp="fp16")
+    records = g.records()
+    casts = sorted((r["bytes_read"], r["bytes_written"]) for r in records
+                   if r["op"] == "fused_convert_element_type")
+    assert casts == [(4 * 32, 2 * 32), (4 * 16 * 64, 2 * 16 * 64), (4 * 32 * 64, 2 * 32 * 64)]
+    (addmm,) = [r for r in records if r["op"] == "addmm"]
+    assert addmm["dtype"] == "float16"
+    assert (addmm["bytes_read"], addmm["bytes_written"]) == \
+        (2 * (16 * 64 + 32 * 64 + 32), 2 * 16 * 32)
+    assert addmm["flops"] == 2 * 16 * 64 * 32 + 16 * 32  # products and the bias add
+
+
+class Attention(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize("chip, backend", [
+    ("rtx_4090", "_scaled_dot_product_flash_attention"),       # sm89: flash takes fp16
+    ("t4", "_scaled_dot_product_efficient_attention")])        # sm75: flash needs sm80
+def test_attention_takes_the_backend_cuda_picks_on_the_target(chip, backend):
+    q, k, v = (torch.randn(2, 4, 16, 64) for _ in range(3))
+    g = fxroof.analyze(Attention(), q, k, v, compiled=True, device="cuda", chip=chip,
+                       amp="fp16")
+    (attention,) = [r for r in g.records() if r["op_class"] == "matrix"]
+    assert attention["op"] == backend
+
+
+def test_the_device_is_answered_from_the_chip_and_only_while_lowering():
+    chip = get_chip("rtx_4090")
+    facts = gpu_lowering.DeviceFacts.of(chip.compute_capability, chip)
+    original = torch.cuda.get_device_properties
+    with gpu_lowering.answering(facts):
+        properties = torch.cuda.get_device_properties(0)
+        assert properties.multi_processor_count == chip.multiprocessors == 128
+        assert torch.cuda.get_device_capability() == (8, 9)
+    assert torch.cuda.get_device_properties is original
+    from torch._inductor.runtime.hints import DeviceProperties
+    assert DeviceProperties.create.cache_info().currsize == 0  # no chip's answers kept
+
+
+def test_a_target_naming_no_chip_is_lowered_as_an_a100_would_be():
+    facts = gpu_lowering.DeviceFacts.of((8, 0))
+    assert (facts.major, facts.minor, facts.multi_processor_count) == (8, 0, 108)
+
+
+counted = []
+
+
+@torch.library.custom_op("fxroof_test::counted", mutates_args=())
+def _counted(x: torch.Tensor) -> torch.Tensor:
+    counted.append(x.shape)
+    return x.clone()
+
+
+@_counted.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class Counting(nn.Module):
+    def forward(self, x):
+        return torch.ops.fxroof_test.counted(x.relu())
+
+
+def test_the_regions_of_a_cuda_target_are_found_without_running_the_model():
+    """Dynamo runs a CPU target's regions once to find them; a CUDA target's are found by
+    shape alone (at a GPU's batch and dtype the CPU run would take minutes for nothing)."""
+    x = torch.randn(4, 8)
+    counted.clear()
+    fxroof.analyze(Counting(), x, compiled=True)
+    assert counted == [torch.Size([4, 8])]
+    counted.clear()
+    g = fxroof.analyze(Counting(), x, compiled=True, device="cuda")
+    assert counted == [] and g.model.device == "cuda"
+
+
+def test_a_training_step_or_freezing_on_a_cuda_target_is_refused_with_the_reason():
+    with pytest.raises(UsageError, match="inference only.*--backward"):
+        fxroof.analyze(Linear(), torch.randn(4, 64), compiled=True, device="cuda",
+                       backward=True)
+    with pytest.raises(UsageError, match="--freeze is Inductor's CPU"):
+        fxroof.analyze(Linear().eval(), torch.randn(4, 64), compiled=True, device="cuda",
+                       freeze=True)
+
+
+def test_without_triton_the_answer_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(gpu_lowering, "has_triton_package", lambda: False)
+    with pytest.raises(FxroofError, match="needs Triton.*pip install triton"):
+        fxroof.analyze(Linear(), torch.randn(4, 64), compiled=True, device="cuda")
+
+
+def test_the_summary_of_a_cuda_view_names_inductors_freezing_not_the_cpus():
+    g = fxroof.analyze(ConvBnRelu().eval(), torch.randn(2, 8, 12, 12), compiled=True,
+                       device="cuda")
+    summary = g.summary()
+    assert "torch._inductor.config.freezing" in summary
+    assert "--freeze converts" not in summary
+
+
+def test_a_compiled_step_is_predicted_faster_than_the_eager_one_it_fuses():
+    """resnet18 at batch 64 on an RTX 4090, fp16: eager runs every batch norm, ReLU and
+    residual add as a kernel of its own over NCHW maps cuDNN transposes; the compiled view
+    has a kernel per epilogue over channels-last maps. Same chip, same rates: fewer bytes."""
+    chip = get_chip("rtx_4090")
+    eager = fxroof.analyze("resnet18", batch=64, device="cuda", chip=chip, amp="fp16")
+    compiled = fxroof.analyze("resnet18", batch=64, device="cuda", chip=chip, amp="fp16",
+                              compiled=True)
+    assert compiled.totals()["overall"]["bytes"] < eager.totals()["overall"]["bytes"]
+    assert compiled.totals()["overall"]["flops"] == pytest.approx(
+        eager.totals()["overall"]["flops"], rel=0.01)
+    assert len(compiled.records()) < len(eager.records())
