@@ -167,3 +167,13 @@ def test_a_compiled_step_is_predicted_faster_than_the_eager_one_it_fuses():
     assert compiled.totals()["overall"]["flops"] == pytest.approx(
         eager.totals()["overall"]["flops"], rel=0.01)
     assert len(compiled.records()) < len(eager.records())
+
+
+def test_a_cpu_targets_compiled_view_takes_autocast_too():
+    """--amp with --compiled on the CPU: the lowering runs under CPU autocast (bf16), so the
+    product reads bf16 operands and writes a bf16 result."""
+    g = fxroof.analyze(Linear(), torch.randn(16, 64), compiled=True, amp="bf16")
+    (addmm,) = [r for r in g.records() if r["op"] == "addmm"]
+    assert addmm["dtype"] == "bfloat16"
+    assert (addmm["bytes_read"], addmm["bytes_written"]) == \
+        (2 * (16 * 64 + 32 * 64 + 32), 2 * 16 * 32)
