@@ -171,11 +171,6 @@ def _compiled(eager, module, spec, fake_inputs, mode, dtype, freeze: bool,
                          "Analyse the compiled view without them, or the whole training step "
                          "without --compiled.")
     gpu = target is not None and target.is_cuda
-    if gpu and eager.model.backward:
-        raise UsageError("The compiled view of a CUDA target lowers inference only: tracing "
-                         "the backward on CUDA tensors needs autograd's CUDA engine, which "
-                         "needs a GPU. Analyse the compiled view without --backward, or the "
-                         "eager training step without --compiled.")
     if gpu and freeze:
         raise UsageError("--freeze is Inductor's CPU inference recipe (weights prepacked for "
                          "oneDNN); the compiled view of a CUDA target lowers without it. Drop "

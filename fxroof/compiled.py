@@ -48,7 +48,7 @@ from torch._functorch import config as functorch_config
 from torch._inductor import config as inductor_config
 from torch._inductor import graph as inductor_graph
 from torch._inductor import scheduler as inductor_scheduler
-from torch._inductor.compile_fx import compile_fx
+from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from torch._inductor.dependencies import MemoryDep, extract_read_writes
 from torch.utils import _pytree as pytree
 
@@ -64,7 +64,7 @@ from fxroof.kernel import Kernel
 from fxroof.keys import BACKWARD, COST, FAULTS, FORWARD, KERNEL, ORIGIN, SHAPES, UNPRICED
 from fxroof.scope import op_family
 from fxroof.target import CACHING, GLIBC, Target
-from fxroof.target_dispatch import TargetDispatch
+from fxroof.target_dispatch import TargetDispatch, cuda_autocast
 import op_costs
 import op_costs.inductor_prims  # noqa: F401  (the rules of the prims Inductor emits)
 from op_costs import DEFAULT_RULE, MATRIX, Estimate, TensorMeta
@@ -265,6 +265,28 @@ class Lowering:
                 stack.enter_context(torch.autocast("cpu", AMP_DTYPES[self.amp]))
             yield
 
+    def compile(self, gm: fx.GraphModule, example_inputs: list, train: bool) -> None:
+        """Lower one Dynamo region (its kernels are recorded by _Probe, nothing is built)."""
+        if self.gpu is None or not train:
+            if self.gpu is not None:
+                gm, example_inputs = gpu_lowering.to_cuda(gm, example_inputs)
+            with self.active():
+                compile_fx(gm, example_inputs)
+            return
+        # A training step on CUDA tensors cannot be traced without a GPU (autograd's engine
+        # asks the device for its streams). The joint graph is traced on the CPU under the
+        # CUDA policies fxroof's capture records with (CUDA's attention backend, CUDA's
+        # autocast on CPU tensors), and each partitioned graph moves to CUDA just before
+        # Inductor lowers it -- its fusion, layouts and kernels are CUDA's
+        with TargetDispatch(self.target), (cuda_autocast(AMP_DTYPES[self.amp]) if self.amp
+                                           else contextlib.nullcontext()):
+            compile_fx(gm, example_inputs, inner_compile=self._lowered_on_cuda)
+
+    def _lowered_on_cuda(self, gm: fx.GraphModule, example_inputs: list, **kwargs):
+        inputs = gpu_lowering.partitioned_on_cuda(gm, example_inputs)
+        with gpu_lowering.answering(self.gpu):
+            return compile_fx_inner(gm, inputs, **kwargs)
+
 
 def _outputs_unrun(gm: fx.GraphModule):
     """A stand-in for a region's code that returns zeros of its outputs' shapes, dtypes and
@@ -310,11 +332,8 @@ def schedule(module: torch.nn.Module, args, kwargs, train: bool,
     with probe.attached(freeze), torch.set_grad_enabled(train):
         found = _regions(module, args, kwargs, train, run=lowering.gpu is None)
         for gm, example_inputs in found:
-            if lowering.gpu is not None:
-                gm, example_inputs = gpu_lowering.to_cuda(gm, example_inputs)
             start = len(probe.lowered)
-            with lowering.active():
-                compile_fx(gm, example_inputs)
+            lowering.compile(gm, example_inputs, train)
             regions.append({phase: (lowered, kernels) for (phase, lowered), kernels in zip(
                 probe.lowered[start:], probe.kernels[start:], strict=True)})
     return regions

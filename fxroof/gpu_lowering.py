@@ -5,7 +5,10 @@ properties -- its SM count (how many blocks a split reduction is cut into), its 
 capability and warp size -- and from whether Triton can drive it. None of that needs a GPU
 when nothing is compiled or run, as in fxroof's compiled view (fxroof.compiled reads the
 schedule and generates no code). So, for one lowering, this module answers those questions
-from the target chip and hands Inductor the region's tensors as fake CUDA tensors.
+from the target chip and hands Inductor the region's tensors as fake CUDA tensors -- or, for
+a training step, whose backward cannot be traced on CUDA tensors without a GPU (autograd's
+engine asks the device for its streams), each graph AOTAutograd partitioned on the CPU,
+moved to CUDA just before Inductor lowers it (partitioned_on_cuda).
 
 Checked with torch 2.14.1 (the hooks are internal API: ``DeviceProperties.create`` and the
 CUDA device interface, ``torch.cuda.get_device_properties``, the scheduler's Triton check).
@@ -27,7 +30,9 @@ from torch._inductor import config as inductor_config
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor import utils as inductor_utils
 from torch._inductor.runtime.hints import DeviceProperties
+from torch._guards import detect_fake_mode
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
 from torch.utils._triton import has_triton_package
 
 from fxroof.errors import FxroofError
@@ -177,3 +182,32 @@ def cuda_autocast(lower: torch.dtype):
         torch.set_autocast_enabled("cuda", previous[0])
         torch.set_autocast_dtype("cuda", previous[1])
         torch.set_autocast_cache_enabled(previous[2])
+
+
+def partitioned_on_cuda(gm: fx.GraphModule, example_inputs: list) -> list:
+    """A forward or backward graph AOTAutograd partitioned on the CPU, moved to the CUDA
+    target just before Inductor lowers it: every device it names made CUDA's, its example
+    inputs (fake tensors of AOT's mode) and every node's fake value made CUDA tensors of the
+    same shapes, dtypes and strides. Returns the inputs. The values are moved, not
+    recomputed: a saved activation Inductor's forward laid out channels-last reaches the
+    backward so, and the backward's views of it are Inductor's to lower (a fake view of
+    the moved tensor would refuse what the CPU's strides allowed)."""
+    mode = detect_fake_mode(example_inputs)
+
+    def moved(value):
+        if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+            with mode:
+                return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
+                                           device=CUDA)
+        return value
+
+    inputs = [moved(t) for t in example_inputs]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, value in zip(placeholders, inputs):
+        node.meta["val"] = value
+    for node in gm.graph.nodes:
+        node.args, node.kwargs = _on_cuda(node.args), _on_cuda(node.kwargs)
+        if node.op != "placeholder" and "val" in node.meta:
+            node.meta["val"] = pytree.tree_map(moved, node.meta["val"])
+    gm.recompile()
+    return inputs

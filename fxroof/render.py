@@ -85,8 +85,7 @@ def layout_copies_line(copy_bytes: int, total_bytes: int, weights_each_call: boo
         return line + ")"
     line += "; unfrozen, every convolution weight is converted to channels-last on every call"
     if device == "cuda":  # fxroof's --freeze is the CPU's recipe (fxroof.analysis)
-        return line + ": Inductor's freezing, torch._inductor.config.freezing, converts them " \
-            "once, at compile time, and --memory-format channels_last never)"
+        return line + ": weights kept channels-last, --memory-format channels_last, are not)"
     return line + ": --freeze converts the weights once, at compile time)"
 
 

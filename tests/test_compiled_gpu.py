@@ -132,10 +132,7 @@ def test_the_regions_of_a_cuda_target_are_found_without_running_the_model():
     assert counted == [] and g.model.device == "cuda"
 
 
-def test_a_training_step_or_freezing_on_a_cuda_target_is_refused_with_the_reason():
-    with pytest.raises(UsageError, match="inference only.*--backward"):
-        fxroof.analyze(Linear(), torch.randn(4, 64), compiled=True, device="cuda",
-                       backward=True)
+def test_freezing_on_a_cuda_target_is_refused_with_the_reason():
     with pytest.raises(UsageError, match="--freeze is Inductor's CPU"):
         fxroof.analyze(Linear().eval(), torch.randn(4, 64), compiled=True, device="cuda",
                        freeze=True)
@@ -147,12 +144,12 @@ def test_without_triton_the_answer_says_what_to_install(monkeypatch):
         fxroof.analyze(Linear(), torch.randn(4, 64), compiled=True, device="cuda")
 
 
-def test_the_summary_of_a_cuda_view_names_inductors_freezing_not_the_cpus():
+def test_the_summary_of_a_cuda_view_suggests_channels_last_weights_not_freezing():
     g = fxroof.analyze(ConvBnRelu().eval(), torch.randn(2, 8, 12, 12), compiled=True,
                        device="cuda")
     summary = g.summary()
-    assert "torch._inductor.config.freezing" in summary
-    assert "--freeze converts" not in summary
+    assert "--memory-format channels_last, are not" in summary
+    assert "--freeze" not in summary
 
 
 def test_a_compiled_step_is_predicted_faster_than_the_eager_one_it_fuses():
@@ -177,3 +174,46 @@ def test_a_cpu_targets_compiled_view_takes_autocast_too():
     assert addmm["dtype"] == "bfloat16"
     assert (addmm["bytes_read"], addmm["bytes_written"]) == \
         (2 * (16 * 64 + 32 * 64 + 32), 2 * 16 * 32)
+
+
+def test_a_training_step_is_lowered_for_the_gpu_with_its_backward():
+    """A 64 -> 128 channel convolution (not small, not narrowing: Inductor's training layout
+    heuristic keeps channels-last), its batch norm and ReLU, trained on a CUDA target. The
+    joint graph is traced on the CPU under CUDA's policies and each partition lowered for
+    CUDA: the forward convolution channels-last, and the backward one
+    convolution_backward computing the weight gradient only (the input needs none) --
+    reading the output gradient and the input, writing the weight's gradient."""
+    batch, c_in, c_out, size = 2, 64, 128, 8
+    layer = nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+                          nn.BatchNorm2d(c_out), nn.ReLU())
+    g = fxroof.analyze(layer, torch.randn(batch, c_in, size, size), compiled=True,
+                       device="cuda", chip="rtx_4090", backward=True)
+    records = g.records()
+    macs = c_in * 9 * batch * c_out * size * size
+    (forward,) = [r for r in records if r["op"] == "convolution"]
+    assert forward["phase"] == "forward" and forward["layout"] == "channels_last"
+    assert forward["flops"] == 2 * macs
+    (backward,) = [r for r in records if r["op"] == "convolution_backward"]
+    assert backward["phase"] == "backward" and backward["flops"] == 2 * macs
+    x_bytes, out_bytes = 4 * batch * c_in * size * size, 4 * batch * c_out * size * size
+    assert (backward["bytes_read"], backward["bytes_written"]) == \
+        (out_bytes + x_bytes, 4 * c_out * c_in * 9)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(64, 192)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 16, 3, 4, 16).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize("chip, backend", [("rtx_4090", "flash"), ("t4", "efficient")])
+def test_attention_trains_through_the_backend_cuda_picks(chip, backend):
+    g = fxroof.analyze(SelfAttention(), torch.randn(2, 16, 64), compiled=True,
+                       device="cuda", chip=chip, amp="fp16", backward=True)
+    matrix = [(r["phase"], r["op"]) for r in g.records() if r["op_class"] == "matrix"]
+    assert ("forward", f"_scaled_dot_product_{backend}_attention") in matrix
+    assert ("backward", f"_scaled_dot_product_{backend}_attention_backward") in matrix
