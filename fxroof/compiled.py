@@ -53,7 +53,8 @@ from torch._inductor.dependencies import MemoryDep, extract_read_writes
 from torch.utils import _pytree as pytree
 
 from fxroof import gpu_lowering, hidden_bytes
-from fxroof.op_classes import GENERATED_RULE, TRANSPOSING_VARIANT, UNVECTORISED_VARIANT
+from fxroof.op_classes import (EXTERN_RULE, GENERATED_RULE, TRANSPOSING_VARIANT,
+                               UNVECTORISED_VARIANT)
 from fxroof.capture import Capture, Origin
 from fxroof.compile_backend import annotate_region, module_scope
 from fxroof.cost_pass import is_costed
@@ -420,7 +421,7 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     if kernel["extern"] and mine:
         name, cost = owner.target.overloadpacket.__name__, owner.meta[COST]
         estimate = Estimate(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written,
-                            f"inductor extern[{cost.rule}]", cost.op_class)
+                            f"{EXTERN_RULE}[{cost.rule}]", cost.op_class)
     else:
         families = list(dict.fromkeys(op_family(n.target) for n in mine))
         name = ("fused_" + "_".join(families[:4]) + ("_etc" if len(families) > 4 else "")
@@ -449,7 +450,7 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
 
 def _kernel_rule(kernel: dict) -> str:
     if kernel["extern"]:
-        return "inductor extern"
+        return EXTERN_RULE
     if kernel.get("gathers"):
         return GENERATED_RULE + UNVECTORISED_VARIANT
     return GENERATED_RULE + (TRANSPOSING_VARIANT if kernel.get("transposes") else "")
@@ -468,7 +469,7 @@ def _priced_extern(graph: fx.Graph, kernel: dict, index: int, lowered: dict) -> 
     node.meta[ORIGIN] = _fused_origin(kernel["origins"], lowered)
     node.meta[SHAPES] = out
     node.meta[COST] = Estimate(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written,
-                               f"inductor extern[{cost.rule}]", cost.op_class)
+                               f"{EXTERN_RULE}[{cost.rule}]", cost.op_class)
     node.meta[KERNEL] = [m.name for o in kernel["origins"] if o in lowered
                          for m in _matched(lowered[o])]
     return node

@@ -58,11 +58,14 @@ class DeviceFacts:
 
     @classmethod
     def of(cls, capability: tuple[int, int], chip=None) -> "DeviceFacts":
-        """The facts of a target: its compute capability, and the chip's SMs and memory where
-        a chip is named."""
+        """The facts of a target: its compute capability, and the chip's SMs (CUs), memory
+        and warp width where a chip is named."""
         units = getattr(chip, "multiprocessors", None) or DEFAULT_MULTIPROCESSORS
+        # an AMD Instinct (CDNA) runs 64-thread wavefronts, where an NVIDIA warp has 32
+        warp = 64 if getattr(chip, "vendor", None) == "AMD" else 32
         return cls(getattr(chip, "name", None) or "CUDA target", int(capability[0]),
-                   int(capability[1]), int(units), int(getattr(chip, "capacity", 0) or 0))
+                   int(capability[1]), int(units), int(getattr(chip, "capacity", 0) or 0),
+                   warp)
 
 
 def require_triton() -> None:

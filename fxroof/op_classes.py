@@ -144,6 +144,8 @@ CPU_NATIVE_VARIANT = "[cpu native]"
 # as vectors (a stride-2 pool over an NCHW map) GENERATED_RULE + UNVECTORISED_VARIANT: its
 # C++ runs one lane of the vector unit at a time
 GENERATED_RULE = "inductor generated"
+# ... and a library kernel it calls (a convolution, a product) EXTERN_RULE, with its op's rule
+EXTERN_RULE = "inductor extern"
 UNVECTORISED_VARIANT = "[unvectorised]"
 # ... and one that reads an input across a transpose GENERATED_RULE + TRANSPOSING_VARIANT
 TRANSPOSING_VARIANT = "[transposing]"
@@ -503,6 +505,12 @@ def matrix_vector(record: dict) -> bool:
 def generated(record: dict) -> bool:
     """Whether a node is a kernel Inductor generates (of the compiled view), of any class."""
     return record.get("rule", "").startswith(GENERATED_RULE)
+
+
+def compiled_kernel(record: dict) -> bool:
+    """Whether a node is a kernel of the compiled view (generated or extern): one launch from
+    Inductor's wrapper, not an eager op autograd records."""
+    return record.get("rule", "").startswith((GENERATED_RULE, EXTERN_RULE))
 
 
 def unvectorised(record: dict) -> bool:

@@ -63,6 +63,17 @@ ACCUMULATION_HOST_SHARE = 0.25
 # of DeepLearningExamples (PyTorch 1.8-era NGC) spent about a whole op on one: a host of
 # another PyTorch falls in HOST_BAND, as for every host cost.
 AUTOCAST_HOST_SHARE = 0.34
+# The host cost of a kernel Inductor generates (the compiled view of a GPU: a Triton launch
+# from Inductor's Python wrapper, no nn.Module, no dispatcher) over its class's t0, which is
+# a Python-issued eager op's. Not measured here: tritonbench's breakdown of Inductor's
+# launch (meta-pytorch/tritonbench pull request 1017, 2026-04-14, a GB200 host) puts one
+# kernel's CachingAutotuner.run at 6.8-9.1 us (0 to 19 arguments), the raw cuLaunchKernel
+# at 3.0-3.3 us of it; a Python-issued eager op on the workplace's H200 VM costs 19-24 us
+# (the C++-issued casts above, 6.5-8.2 us, are 0.34 of it). 8 / 22: 0.35. A library kernel
+# Inductor calls (extern: a cuDNN convolution, a cuBLAS product) keeps an op's whole t0:
+# it goes through ATen's dispatcher as an eager op does. Per compiled region, Dynamo's
+# guards and the wrapper add 33-44 us a call (the same source), not priced.
+GENERATED_KERNEL_HOST_SHARE = 0.35
 # The p10 and p90 of a host's per-op cost over the shipped t0 (fitted on NeuSight's
 # hosts), where the host is not the one measured: the host issuing a GPU's ops is no part
 # of the chip (its CPU, Python and PyTorch), and hosts differ by 2-3x. Measured / predicted

@@ -662,9 +662,9 @@ def calibrate(device: str, chip: Chip, quick: bool = True,
         say("calibration models skipped: a GPU is fitted on its probes alone")
         models = ()
     if gpu is not None and compiled:
-        # the compiled view lowers for the CPU only (fxroof.analysis): Inductor's GPU kernels
-        # are Triton's, which no compiled-view cost prices; a GPU chip needs no "fused" rates
-        say("compiled probes skipped: the compiled view is a CPU target's")
+        # the compiled probes time Inductor's C++ kernels; a GPU's Triton kernels are priced
+        # with its elementwise class (the "fused" class falls back to it), fitted on its probes
+        say("compiled probes skipped: they time a CPU's generated kernels")
         compiled = False
     # ten repeats even when quick (about 0.5 s more): with three, one study's chip measured
     # 0.41 GB/s where every other measurement of that machine gave 3.2-3.4, and priced each

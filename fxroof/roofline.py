@@ -41,7 +41,8 @@ from fxroof.chips import Chip, resolve_chip
 from fxroof.errors import MissingPeakError, UsageError
 from fxroof.keys import ROOF
 from fxroof.pipeline import (ACCUMULATION_HOST_SHARE, AUTOCAST_HOST_SHARE, AUTOGRAD_HOST_FACTOR,
-                             CUDNN_PLAN_BUILD_S, HOST_BAND, KERNEL_FLOOR_S, pipelined_s)
+                             CUDNN_PLAN_BUILD_S, GENERATED_KERNEL_HOST_SHARE, HOST_BAND,
+                             KERNEL_FLOOR_S, pipelined_s)
 from fxroof.units import itemsize, peak_key
 
 ROOFS = ("calibrated", "ideal")
@@ -429,11 +430,14 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
 def _host_share(record: dict, chip: Chip) -> float:
     """A node's host cost over its class's t0 (fitted on ops Python issues): less for an op
     issued from C++ inside another -- the autograd engine's gradient sums and, on a GPU, the
-    casts CUDA's autocast makes in an op's kernel (fxroof.pipeline gives each share)."""
+    casts CUDA's autocast makes in an op's kernel -- and for a Triton kernel Inductor's
+    wrapper launches on a GPU (fxroof.pipeline gives each share)."""
     if record.get("accumulates"):
         return ACCUMULATION_HOST_SHARE
     if chip.cls == "gpu" and record.get("autocast_internal"):
         return AUTOCAST_HOST_SHARE
+    if chip.cls == "gpu" and op_classes.generated(record):  # a Triton launch (compiled view)
+        return GENERATED_KERNEL_HOST_SHARE
     return 1.0
 
 
@@ -840,7 +844,10 @@ def predict(records: list[dict], chip: Chip, roof: str = "calibrated") -> dict:
             if timed.model == "calibrated":
                 p["model"] = "calibrated"
     if chip.cls != "cpu" and any(t.host_s for times in issued.values() for t in times):
-        _overlap_host(result, issued)  # a time model with host costs (the roof has none)
+        # a time model with host costs (the roof has none); a compiled step's backward is one
+        # autograd node running Inductor's kernels, not an engine call per op
+        eager = not any(op_classes.compiled_kernel(r) for r in records)
+        _overlap_host(result, issued, autograd=eager)
     for p in result.values():
         p["parts"] = dict(zip(TIME_PARTS, [*p["parts"], p["predicted_s"] - sum(p["parts"])]))
         p["intensity"] = p["flops"] / p["bytes"] if p["bytes"] else None
@@ -857,15 +864,17 @@ def node_parts(t: NodeTime) -> tuple:
     return t.roof_s, t.kernel_s - t.roof_s - t.launch_s - t.extra_s, t.launch_s, t.extra_s
 
 
-def _overlap_host(result: dict, issued: dict[str, list[NodeTime]]) -> None:
+def _overlap_host(result: dict, issued: dict[str, list[NodeTime]],
+                  autograd: bool = True) -> None:
     """Replace each phase's summed expectation and band by the pipelined step's, and add
     ``host_wait_s``: how long the device sits idle waiting for the host to issue work (the
     step less its kernels) -- most of a small batch's step, which more FLOP/s would not
-    shorten but fewer launches (torch.compile, CUDA graphs) would."""
+    shorten but fewer launches (torch.compile, CUDA graphs) would. ``autograd``: a training
+    step's host costs carry the autograd engine's (AUTOGRAD_HOST_FACTOR)."""
     overall = result["overall"]
     for key in ("predicted_s", "low_s", "high_s", "host_wait_s"):
         overall[key] = 0.0
-    host_scale = AUTOGRAD_HOST_FACTOR if "backward" in issued else 1.0
+    host_scale = AUTOGRAD_HOST_FACTOR if autograd and "backward" in issued else 1.0
     for phase, times in issued.items():
         for key in ("predicted_s", "low_s", "high_s"):
             seconds = pipelined_phase_s(times, key, host_scale)

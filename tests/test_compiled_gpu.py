@@ -217,3 +217,39 @@ def test_attention_trains_through_the_backend_cuda_picks(chip, backend):
     matrix = [(r["phase"], r["op"]) for r in g.records() if r["op_class"] == "matrix"]
     assert ("forward", f"_scaled_dot_product_{backend}_attention") in matrix
     assert ("backward", f"_scaled_dot_product_{backend}_attention_backward") in matrix
+
+
+def test_a_triton_launch_costs_the_host_a_share_of_an_eager_op_and_a_library_call_all():
+    """On a GPU a generated kernel's host cost is GENERATED_KERNEL_HOST_SHARE of its class's
+    t0 (a Triton launch from Inductor's wrapper against a Python-issued eager op); an
+    extern kernel (cuBLAS here) goes through ATen's dispatcher and keeps the whole t0."""
+    from fxroof.pipeline import GENERATED_KERNEL_HOST_SHARE
+    from fxroof.roofline import _params, node_time
+
+    chip = get_chip("rtx_4090")
+    g = fxroof.analyze(Linear(), torch.randn(16, 64), compiled=True, device="cuda",
+                       chip=chip, amp="fp16")
+    records = g.records()
+    cast = next(r for r in records if r["op"] == "fused_convert_element_type")
+    (addmm,) = [r for r in records if r["op"] == "addmm"]
+    assert node_time(cast, chip).host_s == pytest.approx(
+        GENERATED_KERNEL_HOST_SHARE * _params(chip, "elementwise").t0)
+    assert node_time(addmm, chip).host_s == pytest.approx(_params(chip, "gemm").t0)
+
+
+def test_a_compiled_training_step_pays_no_autograd_engine_per_kernel(monkeypatch):
+    """An eager training step's host costs carry the autograd engine's (every op records a
+    backward node, every backward op runs through the engine); a compiled step is one
+    autograd node around Inductor's kernels, so its prediction does not move with that
+    factor while the eager one does."""
+    from fxroof import roofline
+
+    chip = get_chip("rtx_4090")
+    step = dict(batch=1, device="cuda", chip=chip, backward=True)
+    eager = fxroof.analyze("resnet18", **step).records()
+    compiled = fxroof.analyze("resnet18", compiled=True, **step).records()
+    before = [roofline.predict(r, chip)["overall"]["predicted_s"] for r in (eager, compiled)]
+    monkeypatch.setattr(roofline, "AUTOGRAD_HOST_FACTOR", 3.0)
+    after = [roofline.predict(r, chip)["overall"]["predicted_s"] for r in (eager, compiled)]
+    assert after[0] > 1.5 * before[0]  # batch 1: host-bound, the factor shows
+    assert after[1] == pytest.approx(before[1])

@@ -273,8 +273,8 @@ def test_a_gpu_calibration_fits_its_probes_alone(monkeypatch):
     entries = probes.calibrate("cpu", _chip(), models=[Run("resnet18", 1)],
                                progress=said.append, compiled=True)
     assert runs_timed == [] and any("calibration models skipped" in line for line in said)
-    # the compiled view is a CPU target's: on an H200, lowering its probes for the GPU
-    # failed (the view's lowering runs on CPU tensors), and no GPU prediction reads "fused"
+    # the compiled probes time a CPU's generated kernels: on an H200, lowering them for
+    # the GPU failed, and a GPU prices its Triton kernels with its elementwise class
     assert compiled == [] and any("compiled probes skipped" in line for line in said)
     assert entries["elementwise"]["serial"] == pytest.approx(0.5, rel=0.05)
     assert "nodes of" not in entries["elementwise"]["source"]
