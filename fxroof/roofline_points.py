@@ -18,14 +18,15 @@ from fxroof.units import peak_key
 
 def load_sources(specs: list, batches: list[int], backward: bool, dtype,
                  **target) -> list[dict]:
-    """[{name, batch, records, dtype}] from AnnotatedGraphs, JSON exports or by analysing
+    """[{name, batch, records, dtype, view}] from AnnotatedGraphs, JSON exports or by analysing
     model specs (each spec at every batch size; ``target``: analyze's device=, amp= and
     reparameterize=)."""
     sources = []
     for spec in specs:
         if isinstance(spec, AnnotatedGraph):  # already analysed (and perhaps timed)
             sources.append({"name": spec.model.name, "batch": spec.model.batch,
-                            "records": spec.records(), "dtype": _roof_dtype(spec.model.as_dict())})
+                            "records": spec.records(), "dtype": _roof_dtype(spec.model.as_dict()),
+                            "view": spec.model.view})
             continue
         if not isinstance(spec, str):
             raise FxroofError(f"Cannot place {type(spec).__name__} on a roofline: give an "
@@ -33,12 +34,13 @@ def load_sources(specs: list, batches: list[int], backward: bool, dtype,
         if spec.endswith(".json"):
             data = export.read_json(spec)
             sources.append({"name": data["model"]["name"], "batch": data["model"]["batch"],
-                            "records": data["nodes"], "dtype": _roof_dtype(data["model"])})
+                            "records": data["nodes"], "dtype": _roof_dtype(data["model"]),
+                            "view": data["model"].get("view", "eager")})
             continue
         for batch in batches:
             g = analyze(spec, batch=batch, backward=backward, dtype=dtype, **target)
             sources.append({"name": g.model.name, "batch": batch, "records": g.records(),
-                            "dtype": _roof_dtype(g.model.as_dict())})
+                            "dtype": _roof_dtype(g.model.as_dict()), "view": g.model.view})
     return sources
 
 
@@ -50,6 +52,18 @@ def _roof_dtype(model: dict) -> str:
 
 def roof_dtype(sources: list[dict]) -> str:
     return peak_key(sources[0]["dtype"])
+
+
+def traffic_note(sources: list[dict]) -> str:
+    """What a figure's intensities divide by: the eager graph's unfused traffic, the compiled
+    view's kernels' buffers (Inductor's fusion), or each where a figure holds both."""
+    views = {s.get("view", "eager") for s in sources}
+    if views == {"compiled"}:
+        return "intensity = FLOPs / bytes moved (Inductor's kernels: fused traffic)"
+    if "compiled" in views:
+        return ("intensity = FLOPs / bytes moved (eager: unfused traffic; compiled: "
+                "Inductor's kernels)")
+    return "intensity = FLOPs / bytes moved (unfused eager traffic model)"
 
 
 def _point(label, group, rows, chip) -> dict:
@@ -158,4 +172,4 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
         return interactive.write_page(interactive.figure(
             found, selected, roof_dtype(sources), title, sizes), out, overwrite)
     return plots.plot_points(found, selected, out, roof_dtype(sources), overwrite=overwrite,
-                             title=title, sizes=sizes)
+                             title=title, sizes=sizes, note=traffic_note(sources))

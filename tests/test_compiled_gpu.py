@@ -253,3 +253,12 @@ def test_a_compiled_training_step_pays_no_autograd_engine_per_kernel(monkeypatch
     after = [roofline.predict(r, chip)["overall"]["predicted_s"] for r in (eager, compiled)]
     assert after[0] > 1.5 * before[0]  # batch 1: host-bound, the factor shows
     assert after[1] == pytest.approx(before[1])
+
+
+def test_a_figures_intensity_note_names_the_traffic_its_points_divide_by():
+    from fxroof.roofline_points import traffic_note
+
+    assert "Inductor's kernels: fused" in traffic_note([{"view": "compiled"}])
+    assert "unfused eager" in traffic_note([{"view": "eager"}, {}])
+    both = traffic_note([{"view": "eager"}, {"view": "compiled"}])
+    assert "eager: unfused" in both and "compiled: Inductor's kernels" in both
