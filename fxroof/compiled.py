@@ -44,12 +44,14 @@ from typing import Optional
 
 import torch
 import torch.fx as fx
+from torch._dynamo import config as dynamo_config
 from torch._functorch import config as functorch_config
 from torch._inductor import config as inductor_config
 from torch._inductor import graph as inductor_graph
 from torch._inductor import scheduler as inductor_scheduler
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from torch._inductor.dependencies import MemoryDep, extract_read_writes
+from torch.fx.experimental.symbolic_shapes import optimization_hint
 from torch.utils import _pytree as pytree
 
 from fxroof import gpu_lowering, hidden_bytes
@@ -299,7 +301,9 @@ def _outputs_unrun(gm: fx.GraphModule):
         example = value.meta.get("example_value") if isinstance(value, fx.Node) else value
         if not isinstance(example, torch.Tensor):
             return example
-        return torch.empty_strided(tuple(example.shape), tuple(example.stride()),
+        # a size Dynamo made symbolic (an RNN's sequence length) at the value it was traced at
+        return torch.empty_strided(tuple(map(optimization_hint, example.shape)),
+                                   tuple(map(optimization_hint, example.stride())),
                                    dtype=example.dtype, device="cpu").zero_()
 
     def run(*args, **kwargs):
@@ -307,36 +311,56 @@ def _outputs_unrun(gm: fx.GraphModule):
     return run
 
 
+# Dynamo compiles a frame once per distinct set of input shapes, here each with static
+# shapes (automatic dynamic shapes off: a graph made dynamic on its second shape would be
+# lowered once, at its first shape's sizes, for calls of every shape), and as often as the
+# model asks (torch's default stops recompiling a frame after 8 and runs it eagerly)
+_RECOMPILE_LIMIT = 4096
+
+
 def _regions(module: torch.nn.Module, args, kwargs, train: bool, run: bool = True) -> list:
-    """Dynamo's regions of the model: (graph module, example inputs) per graph break. Each
-    region's graph runs once on the inputs (``run``), or returns zeros of its outputs' shapes
-    in place of computing them (a CUDA target's model found on the CPU: at a GPU's batch and
-    in a GPU's dtype, running it here would take minutes for nothing)."""
-    regions = []
+    """Dynamo's regions of the model, one per call in the order the step makes them:
+    (graph module, example inputs), the same pair for every call of one compiled region --
+    a block broken by a graph break is compiled once and called once per layer, and each
+    call runs its kernels. Each region's graph runs on the inputs of its calls (``run``), or
+    returns zeros of its outputs' shapes in place of computing them (a CUDA target's model
+    found on the CPU: at a GPU's batch and in a GPU's dtype, running it here would take
+    minutes for nothing)."""
+    calls = []
 
     def collect(gm, example_inputs):
-        regions.append((gm, example_inputs))
-        return gm.forward if run else _outputs_unrun(gm)
+        region = (gm, example_inputs)
+        compiled = gm.forward if run else _outputs_unrun(gm)
+
+        def called(*inputs, **kw):
+            calls.append(region)
+            return compiled(*inputs, **kw)
+        return called
 
     torch._dynamo.reset()
-    with torch.set_grad_enabled(train):
+    with torch.set_grad_enabled(train), dynamo_config.patch(
+            automatic_dynamic_shapes=False, recompile_limit=_RECOMPILE_LIMIT,
+            accumulated_recompile_limit=_RECOMPILE_LIMIT):
         torch.compile(module, backend=collect)(*args, **kwargs)
     torch._dynamo.reset()
-    return regions
+    return calls
 
 
 def schedule(module: torch.nn.Module, args, kwargs, train: bool,
              freeze: bool = False, lowering: Lowering = Lowering()) -> list[dict]:
-    """Lower and schedule every region with Inductor: per region, {phase: (post-grad graph
-    module, kernels)}, forward first."""
-    regions, probe = [], _Probe()
+    """Lower and schedule every region with Inductor, once each: per call of a region, in
+    the order the step makes them, {phase: (post-grad graph module, kernels)}, forward
+    first (a region called twice is the same dict twice)."""
+    regions, probe, lowered = [], _Probe(), {}
     with probe.attached(freeze), torch.set_grad_enabled(train):
-        found = _regions(module, args, kwargs, train, run=lowering.gpu is None)
-        for gm, example_inputs in found:
-            start = len(probe.lowered)
-            lowering.compile(gm, example_inputs, train)
-            regions.append({phase: (lowered, kernels) for (phase, lowered), kernels in zip(
-                probe.lowered[start:], probe.kernels[start:], strict=True)})
+        for gm, example_inputs in _regions(module, args, kwargs, train,
+                                           run=lowering.gpu is None):
+            if id(gm) not in lowered:
+                start = len(probe.lowered)
+                lowering.compile(gm, example_inputs, train)
+                lowered[id(gm)] = {phase: (graph, kernels) for (phase, graph), kernels in zip(
+                    probe.lowered[start:], probe.kernels[start:], strict=True)}
+            regions.append(lowered[id(gm)])
     return regions
 
 
@@ -541,14 +565,16 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
                           f"({type(e).__name__}: {first}). The eager analysis (without "
                           "--compiled / compiled=True) still works.") from None
     phases = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
-    lowerings = []
+    lowerings, annotated = [], set()
     for region in regions:
         forward, backward = region.get(FORWARD), region.get(BACKWARD)
-        # the region annotation also links backward nodes to the forward nodes they
-        # differentiate (autograd sequence numbers)
-        for lowered, _ in region.values():
-            _constant_shapes(lowered)
-        annotate_region(forward[0].graph, backward[0].graph if backward else None, [])
+        if id(region) not in annotated:  # a region called again was annotated at its first
+            annotated.add(id(region))
+            # the region annotation also links backward nodes to the forward nodes they
+            # differentiate (autograd sequence numbers)
+            for lowered, _ in region.values():
+                _constant_shapes(lowered)
+            annotate_region(forward[0].graph, backward[0].graph if backward else None, [])
         for phase, (lowered, kernels) in region.items():
             lowerings.append((phase, add_kernels(phases[phase], lowered, kernels)))
     # regions run one after another: every forward, then the backwards in reverse
@@ -558,6 +584,7 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
     for graph in phases.values():
         graph.output(())
     capture = Capture(phases[FORWARD], phases[BACKWARD] if eager.model.backward else None)
-    info = ModelInfo(**{**eager.model.as_dict(), "view": "compiled", "frozen": freeze})
+    info = ModelInfo(**{**eager.model.as_dict(), "view": "compiled", "frozen": freeze,
+                        "eager_flops": eager.totals()["overall"]["flops"]})
     return AnnotatedGraph(capture, info, eager.memory, None)
 

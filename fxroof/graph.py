@@ -65,6 +65,8 @@ class ModelInfo:
     amp: Optional[str] = None        # autocast's lower precision: "fp16" | "bf16"
     loss: Optional[str] = None       # the loss the backward differentiates
     optimizer: Optional[str] = None  # "adamw (foreach)": its update is the optimizer phase
+    eager_flops: Optional[int] = None  # compiled view: the eager step's FLOPs (what ran outside
+                                       # Dynamo's regions, eagerly, is the difference)
     reparameterized: Optional[int] = None  # fused for inference: how many submodules were
 
     def as_dict(self) -> dict:
@@ -275,7 +277,9 @@ class AnnotatedGraph:
                      render.layout_copies_line(self.layout_copy_bytes(),
                                                self.totals()["overall"]["bytes"],
                                                convolves and not self.model.frozen,
-                                               self.model.device)]
+                                               self.model.device),
+                     render.outside_regions_line(self.totals()["overall"]["flops"],
+                                                 self.model.eager_flops)]
             return "\n".join(line for line in lines if line)
         return "\n".join([render.totals_lines(self.totals(), macs),
                           render.memory_lines(self.memory.as_dict()),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import textwrap
+from typing import Optional
 
 from tabulate import tabulate
 
@@ -87,6 +88,22 @@ def layout_copies_line(copy_bytes: int, total_bytes: int, weights_each_call: boo
     if device == "cuda":  # fxroof's --freeze is the CPU's recipe (fxroof.analysis)
         return line + ": weights kept channels-last, --memory-format channels_last, are not)"
     return line + ": --freeze converts the weights once, at compile time)"
+
+
+# the compiled view's FLOPs are its ATen nodes' (each counted once), the eager graph's
+# within this share but for what Inductor folds away (frozen batch norms) or never computes
+OUTSIDE_REGIONS_SHARE = 0.02
+
+
+def outside_regions_line(compiled_flops: int, eager_flops: Optional[int]) -> str:
+    """What of the eager step the compiled view does not hold: the ops that run eagerly at
+    Dynamo's graph breaks, between its regions ("" where the two agree)."""
+    if not eager_flops or compiled_flops >= (1 - OUTSIDE_REGIONS_SHARE) * eager_flops:
+        return ""
+    return (f"  outside: {si(eager_flops - compiled_flops, 'FLOP')} of the eager step's "
+            f"{si(eager_flops, 'FLOP')} run eagerly at Dynamo's graph breaks, between its "
+            "regions, and are not in this view (nor its time): see where with "
+            "torch._dynamo.explain")
 
 
 def coverage_line(coverage: dict) -> str:

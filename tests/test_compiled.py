@@ -364,3 +364,57 @@ def test_freeze_on_the_command_line(tmp_path, capsys):
                  "2,3,16,16", "--freeze"]) == 2
     err = capsys.readouterr().err
     assert "--compiled" in err and "Traceback" not in err
+
+
+class BrokenBlock(nn.Module):
+    """A block whose forward Dynamo breaks in two: it is compiled once per break and called
+    once per layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 32)
+
+    def forward(self, x):
+        x = self.fc(x).relu()
+        torch._dynamo.graph_break()
+        return x * 2
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_region_called_once_per_layer_runs_its_kernels_every_call(device):
+    """Three identical blocks with a graph break each: Dynamo compiles each half once and
+    calls it three times. The view holds every call's kernels, so its FLOPs are the eager
+    step's: 3 x (2 x 8 x 32 x 32 for the product, 8 x 32 for the bias, relu and doubling)."""
+    model = nn.Sequential(BrokenBlock(), BrokenBlock(), BrokenBlock()).eval()
+    x = torch.randn(8, 32)
+    g = fxroof.analyze(model, x, compiled=True, device=device)
+    flops = 3 * (2 * 8 * 32 * 32 + 3 * 8 * 32)
+    assert g.totals()["overall"]["flops"] == flops == fxroof.analyze(model, x).totals()[
+        "overall"]["flops"]
+    # one product a call (on CUDA Inductor splits the bias off into the ReLU's kernel)
+    assert sum(r["op_class"] == "matrix" for r in g.records()) == 3
+    assert "outside:" not in g.summary()
+
+
+class EagerHalf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    @torch._dynamo.disable
+    def eager_product(self, x):
+        return x @ x.T
+
+    def forward(self, x):
+        return self.eager_product(self.fc(x))
+
+
+def test_what_runs_eagerly_between_regions_is_named_in_the_summary():
+    """A method Dynamo is told not to trace runs eagerly, outside every region: the view
+    holds the linear layer's 2 x 16 x 64 x 64 FLOPs and not the 2 x 16 x 64 x 16 of the
+    product, and its summary says how much of the eager step that leaves out."""
+    g = fxroof.analyze(EagerHalf(), torch.randn(16, 64), compiled=True)
+    linear, product = 2 * 16 * 64 * 64 + 16 * 64, 2 * 16 * 64 * 16
+    assert g.totals()["overall"]["flops"] == linear
+    assert g.model.eager_flops == linear + product
+    assert "outside: 32.8 kFLOP of the eager step's 165 kFLOP run eagerly" in g.summary()
