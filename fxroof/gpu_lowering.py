@@ -36,6 +36,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._triton import has_triton_package
 
 from fxroof.errors import FxroofError
+from fxroof.launch_geometry import RESIDENT
 
 CUDA = torch.device("cuda", 0)
 # the count Inductor would read off an A100 (108 SMs), where a target names no chip
@@ -63,9 +64,11 @@ class DeviceFacts:
         units = getattr(chip, "multiprocessors", None) or DEFAULT_MULTIPROCESSORS
         # an AMD Instinct (CDNA) runs 64-thread wavefronts, where an NVIDIA warp has 32
         warp = 64 if getattr(chip, "vendor", None) == "AMD" else 32
+        # resident threads an SM holds: how many pieces Inductor splits a reduction into
+        threads = RESIDENT.get(tuple(capability), (2048, 0))[0]
         return cls(getattr(chip, "name", None) or "CUDA target", int(capability[0]),
                    int(capability[1]), int(units), int(getattr(chip, "capacity", 0) or 0),
-                   warp)
+                   warp, max_threads_per_multi_processor=threads)
 
 
 def require_triton() -> None:

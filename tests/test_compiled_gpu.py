@@ -90,6 +90,7 @@ def test_the_device_is_answered_from_the_chip_and_only_while_lowering():
     with gpu_lowering.answering(facts):
         properties = torch.cuda.get_device_properties(0)
         assert properties.multi_processor_count == chip.multiprocessors == 128
+        assert properties.max_threads_per_multi_processor == 1536  # sm89 (CUDA guide)
         assert torch.cuda.get_device_capability() == (8, 9)
     assert torch.cuda.get_device_properties is original
     from torch._inductor.runtime.hints import DeviceProperties
