@@ -3,9 +3,14 @@ graph -- one node per kernel, holding the ATen nodes it fuses.
 
 How it is read (checked with torch 2.14.1; Inductor's scheduler is internal API):
 1. Dynamo splits the model into regions (one per graph break) with a backend that only
-   collects each region's graph and example inputs and runs it eagerly, once.
+   collects each region's graph and example inputs and records each call of it (a region
+   called once per layer runs its kernels once per layer); the step runs once, eagerly,
+   or -- for a CUDA target -- with each region's stand-in returning zeros of its outputs'
+   shapes.
 2. Each region goes through Inductor's own ``compile_fx`` (AOTAutograd, decompositions,
-   lowering, fusion), with the backward lowered at once in training. Two hooks read what
+   lowering, fusion), once, with the backward lowered at once in training; for a CUDA
+   target, with the device's questions answered from the chip (fxroof.gpu_lowering) and
+   under the target's autocast (``Lowering``). Two hooks read what
    Inductor decided: ``GraphLowering.run`` keeps the post-grad ATen graph it lowers, which
    fxroof annotates with its cost pass like any graph (compile_backend's region annotation);
    ``Scheduler._codegen`` keeps every scheduled kernel -- its origin ATen nodes, the bytes it
@@ -247,10 +252,6 @@ class Lowering:
             return cls(None, amp, target)
         gpu_lowering.require_triton()
         return cls(gpu_lowering.DeviceFacts.of(target.capability, chip), amp, target)
-
-    @property
-    def device_type(self) -> str:
-        return "cuda" if self.gpu is not None else "cpu"
 
     @contextlib.contextmanager
     def active(self):
