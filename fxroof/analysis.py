@@ -33,7 +33,7 @@ from fxroof.scope import ModuleScope
 from fxroof.step import TrainingStep
 from fxroof.target import Target
 from fxroof.units import dtype_name
-from fxroof import chips, validate
+from fxroof import chips, interrupts, validate
 
 UNTRACEABLE = (fake_tensor.DataDependentOutputException,
                 fake_tensor.DynamicOutputShapeException,
@@ -91,8 +91,8 @@ def analyze(model, *inputs, backward: bool = False, mode: Optional[str] = None, 
     # the user's module stays exactly as it was; a named model takes its real-data path
     with preserved(module), silenced(), capture_context(spec, kwargs):
         set_mode(module, mode == "train")
-        capture = _run_step(module, params, buffers, fake_inputs, recorder, scope, fakes.mode,
-                            backward, training)
+        capture = _recorded_step(module, params, buffers, fake_inputs, recorder, scope,
+                                 fakes.mode, backward, training)
     _annotate(capture, rules, target, past)
     g = AnnotatedGraph(capture, _model_info(name or spec or type(module).__name__, fake_inputs,
                                             params, dtype, mode, backward, training, fused_count),
@@ -330,6 +330,16 @@ def _model_info(name, fake_inputs, params, dtype, mode, backward, training,
         **dict(zip(("amp", "loss", "optimizer"), training.describe())),
         reparameterized=fused_count,
     )
+
+
+def _recorded_step(*step):
+    """_run_step's capture, a Ctrl-C meanwhile ending the analysis once it is recorded: the
+    dispatcher calls Python from C++ that cannot pass a KeyboardInterrupt on
+    (fxroof.interrupts.deferred)."""
+    with interrupts.deferred():
+        capture = _run_step(*step)
+    interrupts.check()
+    return capture
 
 
 def _run_step(module, params, buffers, inputs, recorder, scope, fake_mode, backward,

@@ -404,10 +404,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"fxroof {args.command}: error: choose an action ({', '.join(names[:-1])} "
                   f"or {names[-1]}).", file=sys.stderr)
             return EXIT_USAGE
-        with _ctrl_c_held():
-            from fxroof import commands  # deferred: torch loads here, inside the Ctrl-C guard
-
+        # remembered from before the import: a Ctrl-C held back while torch loads arrives as
+        # the guard lifts, where a weakref callback or __del__ of the import's garbage may
+        # swallow it -- remembered, it still ends the command as one
         with interrupts.remembered():
+            with _ctrl_c_held():
+                from fxroof import commands  # deferred: torch loads here, inside the guard
+            interrupts.check()
             code = commands.run(args)
             interrupts.check()  # a Ctrl-C swallowed on the way still ends the command as one
         return code

@@ -22,11 +22,29 @@ import threading
 from typing import Iterator
 
 _pressed = threading.Event()
+_deferring = [0]  # how many deferred() blocks the main thread is inside
 
 
 def _remember_and_raise(signum, frame) -> None:
     _pressed.set()
-    raise KeyboardInterrupt
+    if not _deferring[0]:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Inside, a Ctrl-C is remembered but not raised where it lands, for code that C++ calls
+    back into: recording a step, the dispatcher calls Python (torch's dispatch rules, the
+    recorder's mode) from C++ that cannot pass an exception on, and a KeyboardInterrupt
+    raised there ended the process by std::terminate (SIGABRT, "terminate called after
+    throwing an instance of 'pybind11::error_already_set'"; 1 in 12 interrupts of a 12 s
+    capture here; raised from the recorder's own dispatch hook instead, 5 in 12). The
+    interrupt is raised by the next ``check`` after the block."""
+    _deferring[0] += 1
+    try:
+        yield
+    finally:
+        _deferring[0] -= 1
 
 
 @contextlib.contextmanager
