@@ -103,6 +103,18 @@ def parsed_output_arguments(doc: str, argv=None, inputs: tuple = ()):
     return args
 
 
+def report(summary: dict, args, points: list) -> None:
+    """Print a script's summary as JSON and, where ``--json`` asks, write it with its points
+    ({"summary", "points"}; atomically, an existing file only with ``--force``)."""
+    import json
+
+    from fxroof.files import write_json
+
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        write_json(args.json, {"summary": summary, "points": points}, overwrite=args.force)
+
+
 def timm_missing(script: str) -> bool:
     """Whether timm (an optional extra) is absent, saying so for ``script``: a script that
     compares against timm's models then has nothing to compare, and ends without error."""

@@ -22,7 +22,6 @@ fitted on these files. Skipped where timm (an optional extra) is not installed.
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -30,12 +29,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import parsed_output_arguments, script_main, timm_missing  # noqa: E402
+from benchmarks import (parsed_output_arguments, report, script_main,  # noqa: E402
+                        timm_missing)
 from benchmarks.bench_public_gpu import summary  # noqa: E402
 from benchmarks.bench_public_timm import INFERENCE_BATCH, INFERENCE_MS  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
-from fxroof.files import write_json  # noqa: E402
 from fxroof.roofline import cudnn_search, predict  # noqa: E402
 
 SOURCE = ("timm (huggingface/pytorch-image-models) results/: benchmark-infer-amp-nchw-pt291-"
@@ -124,9 +123,7 @@ def main(argv=None) -> int:
                                   ("pipelined", "ideal")),
                         "speedup": speedup_summary([p for p in found if p["chip"] == chip])}
                  for chip in COMPILED_MS}}
-    print(json.dumps(result, indent=1))
-    if args.json:
-        write_json(args.json, {"summary": result, "points": found}, overwrite=args.force)
+    report(result, args, found)
     return 0
 
 

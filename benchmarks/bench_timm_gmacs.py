@@ -21,7 +21,6 @@ say which is right (benchmarks/README.md, "FLOP counts against timm's"). Skipped
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -29,9 +28,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import parsed_output_arguments, script_main, timm_missing  # noqa: E402
+from benchmarks import (parsed_output_arguments, report, script_main,  # noqa: E402
+                        timm_missing)
 from fxroof import analyze  # noqa: E402
-from fxroof.files import write_json  # noqa: E402
 
 SOURCE = ("timm (huggingface/pytorch-image-models) results/benchmark-infer-amp-nchw-pt291-"
           "cu128-4090.csv, columns infer_img_size and infer_gmacs")
@@ -125,9 +124,7 @@ def main(argv=None) -> int:
               "differing": [{k: p[k] for k in ("model", "timm_gmacs", "fxroof_gmacs",
                                                "largest_ops")}
                             for p in found if not p["agrees"]]}
-    print(json.dumps(result, indent=1))
-    if args.json:
-        write_json(args.json, {"summary": result, "points": found}, overwrite=args.force)
+    report(result, args, found)
     return 0
 
 
