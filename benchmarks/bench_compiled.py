@@ -56,7 +56,7 @@ from fxroof.measure import save  # noqa: E402
 from fxroof.model_probes import CALIBRATION_MODELS  # noqa: E402
 from fxroof.models import build_model, default_input_shape  # noqa: E402
 from fxroof.probes import measure_calibrated  # noqa: E402
-from fxroof.roofline import predict  # noqa: E402
+from fxroof.prediction import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS  # noqa: E402
 
 

@@ -34,7 +34,8 @@ from benchmarks.decode_probe import MODELS  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
-from fxroof.roofline import device_seconds, node_time, predict  # noqa: E402
+from fxroof.prediction import device_seconds, predict  # noqa: E402
+from fxroof.time_model import node_time  # noqa: E402
 
 DTYPES = {"torch.bfloat16": torch.bfloat16, "torch.float32": torch.float32}
 ATTENTION_OPS = ("_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention",

@@ -34,7 +34,7 @@ from fxroof import analyze, op_classes  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
 from fxroof.probes import _DepthwiseLayer  # noqa: E402
-from fxroof.roofline import node_time  # noqa: E402
+from fxroof.time_model import node_time  # noqa: E402
 
 
 def fastest(call, repeats: int = 5) -> float:

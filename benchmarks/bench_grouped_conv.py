@@ -30,7 +30,7 @@ from torch import nn  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
 from fxroof.files import check_writable, write_json  # noqa: E402
-from fxroof.roofline import node_time  # noqa: E402
+from fxroof.time_model import node_time  # noqa: E402
 
 
 def median_seconds(call, repeats: int = 20) -> float:

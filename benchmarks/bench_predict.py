@@ -46,7 +46,7 @@ from fxroof import calibration as cal, model_probes, probes  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import atomic  # noqa: E402
-from fxroof.roofline import predict  # noqa: E402
+from fxroof.prediction import predict  # noqa: E402
 from fxroof.study import DEFAULT_MODELS, StudyConfig, run_study  # noqa: E402
 from fxroof.study.cache import Cache  # noqa: E402
 from fxroof.study.sweep import (COST, LATENCY, TRAIN, measure_roofs,  # noqa: E402

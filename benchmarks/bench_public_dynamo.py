@@ -35,7 +35,8 @@ from benchmarks.bench_public_gpu import summary  # noqa: E402
 from benchmarks.bench_public_timm import INFERENCE_BATCH, INFERENCE_MS  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
-from fxroof.roofline import cudnn_search, predict  # noqa: E402
+from fxroof.prediction import predict  # noqa: E402
+from fxroof.roofline import cudnn_search  # noqa: E402
 
 SOURCE = ("timm (huggingface/pytorch-image-models) results/: benchmark-infer-amp-nchw-pt291-"
           "cu128-4090-dynamo.csv, benchmark-infer-amp-nchw-pt291-cu130-5090-dynamo.csv; eager: "

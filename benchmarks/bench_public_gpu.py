@@ -92,7 +92,9 @@ from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
 from fxroof.op_classes import op_class_of  # noqa: E402
-from fxroof.roofline import cudnn_search, node_time, predict  # noqa: E402
+from fxroof.prediction import predict  # noqa: E402
+from fxroof.roofline import cudnn_search  # noqa: E402
+from fxroof.time_model import node_time  # noqa: E402
 
 SOURCE = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md,"
           " inference throughput avg and 1-GPU training throughput (pytorch-21.03 NGC container);"

@@ -51,7 +51,9 @@ from benchmarks.bench_public_gpu import summary  # noqa: E402
 from fxroof import analyze  # noqa: E402
 from fxroof.chips import get_chip  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
-from fxroof.roofline import cudnn_search, node_time, predict  # noqa: E402
+from fxroof.prediction import predict  # noqa: E402
+from fxroof.roofline import cudnn_search  # noqa: E402
+from fxroof.time_model import node_time  # noqa: E402
 
 SOURCE = ("timm (huggingface/pytorch-image-models) results/: benchmark-infer-amp-nchw-pt291-"
           "cu128-4090.csv, benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv, "

@@ -45,7 +45,8 @@ from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
 from fxroof.measure import datasheet_chip  # noqa: E402
 from fxroof.pipeline import HOST_BAND  # noqa: E402
-from fxroof.roofline import cudnn_search, predict  # noqa: E402
+from fxroof.prediction import predict  # noqa: E402
+from fxroof.roofline import cudnn_search  # noqa: E402
 
 # A step is host-bound where the device waits for the host at least this share of it: then
 # the step is mostly the host's costs, and measured / predicted mostly the host's speed.

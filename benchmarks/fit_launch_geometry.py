@@ -71,7 +71,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
 from benchmarks.gpu_classes import read_traced_profile, with_todays_rules  # noqa: E402,F401
-from fxroof import launch_geometry as lg, op_classes, roofline  # noqa: E402
+from fxroof import launch_geometry as lg, op_classes, prediction, time_model  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
 
@@ -124,7 +124,7 @@ def gather(profiles: list[dict], chip) -> dict:
     elementwise loops' kinds, fitted together, under ELEMENTWISE_LOOP, each record naming
     its own ("kind")."""
     found = defaultdict(list)
-    clock = roofline.sm_clock_hz(chip, _units(chip)) or lg.REFERENCE_CLOCK_HZ
+    clock = time_model.sm_clock_hz(chip, _units(chip)) or lg.REFERENCE_CLOCK_HZ
     for profile in profiles:
         for record in profile["nodes"]:
             kind = kind_of(record)
@@ -151,7 +151,7 @@ def cudnn_depthwise_key(record: dict) -> str:
 
 
 def _units(chip):
-    return roofline.multiprocessors(chip)
+    return time_model.multiprocessors(chip)
 
 
 def fit_transform(nodes, chip) -> dict:
@@ -258,7 +258,7 @@ def class_seconds(record: dict, chip) -> float:
     """A node's device seconds on ``chip`` as its class prices its bytes, without the
     combining of blocks (its rule's variant dropped)."""
     rule = record["rule"].removesuffix(op_classes.COLUMNS_VARIANT)
-    return roofline.device_seconds(roofline.node_time({**record, "rule": rule}, chip))
+    return prediction.device_seconds(time_model.node_time({**record, "rule": rule}, chip))
 
 
 def combining_trips(record: dict, chip) -> int:
@@ -301,15 +301,15 @@ def fit_row_reduction(nodes, chip) -> dict:
 
 def fp32_shares(nodes, chip) -> list[float]:
     """Each node's FLOP/s over the chip's FP32 peak, its time less the bias add ATen runs
-    after a cuDNN convolution (roofline.bias_add_s: a kernel of its own, priced apart)."""
-    return [r["flops"] / (r["time_s"] - roofline.bias_add_s(r, chip)) / chip.peaks["fp32"]
+    after a cuDNN convolution (time_model.bias_add_s: a kernel of its own, priced apart)."""
+    return [r["flops"] / (r["time_s"] - time_model.bias_add_s(r, chip)) / chip.peaks["fp32"]
             for _, r in nodes]
 
 
 # The convolutions priced at a share of the FP32 peak, and the shipped share
-SHARES = {"narrow": roofline.NARROW_CONV_COMPUTE,
+SHARES = {"narrow": time_model.NARROW_CONV_COMPUTE,
           **{cudnn_depthwise_key({"op": op, "dtype": dtype}): share
-             for (op, dtype), share in roofline.CUDNN_DEPTHWISE_COMPUTE.items()}}
+             for (op, dtype), share in time_model.CUDNN_DEPTHWISE_COMPUTE.items()}}
 FITS = {"bn_eval": fit_transform,
         "bn_train": lambda n, c: fit_reduction(n, c, "STATISTICS_ITERATION_S"),
         "bn_backward": lambda n, c: fit_reduction(n, c, "BACKWARD_REDUCTION_ITERATION_S"),
@@ -324,7 +324,7 @@ def shipped_ratio(kind: str, record: dict, chip) -> float | None:
     """measured / the shipped bound (launch_geometry.bound_s) for one node; a column
     reduction's, measured / its class's seconds and the combining of its blocks."""
     if kind == GLOBAL_REDUCE:
-        return record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
+        return record["time_s"] / prediction.device_seconds(time_model.node_time(record, chip))
     bound = lg.bound_s(record.get("kind", kind), record["shape"], _units(chip),
                        chip.compute_capability, record.get("macs") or 0.0,
                        read_bytes=record.get("bytes_read") or 0.0,

@@ -29,7 +29,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
 from benchmarks.gpu_compare import analysed, pooled, read_measured  # noqa: E402
-from fxroof import roofline  # noqa: E402
+from fxroof import prediction, time_model  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
 
@@ -39,7 +39,7 @@ GRID = tuple(round(x, 2) for x in np.arange(0.8, 2.0001, 0.05))
 def step_s(phases: dict, factor: float) -> float:
     """A step's predicted seconds with its ops' host costs times ``factor``: each phase's
     nodes (NodeTime, in issue order) pipelined, the phases one after another."""
-    return sum(roofline.pipelined_phase_s(times, "predicted_s", factor)
+    return sum(prediction.pipelined_phase_s(times, "predicted_s", factor)
                for times in phases.values())
 
 
@@ -78,7 +78,7 @@ def training_runs(files: list[dict], chip) -> list[dict]:
             continue
         phases: dict = {}
         for record in analysed(run, chip):
-            phases.setdefault(record["phase"], []).append(roofline.node_time(record, chip))
+            phases.setdefault(record["phase"], []).append(time_model.node_time(record, chip))
         runs.append({"model": run["model"], "measured_s": run["median_s"], "phases": phases})
     if not runs:
         raise FxroofError("The measured files hold no training runs: give files that "

@@ -5,7 +5,7 @@
 
 Each file is `fxroof profile ... --device cuda --json` output: every node with its
 CUDA-event time. Summed per (phase, op class): the measured seconds, the predicted kernel
-seconds on ``--chip`` (fxroof.roofline.device_seconds: the node's time without the host's
+seconds on ``--chip`` (fxroof.prediction.device_seconds: the node's time without the host's
 fixed cost, which a node's events do not hold) and their ratio -- which classes make a
 GPU-bound step slower or faster than predicted. Each profile is traced again on fake
 tensors to take today's rule names (with_todays_rules): a kept one's may predate a variant
@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
 import fxroof  # noqa: E402
-from fxroof import op_classes, roofline  # noqa: E402
+from fxroof import op_classes, prediction, time_model  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
 from fxroof.render import HOST_BOUND_RATIO  # noqa: E402
@@ -106,7 +106,7 @@ def by_class(nodes: list[dict], chip) -> dict:
         entry = sums[record["phase"], op_class]
         entry["nodes"] += 1
         entry["measured_s"] += record["time_s"]
-        entry["kernel_s"] += roofline.device_seconds(roofline.node_time(record, chip))
+        entry["kernel_s"] += prediction.device_seconds(time_model.node_time(record, chip))
     return {key: {**entry, "ratio": (entry["measured_s"] / entry["kernel_s"]
                                      if entry["kernel_s"] else None)}
             for key, entry in sums.items()}

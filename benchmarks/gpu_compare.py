@@ -14,7 +14,8 @@ from benchmarks import checked_chip, read_recorded, rho_per_batch
 from fxroof import analyze
 from fxroof.errors import FxroofError
 from fxroof.files import write_json
-from fxroof.roofline import cudnn_search, predict
+from fxroof.prediction import predict
+from fxroof.roofline import cudnn_search
 
 ROOFS = ("ideal", "calibrated")
 

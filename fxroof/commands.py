@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from tqdm import tqdm
 
-from fxroof import plots, render, roofline, validate
+from fxroof import plots, prediction, render, roofline, time_model, validate
 from fxroof.analysis import analyze
 from fxroof.chips import get_chip, load_chips, parse_chip, user_chips_dir
 from fxroof.device import check_device
@@ -216,7 +216,7 @@ def run_profile(args) -> int:
     print(g.summary())
     print(render.timing_lines(report.as_dict()))
     if chip is not None:
-        rows = roofline.where_to_look(g.records(), chip, top=10)
+        rows = prediction.where_to_look(g.records(), chip, top=10)
         print()
         if not measured_here(chip, report.device):
             print(what_if_note(chip, report.device, args.model))
@@ -260,7 +260,7 @@ def run_predict(args) -> int:
             g = graphs[_target_of(args, chip)]
             if isinstance(g, FxroofError):
                 raise g
-            p = roofline.predict(g.records(), chip, args.roof)
+            p = prediction.predict(g.records(), chip, args.roof)
         except FxroofError as e:
             if len(selected) == 1:
                 raise
@@ -402,8 +402,8 @@ def run_chips_list(args) -> int:
 
 def run_chips_show(args) -> int:
     chip = get_chip(args.id, load_chips(args.chips_file))
-    print(render.chip_details(chip, roofline.time_model_source(chip),
-                              roofline.multiprocessor_facts(chip)))
+    print(render.chip_details(chip, time_model.time_model_source(chip),
+                              time_model.multiprocessor_facts(chip)))
     return 0
 
 

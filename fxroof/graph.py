@@ -17,7 +17,7 @@ import torch
 import torch.fx as fx
 from tqdm.auto import tqdm
 
-from fxroof import export, op_classes, render, roofline, rollups, timing, trace
+from fxroof import export, op_classes, prediction, render, rollups, timing, trace
 from fxroof.capture import Capture
 from fxroof.cost_pass import is_costed
 from fxroof.device import check_device
@@ -122,7 +122,7 @@ def node_record(node: fx.Node) -> dict:
         record["fused_nodes"] = list(node.meta[KERNEL])
         record["unpriced_nodes"] = list(node.meta.get(UNPRICED, ()))
     if ROOF in node.meta:
-        record.update(roofline.fields(*node.meta[ROOF], timed))
+        record.update(prediction.fields(*node.meta[ROOF], timed))
     return record
 
 
@@ -219,8 +219,8 @@ class AnnotatedGraph:
         attainable_flops_per_s, bound, predicted_s with its band (low_s, high_s), ideal_s
         and, once timed, fraction_of_roof. ``roof``: "calibrated" (the fitted time model
         where the chip has one) or "ideal" (the roof itself). Returns the predicted time per
-        phase (fxroof.roofline.place)."""
-        return roofline.place(self, chip, roof)
+        phase (fxroof.prediction.place)."""
+        return prediction.place(self, chip, roof)
 
     def time(self, device: str = "cpu", repeats: int = 10, warmup: int = 2, progress=True,
              eager_first: bool = False):

@@ -80,7 +80,7 @@ CLASSES = ("gemm", "conv", "elementwise", "norm", "softmax")
 # 4, 8 or 16 rows; one class for both fitted 0.34 of the bandwidth (11 GB/s) and priced
 # alexnet's batch-1 classifier 1.8x long, its step 1.39x. A chip never probed for it (every
 # shipped GPU fit: NeuSight swept no GEMV) prices it as a GEMM, untiled, and on a GPU at the
-# chip's streaming rate (roofline._at_streaming_rate).
+# chip's streaming rate (time_model._at_streaming_rate).
 # A generated kernel that copies across a transpose (fxroof.compiled: an NCHW input made
 # channels-last, a weight converted per call) is the "transpose" class, apart from the
 # other generated kernels: Inductor's C++ transposes 2-D tiles in registers, with scalar

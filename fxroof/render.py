@@ -198,14 +198,14 @@ def _rate(tokens: int, step_s) -> str:
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
 
-# The columns of time_parts_table: roofline.TIME_PARTS, as a reader asks about them
+# The columns of time_parts_table: prediction.TIME_PARTS, as a reader asks about them
 PART_HEADERS = {"roof_s": "roof", "fitted_rates_s": "below roof (fitted rates)",
                 "launch_bound_s": "launch-bound kernels", "extra_work_s": "uncounted work",
                 "fixed_cost_s": "per-op fixed costs"}
 
 
 def time_parts_table(rows: list[dict]) -> str:
-    """Where each chip's predicted step goes: each part of roofline.TIME_PARTS as a share of
+    """Where each chip's predicted step goes: each part of prediction.TIME_PARTS as a share of
     the step's predicted time (rows as prediction_table's, calibrated ones)."""
     body = []
     for r in rows:

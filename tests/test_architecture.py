@@ -38,8 +38,13 @@ LAYERS = [
     {"fxroof.capture"},
     {"fxroof.step"},
     {"fxroof.cost_pass", "fxroof.memory", "fxroof.models", "fxroof.plan_builds"},
+    # a node on a chip: its roof, then its expected time under that roof, then the pass that
+    # writes both into a graph and prices a step
+    {"fxroof.roofline"},
+    {"fxroof.time_model"},
+    {"fxroof.prediction"},
     # passes over an annotated graph and its renderers: they read node.meta and records
-    {"fxroof.roofline", "fxroof.timing", "fxroof.export", "fxroof.render", "fxroof.trace",
+    {"fxroof.timing", "fxroof.export", "fxroof.render", "fxroof.trace",
      "fxroof.measure", "fxroof.latency"},
     # figures: plain rows on roofs (the roof rules come from roofline)
     {"fxroof.plots", "fxroof.interactive"},

@@ -10,7 +10,7 @@ import pytest
 from benchmarks import bench_gpu, fit_host_band, fit_training_host
 from benchmarks.gpu_compare import summary
 from fxroof.errors import FxroofError
-from fxroof.roofline import NodeTime
+from fxroof.time_model import NodeTime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "benchmarks", "bench_gpu.py")
@@ -198,7 +198,7 @@ def test_the_host_band_predicts_a_measured_file_on_the_chip_its_gpu_is(tmp_path)
     chips.yaml); one from a GPU fxroof does not list is refused, naming it."""
     from benchmarks.gpu_compare import analysed
     from fxroof.chips import load_chips
-    from fxroof.roofline import predict
+    from fxroof.prediction import predict
 
     path = _measured_file(tmp_path / "t4.json", "Tesla T4", {"squeezenet1_1": 1e-3})
     name, ((share, ratio),) = fit_host_band.measured_source([path])

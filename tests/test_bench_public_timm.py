@@ -6,7 +6,7 @@ import torch
 from benchmarks import bench_public_timm as bench
 from fxroof import analyze
 from fxroof.chips import load_chips
-from fxroof.roofline import predict
+from fxroof.prediction import predict
 
 timm = pytest.importorskip("timm", reason="timm is an optional extra: pip install 'fxroof[timm]'")
 

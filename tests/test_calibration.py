@@ -18,7 +18,7 @@ import yaml
 
 import fxroof
 from fxroof import calibration as cal, hidden_bytes, op_classes
-from fxroof import pipeline, roofline
+from fxroof import pipeline, prediction, roofline, time_model
 from fxroof import chips
 from fxroof.chips import parse_chip
 from fxroof.chips import load_chips
@@ -253,7 +253,7 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
     # the H100 PCIe is that die with 114 SMs enabled: the fits carry, the tiles run over its
     # own SMs (its chips.yaml entry), not over the 132 the fits were made with
     assert calibration.chips["h100_pcie"] == calibration.chips["h100_sxm"]
-    assert roofline.multiprocessors(load_chips()["h100_pcie"]) == 114
+    assert time_model.multiprocessors(load_chips()["h100_pcie"]) == 114
     # a workstation board of a GeForce die (no "GeForce" in its name, no sweep of its own)
     # takes the all-GPU family, not the GeForce one
     for board in ("rtx_a6000", "rtx_6000_ada", "quadro_rtx_8000"):
@@ -402,7 +402,7 @@ def test_local_scatter_removes_a_smooth_trend_and_keeps_a_flip_between_neighbour
 def test_calibrated_prediction_sits_above_the_roof_with_a_band():
     g = fxroof.analyze("resnet18", batch=8, backward=True)
     calibrated = g.roofline("a100_sxm_80gb")
-    ideal = roofline.predict(g.records(), load_chips()["a100_sxm_80gb"], roof="ideal")
+    ideal = prediction.predict(g.records(), load_chips()["a100_sxm_80gb"], roof="ideal")
     for phase in ("forward", "backward", "overall"):
         p = calibrated[phase]
         assert p["model"] == "calibrated"
@@ -436,12 +436,12 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
     # large first: it is issued at t0 and runs until t0 + k1; the small one, issued at 2 t0
     # (< t0 + k1), waits for it
     done = p.t0 + kernel[1] + kernel[0]
-    assert roofline.predict([large, small], t4)["forward"]["predicted_s"] == \
+    assert prediction.predict([large, small], t4)["forward"]["predicted_s"] == \
         pytest.approx(done)
     # small first: its kernel ends long before the large one is issued at 2 t0
-    assert roofline.predict([small, large], t4)["forward"]["predicted_s"] == \
+    assert prediction.predict([small, large], t4)["forward"]["predicted_s"] == \
         pytest.approx(2 * p.t0 + kernel[1])
-    band = roofline.predict([small, large], t4)["forward"]
+    band = prediction.predict([small, large], t4)["forward"]
     # at the band's edges the host's costs scale by the host band, the kernels by theirs
     low_host, high_host = pipeline.HOST_BAND
     assert kernel[0] * p.band[1] < p.t0 * low_host  # still issued after the small one ends
@@ -450,7 +450,7 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
         pytest.approx(2 * p.t0 * high_host + kernel[1] * p.band[1])
     # the device idles until the small kernel is issued, and between it and the large one
     assert band["host_wait_s"] == pytest.approx(2 * p.t0 - kernel[0])
-    assert roofline.predict([large, small], t4)["overall"]["host_wait_s"] == \
+    assert prediction.predict([large, small], t4)["overall"]["host_wait_s"] == \
         pytest.approx(p.t0)
     # the same two nodes on a CPU chip with the T4's parameters: no overlap
     cpu = parse_chip({"id": "cpu-like", "name": "x", "class": "cpu", "vendor": "x",
@@ -459,10 +459,10 @@ def test_a_gpu_step_overlaps_host_and_kernels_by_hand():
                       "calibration": {"elementwise": {"t0": p.t0, "compute": p.compute,
                                                       "memory": p.memory, "band": [1, 1],
                                                       "source": "test"}}}, "test")
-    summed = sum(roofline.node_time(r, cpu).predicted_s for r in (small, large))
-    ideal = roofline.predict([small, large], t4, "ideal")["forward"]
+    summed = sum(time_model.node_time(r, cpu).predicted_s for r in (small, large))
+    ideal = prediction.predict([small, large], t4, "ideal")["forward"]
     assert "host_wait_s" not in ideal  # the roof has no host cost to wait for
-    on_cpu = roofline.predict([small, large], cpu)["forward"]
+    on_cpu = prediction.predict([small, large], cpu)["forward"]
     assert on_cpu["predicted_s"] == pytest.approx(summed) and "host_wait_s" not in on_cpu
 
 
@@ -481,13 +481,13 @@ def test_a_host_bound_gpu_steps_band_is_the_hosts_unless_its_host_was_measured()
         return max(raw * edge, 3e-6)
     low_host, high_host = pipeline.HOST_BAND
     assert low_host < 1 < high_host
-    step = roofline.predict([add] * 10, t4)["forward"]
+    step = prediction.predict([add] * 10, t4)["forward"]
     assert step["predicted_s"] == pytest.approx(10 * p.t0 + kernel(1))
     assert step["low_s"] == pytest.approx(10 * p.t0 * low_host + kernel(p.band[0]))
     assert step["high_s"] == pytest.approx(10 * p.t0 * high_host + kernel(p.band[1]))
     measured = dataclasses.replace(t4, calibration={"elementwise": dataclasses.replace(
         p, band=(0.9, 1.2))})
-    own = roofline.predict([add] * 10, measured)["forward"]
+    own = prediction.predict([add] * 10, measured)["forward"]
     assert own["low_s"] == pytest.approx(10 * p.t0 * 0.9 + kernel(0.9))
     assert own["high_s"] == pytest.approx(10 * p.t0 * 1.2 + kernel(1.2))
 
@@ -504,11 +504,11 @@ def test_a_training_steps_ops_cost_the_host_more_than_ops_alone_by_hand():
     kernel = max(256 / (t4.peaks["fp32"] * p.compute), 3072 / (t4.bandwidth * p.memory),
                  3e-6)
     assert kernel < p.t0  # the premise: host-bound
-    assert roofline.predict([add, add], t4)["forward"]["predicted_s"] == \
+    assert prediction.predict([add, add], t4)["forward"]["predicted_s"] == \
         pytest.approx(2 * p.t0 + kernel)
     factor = pipeline.AUTOGRAD_HOST_FACTOR
     assert 1 < factor < 2
-    step = roofline.predict([add, add, {**add, "phase": "backward"},
+    step = prediction.predict([add, add, {**add, "phase": "backward"},
                              {**add, "phase": "backward"}], t4)
     for phase in ("forward", "backward"):
         assert step[phase]["predicted_s"] == pytest.approx(2 * factor * p.t0 + kernel)
@@ -529,10 +529,10 @@ def test_the_engines_gradient_sums_cost_the_host_a_share_of_an_op_by_hand():
                  3e-6)
     share, factor = pipeline.ACCUMULATION_HOST_SHARE, pipeline.AUTOGRAD_HOST_FACTOR
     assert 0 < share < 1 and kernel < share * factor * p.t0  # the premise: host-bound
-    alone, engine = roofline.node_time(add, t4), roofline.node_time(summed, t4)
+    alone, engine = time_model.node_time(add, t4), time_model.node_time(summed, t4)
     assert engine.host_s == pytest.approx(share * p.t0) and alone.host_s == p.t0
     assert (engine.predicted_s, engine.kernel_s) == (alone.predicted_s, alone.kernel_s)
-    step = roofline.predict([add, summed], t4)["backward"]
+    step = prediction.predict([add, summed], t4)["backward"]
     assert step["predicted_s"] == pytest.approx((1 + share) * factor * p.t0 + kernel)
 
 
@@ -548,11 +548,11 @@ def test_an_autocast_cast_costs_the_host_a_share_of_an_op_on_a_gpu():
     inside = {**cast, "autocast_internal": True}
     share = pipeline.AUTOCAST_HOST_SHARE
     assert 0 < share < 1
-    called, made = roofline.node_time(cast, t4), roofline.node_time(inside, t4)
+    called, made = time_model.node_time(cast, t4), time_model.node_time(inside, t4)
     assert called.host_s == pytest.approx(p.t0) and made.host_s == pytest.approx(share * p.t0)
     assert (made.predicted_s, made.kernel_s) == (called.predicted_s, called.kernel_s)
     xeon = load_chips()["xeon_w9_3495x"]
-    assert roofline.node_time(inside, xeon).host_s == roofline.node_time(cast, xeon).host_s
+    assert time_model.node_time(inside, xeon).host_s == time_model.node_time(cast, xeon).host_s
 
 
 def test_an_allocation_launches_nothing_on_a_gpu():
@@ -566,10 +566,10 @@ def test_an_allocation_launches_nothing_on_a_gpu():
            "flops": 256, "bytes": 3072, "phase": "forward", "shape": [256]}
     empty = {"op": "empty", "op_class": "memory", "rule": "allocation", "dtype": "float32",
              "flops": 0, "bytes": 0, "phase": "forward", "shape": [0]}
-    node = roofline.node_time(empty, t4)
+    node = time_model.node_time(empty, t4)
     assert (node.predicted_s, node.low_s, node.high_s, node.host_s) == (0, 0, 0, 0)
-    alone = roofline.predict([add, add], t4)["forward"]["predicted_s"]
-    assert roofline.predict([add, empty, add], t4)["forward"]["predicted_s"] == \
+    alone = prediction.predict([add, add], t4)["forward"]["predicted_s"]
+    assert prediction.predict([add, empty, add], t4)["forward"]["predicted_s"] == \
         pytest.approx(alone)
     copy = cal.load().params("t4", "gpu", "copy")
     cpu = parse_chip({"id": "cpu-like", "name": "x", "class": "cpu", "vendor": "x",
@@ -577,8 +577,8 @@ def test_an_allocation_launches_nothing_on_a_gpu():
                       "bandwidth": t4.bandwidth, "sources": ["test"],
                       "calibration": {"copy": {"t0": copy.t0, "compute": 1, "memory": 1,
                                                "band": [1, 1], "source": "test"}}}, "test")
-    assert roofline.node_time(empty, cpu).predicted_s == 0
-    assert roofline.node_time({**empty, "shape": [256]}, cpu).predicted_s \
+    assert time_model.node_time(empty, cpu).predicted_s == 0
+    assert time_model.node_time({**empty, "shape": [256]}, cpu).predicted_s \
         == pytest.approx(copy.t0)
 
 
@@ -602,12 +602,12 @@ def test_a_node_time_by_hand_on_a_calibrated_chip():
     kernel = max(25e6 / (chip.peaks["fp32"] * p.compute), 1e8 / (chip.bandwidth * p.memory))
     assert kernel > p.t0  # 1e8 bytes at about 230 GB/s: ~430 us against a ~30 us floor
     expected = p.t0 * p.serial + kernel
-    t = roofline.node_time(record, chip)
+    t = time_model.node_time(record, chip)
     assert t.predicted_s == pytest.approx(expected)
     assert t.kernel_s == pytest.approx(kernel) and t.host_s == p.t0
     assert (t.low_s, t.high_s) == pytest.approx((expected * p.band[0], expected * p.band[1]))
     assert t.ideal_s == pytest.approx(1e8 / chip.bandwidth)
-    assert math.isclose(roofline.node_time(record, chip, "ideal").predicted_s, t.ideal_s)
+    assert math.isclose(time_model.node_time(record, chip, "ideal").predicted_s, t.ideal_s)
 
 
 def test_generated_kernels_and_channels_last_convolutions_have_classes_of_their_own():
@@ -647,10 +647,10 @@ def test_an_unvectorised_kernel_computes_at_one_lane_by_hand():
     assert op_classes.unvectorised(scalar) and not op_classes.unvectorised(vector)
     assert op_classes.op_class_of(scalar) == op_classes.op_class_of(vector) == "fused"
     vector_s = 1e-6 + 24e6 / (1e11 * 0.2)
-    assert roofline.node_time(vector, chip(16)).predicted_s == pytest.approx(vector_s)
-    assert roofline.node_time(scalar, chip(16)).predicted_s == pytest.approx(
+    assert time_model.node_time(vector, chip(16)).predicted_s == pytest.approx(vector_s)
+    assert time_model.node_time(scalar, chip(16)).predicted_s == pytest.approx(
         1e-6 + 16 * 24e6 / (1e11 * 0.2))
-    assert roofline.node_time(scalar, chip(0)).predicted_s == pytest.approx(vector_s)
+    assert time_model.node_time(scalar, chip(0)).predicted_s == pytest.approx(vector_s)
 
 
 @pytest.mark.parametrize("channels, lanes, padding", [
@@ -693,14 +693,14 @@ def test_a_channels_last_grouped_convolution_is_priced_at_its_filled_lanes():
     flops = 2 * 8 * 104 * 28 * 28 * 8 * 9
     assert grouped["flops"] == flops
     assert op_classes.op_class_of(grouped) == "conv_cl"
-    assert roofline.node_time(grouped, chip(16)).predicted_s == pytest.approx(
+    assert time_model.node_time(grouped, chip(16)).predicted_s == pytest.approx(
         1e-5 + 2 * flops / (1e11 * 0.5), rel=1e-3)
-    assert roofline.node_time(grouped, chip(0)).predicted_s == pytest.approx(
+    assert time_model.node_time(grouped, chip(0)).predicted_s == pytest.approx(
         1e-5 + flops / (1e11 * 0.5), rel=1e-3)
-    assert roofline.node_time(grouped, chip(8)).predicted_s == pytest.approx(
+    assert time_model.node_time(grouped, chip(8)).predicted_s == pytest.approx(
         1e-5 + flops / (1e11 * 0.5), rel=1e-3)  # an AVX2 CPU: a group fills a vector
-    unpadded = roofline.node_time(nchw, chip(16)).predicted_s  # NCHW: its own class, as before
-    assert unpadded < roofline.node_time(grouped, chip(16)).predicted_s
+    unpadded = time_model.node_time(nchw, chip(16)).predicted_s  # NCHW: its own class, as before
+    assert unpadded < time_model.node_time(grouped, chip(16)).predicted_s
 
 
 def test_a_transposing_copy_takes_its_own_rate_where_the_chip_measured_one():
@@ -717,11 +717,11 @@ def test_a_transposing_copy_takes_its_own_rate_where_the_chip_measured_one():
     copy = {"op": "copy", "op_class": "memory", "rule": "inductor generated[transposing]",
             "dtype": "float32", "flops": 0, "bytes": 24_000_000, "phase": "forward",
             "shape": [8, 3, 224, 224]}
-    measured = roofline.node_time(copy, chip({"fused": fused, "transpose": transpose}))
+    measured = time_model.node_time(copy, chip({"fused": fused, "transpose": transpose}))
     assert measured.predicted_s == pytest.approx(2e-6 + 2.4e7 / 4e9)
     assert (measured.low_s, measured.high_s) == pytest.approx(
         (0.9 * measured.predicted_s, 1.2 * measured.predicted_s))
-    assert roofline.node_time(copy, chip({"fused": fused})).predicted_s == pytest.approx(
+    assert time_model.node_time(copy, chip({"fused": fused})).predicted_s == pytest.approx(
         1e-6 + 2.4e7 / 8e9)
 
 
@@ -791,7 +791,7 @@ def test_a_depthwise_backward_falls_back_class_by_class_to_the_dense_backward():
                         ({"conv_bwd": 20e-6, "conv_bwd_dw": 15e-6}, 15e-6),
                         ({"conv_bwd_dw": 15e-6, "conv_bwd_dw_wide": 12e-6}, 12e-6),
                         ({"conv_bwd_dw_wide": 12e-6, "conv_bwd_dw_wide_cl": 10e-6}, 10e-6)):
-        assert roofline.node_time(record, _measured_chip(classes)).predicted_s == \
+        assert time_model.node_time(record, _measured_chip(classes)).predicted_s == \
             pytest.approx(t0 + 2e-3), classes
     shipped = cal.load()  # a GPU has none of them: its convolution parameters
     for op_class in ("conv_bwd_dw", "conv_bwd_dw_wide", "conv_bwd_dw_wide_cl"):
@@ -841,14 +841,14 @@ def test_a_channels_last_convolution_is_priced_by_its_own_probes_or_else_the_con
             "layout": "channels_last"}
     # 1e8 FLOP at 0.5 x 1e11 FLOP/s = 2 ms; 1e6 B at 0.25 x 1e10 B/s = 0.4 ms
     both = _measured_chip({"conv": 30e-6, "conv_cl": 10e-6})
-    assert roofline.node_time(conv, both).predicted_s == pytest.approx(10e-6 + 2e-3)
-    assert roofline.node_time({**conv, "layout": "contiguous"}, both).predicted_s == \
+    assert time_model.node_time(conv, both).predicted_s == pytest.approx(10e-6 + 2e-3)
+    assert time_model.node_time({**conv, "layout": "contiguous"}, both).predicted_s == \
         pytest.approx(30e-6 + 2e-3)
-    assert roofline.node_time(conv, _measured_chip({"conv": 30e-6})).predicted_s == \
+    assert time_model.node_time(conv, _measured_chip({"conv": 30e-6})).predicted_s == \
         pytest.approx(30e-6 + 2e-3)
     # Inductor's extern call of the same convolution costs what the library call costs
     extern = {**conv, "rule": "inductor extern[conv]"}
-    assert roofline.node_time(extern, both).predicted_s == pytest.approx(10e-6 + 2e-3)
+    assert time_model.node_time(extern, both).predicted_s == pytest.approx(10e-6 + 2e-3)
 
 
 def test_a_batch_1_classifier_streams_its_weights_at_the_gemv_rate_where_measured():
@@ -861,10 +861,10 @@ def test_a_batch_1_classifier_streams_its_weights_at_the_gemv_rate_where_measure
     eight_rows = {**one_row, "flops": 604e6, "shape": [8, 4096]}
     chip = _measured_chip({"gemm": 20e-6, "gemv": 10e-6})
     chip.calibration["gemv"] = dataclasses.replace(chip.calibration["gemv"], memory=0.7)
-    assert roofline.node_time(one_row, chip).predicted_s == pytest.approx(10e-6 + 151e6 / 7e9)
-    assert roofline.node_time(eight_rows, chip).predicted_s == \
+    assert time_model.node_time(one_row, chip).predicted_s == pytest.approx(10e-6 + 151e6 / 7e9)
+    assert time_model.node_time(eight_rows, chip).predicted_s == \
         pytest.approx(20e-6 + 151e6 / 2.5e9)
-    assert roofline.node_time(one_row, _measured_chip({"gemm": 20e-6})).predicted_s == \
+    assert time_model.node_time(one_row, _measured_chip({"gemm": 20e-6})).predicted_s == \
         pytest.approx(20e-6 + 151e6 / 2.5e9)
 
 
@@ -898,9 +898,9 @@ def test_a_bernoulli_draw_takes_the_random_class_where_measured_else_elementwise
         assert op_classes.op_class_of(r(op)) == "random", op
     assert op_classes.op_class_of(r("mul")) == "elementwise"
     draw = r("bernoulli_")
-    assert roofline.node_time(draw, _measured_chip({"elementwise": 1e-5, "random": 3e-5})
+    assert time_model.node_time(draw, _measured_chip({"elementwise": 1e-5, "random": 3e-5})
                               ).predicted_s == pytest.approx(3e-5 + 4e-4)
-    assert roofline.node_time(draw, _measured_chip({"elementwise": 1e-5})).predicted_s == \
+    assert time_model.node_time(draw, _measured_chip({"elementwise": 1e-5})).predicted_s == \
         pytest.approx(1e-5 + 4e-4)
     shipped = cal.load()
     assert shipped.params("t4", "gpu", "random") == shipped.params("t4", "gpu", "elementwise")
@@ -913,9 +913,9 @@ def test_a_max_pools_backward_takes_its_own_fit_where_measured_else_the_poolings
     backward = {"op": "max_pool2d_with_indices_backward", "op_class": "vector",
                 "rule": "max_pool_backward", "dtype": "float32", "flops": 1e5, "bytes": 1e6,
                 "phase": "backward", "shape": [1, 64, 56, 56]}
-    assert roofline.node_time(backward, _measured_chip({"pool": 1e-4, "pool_scatter": 2e-5})
+    assert time_model.node_time(backward, _measured_chip({"pool": 1e-4, "pool_scatter": 2e-5})
                               ).predicted_s == pytest.approx(2e-5 + 4e-4)
-    assert roofline.node_time(backward, _measured_chip({"pool": 1e-4})).predicted_s == \
+    assert time_model.node_time(backward, _measured_chip({"pool": 1e-4})).predicted_s == \
         pytest.approx(1e-4 + 4e-4)
 
 
@@ -1148,9 +1148,9 @@ def test_a_natively_run_convolution_is_priced_as_the_blas_product_it_makes():
     chip = _measured_cpu({"conv": {**entry, "t0": 1.5e-4},
                           "conv_native": {**entry, "t0": 1e-5}})
     expected = 1e-5 + max(flops / (0.5 * 1e11), nbytes / (0.5 * 1e10))
-    assert roofline.node_time(grid, chip).predicted_s == pytest.approx(expected)
+    assert time_model.node_time(grid, chip).predicted_s == pytest.approx(expected)
     before = _measured_cpu({"conv": {**entry, "t0": 1.5e-4}})  # no conv_native: conv's
-    assert roofline.node_time(grid, before).predicted_s == pytest.approx(
+    assert time_model.node_time(grid, before).predicted_s == pytest.approx(
         expected - 1e-5 + 1.5e-4)
 
 
@@ -1256,7 +1256,7 @@ def test_the_weights_of_an_unfrozen_1x1_channels_last_convolution_reorder_at_the
     import torch
     from torch import nn
 
-    from fxroof.roofline import node_time
+    from fxroof.time_model import node_time
 
     def conv_node(kernel, memory_format=torch.channels_last, channels=512):
         x = torch.empty(1, channels, 7, 7, device="meta").to(memory_format=memory_format)
@@ -1351,7 +1351,7 @@ def test_a_cpu_chip_prices_an_uneven_result_at_its_measured_rate():
     """Priced on a chip whose conv class holds the uneven rate, the 16 -> 58 convolution
     takes 2 y / 2e10 - 2 y / 4e10 s more than on the same chip without it (y its output's
     bytes), whatever else the class says; a chip entry keeps both numbers."""
-    from fxroof.roofline import node_time
+    from fxroof.time_model import node_time
 
     conv = {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1], "layout_rate": 4e10,
             "uneven_layout_rate": 2e10, "layout_block": 16}
@@ -1453,11 +1453,11 @@ def test_a_captured_convolution_is_priced_with_its_reorders_on_a_cpu():
                            "bandwidth": {"value": 1e10},
                            "calibration": {"conv": params, "conv_cl": params}}, "(test)")
 
-    with_reorders = roofline.node_time(nchw, chip(2e10)).predicted_s
-    without = roofline.node_time(nchw, chip(0.0)).predicted_s
+    with_reorders = time_model.node_time(nchw, chip(2e10)).predicted_s
+    without = time_model.node_time(nchw, chip(0.0)).predicted_s
     assert with_reorders - without == pytest.approx(2 * operands / 2e10)
-    assert roofline.node_time(cl, chip(2e10)).predicted_s - \
-        roofline.node_time(cl, chip(0.0)).predicted_s == pytest.approx(2 * weights / 2e10)
+    assert time_model.node_time(cl, chip(2e10)).predicted_s - \
+        time_model.node_time(cl, chip(0.0)).predicted_s == pytest.approx(2 * weights / 2e10)
 
 
 def test_a_tensor_core_convolution_is_never_predicted_below_its_roof(monkeypatch):
@@ -1473,7 +1473,7 @@ def test_a_tensor_core_convolution_is_never_predicted_below_its_roof(monkeypatch
     (conv,) = [r for r in g.records() if op_classes.op_class_of(r) == "conv"]
     roof = roofline.node_roof(conv, chip)
     assert roof.peak_key == "tf32" and roof.bound == "compute"
-    kernel = roofline.node_time(conv, chip).predicted_s - params.t0
+    kernel = time_model.node_time(conv, chip).predicted_s - params.t0
     assert kernel >= roof.predicted_s  # 2 x 64 x 784 x 512 x 4608 FLOP at <= 156 TFLOP/s
     assert roof.predicted_s == pytest.approx(2 * 64 * 784 * 512 * 4608 / 156e12, rel=1e-3)
 
@@ -1501,11 +1501,11 @@ def test_an_nchw_tensor_core_convolution_pays_its_nhwc_transposes_by_hand():
     nchw, nhwc = _conv_record("float16", "contiguous"), _conv_record("float16", "channels_last")
     assert hidden_bytes.transpose_bytes(nchw) == 6e8 and hidden_bytes.transpose_bytes(nhwc) == 0
     # channels-last: 10 us + max(2e10 / (1e14 x 0.5), 3e8 / 1e12) = 10 us + 0.4 ms
-    assert roofline.node_time(nhwc, chip).predicted_s == pytest.approx(1e-5 + 4e-4)
-    assert roofline.node_time(nchw, chip).predicted_s == pytest.approx(1e-5 + 4e-4 + 1.2e-3)
+    assert time_model.node_time(nhwc, chip).predicted_s == pytest.approx(1e-5 + 4e-4)
+    assert time_model.node_time(nchw, chip).predicted_s == pytest.approx(1e-5 + 4e-4 + 1.2e-3)
     # FP32 without tensor cores reads NCHW as it is: no transposes (2e10 / 5e12 = 4 ms)
     fp32 = _conv_record("float32", "contiguous")
-    assert roofline.node_time(fp32, chip).predicted_s == pytest.approx(1e-5 + 4e-3)
+    assert time_model.node_time(fp32, chip).predicted_s == pytest.approx(1e-5 + 4e-3)
     # a GEMM is never transposed
     assert hidden_bytes.transpose_bytes({**nchw, "op": "mm", "shape": [512, 512]}) == 0
 
@@ -1534,16 +1534,16 @@ def test_a_16bit_nchw_convolutions_transposes_take_cudnns_time_an_element():
 
     nchw = _conv_record("float16", "contiguous")
     elements = 6e8 / (2 * 2)  # each fp16 element read and written once
-    assert roofline._transpose_s(nchw, gpu(24), "fp16") == \
+    assert time_model._transpose_s(nchw, gpu(24), "fp16") == \
         pytest.approx(elements * 0.254e-9 / 24)
-    assert roofline._transpose_s(nchw, gpu(64), "fp16") == pytest.approx(1.2e-3)
-    assert roofline._transpose_s(nchw, gpu(64, REFERENCE_CLOCK_HZ / 4), "fp16") == \
+    assert time_model._transpose_s(nchw, gpu(64), "fp16") == pytest.approx(1.2e-3)
+    assert time_model._transpose_s(nchw, gpu(64, REFERENCE_CLOCK_HZ / 4), "fp16") == \
         pytest.approx(elements * 0.254e-9 * 4 / 64)
     # the whole node: its channels-last twin's time and the transposes
     channels_last = _conv_record("float16", "channels_last")
-    assert roofline._transpose_s(channels_last, gpu(24), "fp16") == 0
-    assert roofline.node_time(nchw, gpu(24)).predicted_s == pytest.approx(
-        roofline.node_time(channels_last, gpu(24)).predicted_s + elements * 0.254e-9 / 24)
+    assert time_model._transpose_s(channels_last, gpu(24), "fp16") == 0
+    assert time_model.node_time(nchw, gpu(24)).predicted_s == pytest.approx(
+        time_model.node_time(channels_last, gpu(24)).predicted_s + elements * 0.254e-9 / 24)
 
 
 def test_a_1x1_nchw_gemm_with_unaligned_rows_moves_its_elements_at_cudnns_transpose_rate():
@@ -1582,17 +1582,17 @@ def test_a_1x1_nchw_gemm_with_unaligned_rows_moves_its_elements_at_cudnns_transp
     by_hand = elements * 0.254e-9 / 132
     assert by_hand == pytest.approx(154.5e-6, rel=1e-3)
     assert unaligned["bytes"] / 3e12 == pytest.approx(53.5e-6, rel=1e-3)
-    assert roofline.device_seconds(roofline.node_time(unaligned, gpu())) == \
+    assert prediction.device_seconds(time_model.node_time(unaligned, gpu())) == \
         pytest.approx(by_hand)
     for record in (pointwise(28), pointwise(35, memory_format=torch.channels_last)):
-        assert not roofline.unaligned_rows(record) or record["layout"] == "channels_last"
-        assert roofline._unaligned_gemm_s(record, gpu(), "bf16") == 0
-    assert roofline._unaligned_gemm_s(unaligned, load_chips()["epyc_9654"], "bf16") == 0
+        assert not time_model.unaligned_rows(record) or record["layout"] == "channels_last"
+        assert time_model._unaligned_gemm_s(record, gpu(), "bf16") == 0
+    assert time_model._unaligned_gemm_s(unaligned, load_chips()["epyc_9654"], "bf16") == 0
     fp32 = pointwise(35, "float32")
-    assert roofline.unaligned_rows(fp32)
-    assert roofline._unaligned_gemm_s(fp32, gpu(), "tf32") == \
+    assert time_model.unaligned_rows(fp32)
+    assert time_model._unaligned_gemm_s(fp32, gpu(), "tf32") == \
         pytest.approx(elements * 0.254e-9 / 132)
-    assert roofline._unaligned_gemm_s(fp32, gpu(), "fp32") == 0  # CUDA cores: no vectors
+    assert time_model._unaligned_gemm_s(fp32, gpu(), "fp32") == 0  # CUDA cores: no vectors
 
 
 def test_the_kept_unaligned_1x1_convolutions_took_their_elements_at_the_transpose_rate():
@@ -1609,10 +1609,10 @@ def test_the_kept_unaligned_1x1_convolutions_took_their_elements_at_the_transpos
             ("h100-profile-squeezenet1_0-b256-bf16.json", "h100_sxm", 6, 0.6, 1.4)):
         chip = load_chips()[chip_id]
         nodes = [r for r in read_traced_profile(os.path.join(measured, name))["nodes"]
-                 if roofline.unaligned_rows(r) and r["op"] == "convolution"]
+                 if time_model.unaligned_rows(r) and r["op"] == "convolution"]
         assert len(nodes) == count, name
         for record in nodes:
-            ratio = record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
+            ratio = record["time_s"] / prediction.device_seconds(time_model.node_time(record, chip))
             assert low <= ratio <= high, (name, record["name"], ratio)
 
 
@@ -1640,16 +1640,16 @@ def test_a_cuda_convolutions_bias_is_added_and_summed_by_kernels_of_their_own(mo
                 if op_classes.op_class_of(r) in op_classes.CONV_CLASSES}
 
     def seconds(record, chip):
-        return roofline.node_time(record, chip).predicted_s
+        return time_model.node_time(record, chip).predicted_s
 
     biased = nodes(torch.nn.Conv2d(64, 64, 3, padding=1), h100)
     plain = nodes(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), h100)
     elements, size = 64 * 64 * 56 * 56, 2 if amp else 4
     bound = (elements * LOOP_ELEMENT_S["strided_loop"] + 2 * elements * size * LOOP_BYTE_S) / 132
-    stream = 2 * elements * size / (3.35e12 * roofline._params(h100, "elementwise").memory)
+    stream = 2 * elements * size / (3.35e12 * time_model._params(h100, "elementwise").memory)
     assert op_classes.cudnn_bias_add(biased["convolution"])
     assert not op_classes.cudnn_bias_add(plain["convolution"])
-    assert roofline.bias_add_s(biased["convolution"], h100) == pytest.approx(max(bound, stream))
+    assert time_model.bias_add_s(biased["convolution"], h100) == pytest.approx(max(bound, stream))
     # the node's difference from its twin: that, and the bias's own FLOP and bytes (0.1%)
     assert seconds(biased["convolution"], h100) - seconds(plain["convolution"], h100) == \
         pytest.approx(max(bound, stream), rel=0.01)
@@ -1660,16 +1660,16 @@ def test_a_cuda_convolutions_bias_is_added_and_summed_by_kernels_of_their_own(mo
     backward = biased["convolution_backward"]
     assert op_classes.bias_gradient_elements(backward) == elements
     assert op_classes.bias_gradient_elements(plain["convolution_backward"]) == 0
-    assert roofline.bias_gradient_s(backward, h100) == pytest.approx(stream / 2)
-    assert roofline.bias_gradient_s(biased["convolution"], h100) == 0
+    assert time_model.bias_gradient_s(backward, h100) == pytest.approx(stream / 2)
+    assert time_model.bias_gradient_s(biased["convolution"], h100) == 0
     depthwise = nodes(torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), h100)
     assert not op_classes.cudnn_bias_add(depthwise["convolution"])
-    assert roofline.bias_add_s(depthwise["convolution"], h100) == 0
-    assert roofline.bias_gradient_s(depthwise["convolution_backward"], h100) == \
+    assert time_model.bias_add_s(depthwise["convolution"], h100) == 0
+    assert time_model.bias_gradient_s(depthwise["convolution_backward"], h100) == \
         pytest.approx(stream / 2)
     on_cpu = nodes(torch.nn.Conv2d(64, 64, 3, padding=1), cpu)
-    assert roofline.bias_add_s(on_cpu["convolution"], cpu) == 0
-    assert roofline.bias_gradient_s(on_cpu["convolution_backward"], cpu) == 0
+    assert time_model.bias_add_s(on_cpu["convolution"], cpu) == 0
+    assert time_model.bias_gradient_s(on_cpu["convolution_backward"], cpu) == 0
 
 
 def test_a_first_layers_backward_keeps_its_dtype():
@@ -1744,8 +1744,8 @@ def test_a_large_nchw_1x1_convolution_costs_its_channels_last_time_on_tensor_cor
         nchw = _pointwise_record(size)
         nhwc = {**nchw, "layout": "channels_last"}
         extra = 2 * nchw["bytes"] / (1e12 * 0.5) if transposed else 0.0
-        assert roofline.node_time(nchw, chip).predicted_s == pytest.approx(
-            roofline.node_time(nhwc, chip).predicted_s + extra)
+        assert time_model.node_time(nchw, chip).predicted_s == pytest.approx(
+            time_model.node_time(nhwc, chip).predicted_s + extra)
 
 
 def test_a_convolution_backward_reads_its_output_gradient_once_per_kernel():
@@ -1777,7 +1777,7 @@ def test_a_convolution_backward_reads_its_output_gradient_once_per_kernel():
     chip = _gpu_with({"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]},
                      {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1]})
     channels_last = {**nchw, "layout": "channels_last", "flops": 1.0}
-    assert roofline.node_time(channels_last, chip).predicted_s == pytest.approx(
+    assert time_model.node_time(channels_last, chip).predicted_s == pytest.approx(
         1e-5 + (channels_last["bytes"] + again) / 0.5e12)
 
 
@@ -1798,12 +1798,12 @@ def test_with_cudnns_engine_search_a_geforce_board_transposes_the_operands_alone
     assert not roofline.cudnn_searched()
     with roofline.cudnn_search():
         assert roofline.cudnn_searched() and torch.backends.cudnn.benchmark
-        searched = [roofline.node_time(nchw, chip).predicted_s for chip in (geforce, datacenter)]
-        assert roofline.node_time(nhwc, geforce).predicted_s == pytest.approx(1e-5 + 4e-4)
+        searched = [time_model.node_time(nchw, chip).predicted_s for chip in (geforce, datacenter)]
+        assert time_model.node_time(nhwc, geforce).predicted_s == pytest.approx(1e-5 + 4e-4)
     assert not torch.backends.cudnn.benchmark  # put back as it was
     assert searched == [pytest.approx(1e-5 + 4e-4 + 0.8e-3), pytest.approx(1e-5 + 4e-4 + 1.2e-3)]
     for chip in (geforce, datacenter):
-        assert roofline.node_time(nchw, chip).predicted_s == \
+        assert time_model.node_time(nchw, chip).predicted_s == \
             pytest.approx(1e-5 + 4e-4 + 1.2e-3)
 
 
@@ -1827,11 +1827,11 @@ def test_a_gemm_on_the_matrix_engine_takes_its_measured_share_by_hand():
     plain = _gpu_with_gemm(base)
     half, single = {**record, "dtype": "float16"}, {**record, "dtype": "float32",
                                                       "bytes": 3 * n * n * 4}
-    assert roofline.node_time(half, measured).predicted_s == pytest.approx(
+    assert time_model.node_time(half, measured).predicted_s == pytest.approx(
         1e-5 + 2 * n ** 3 / (1e14 * 0.8), rel=1e-6)
-    assert roofline.node_time(half, plain).predicted_s == pytest.approx(
+    assert time_model.node_time(half, plain).predicted_s == pytest.approx(
         1e-5 + 2 * n ** 3 / (1e14 * 0.5), rel=1e-6)
-    assert roofline.node_time(single, measured).predicted_s == pytest.approx(
+    assert time_model.node_time(single, measured).predicted_s == pytest.approx(
         1e-5 + 2 * n ** 3 / (1e13 * 0.5), rel=1e-6)
 
 
@@ -1866,12 +1866,12 @@ def test_a_geforce_board_without_measurements_takes_the_geforce_family():
     # nor a training norm's reductions: they keep the all-GPU norm rate, not the layer norm's
     for op_class in op_classes.TRAINING_NORM_CLASSES:
         assert geforce[op_class].memory == gpu["norm"].memory
-        assert roofline._params(load_chips()["rtx_4090"], op_class) == geforce[op_class]
+        assert time_model._params(load_chips()["rtx_4090"], op_class) == geforce[op_class]
     for chip_id in ("rtx_3090", "rtx_4090"):
         chip = chips[chip_id]
-        assert roofline._params(chip, "gemm") == geforce["gemm"], chip_id
-        assert roofline._params(chip, "pool") == geforce["elementwise"], chip_id
-    assert roofline._params(chips["l40s"], "gemm") == gpu["gemm"]  # Ada, not GeForce
+        assert time_model._params(chip, "gemm") == geforce["gemm"], chip_id
+        assert time_model._params(chip, "pool") == geforce["elementwise"], chip_id
+    assert time_model._params(chips["l40s"], "gemm") == gpu["gemm"]  # Ada, not GeForce
 
 
 def test_an_amd_gpu_without_measurements_takes_the_amd_family():
@@ -1897,12 +1897,12 @@ def test_an_amd_gpu_without_measurements_takes_the_amd_family():
         chip = chips[chip_id]
         assert chip.vendor == "AMD" and chip_id not in shipped.chips
         for op_class in amd:
-            assert roofline._params(chip, op_class) == amd[op_class], (chip_id, op_class)
-        assert roofline._params(chip, "conv") == shipped.families["gpu"]["conv"]
-        assert roofline._params(chip, "pool") == amd["elementwise"]  # a fallback class too
+            assert time_model._params(chip, op_class) == amd[op_class], (chip_id, op_class)
+        assert time_model._params(chip, "conv") == shipped.families["gpu"]["conv"]
+        assert time_model._params(chip, "pool") == amd["elementwise"]  # a fallback class too
     # the swept boards keep their own fits
     for chip_id in ("mi100", "mi210", "p100_pcie_16gb", "p4"):
-        assert roofline._params(chips[chip_id], "gemm") == shipped.chips[chip_id]["gemm"]
+        assert time_model._params(chips[chip_id], "gemm") == shipped.chips[chip_id]["gemm"]
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA), reason="the NeuSight kernel data (../shared) is "
@@ -1979,7 +1979,7 @@ def test_datacenter_tensor_cores_take_their_measured_share_not_the_fp32_fit():
     assert shipped.chips["h100_sxm"]["gemm"].matrix_compute == 0
     # an A100 TF32 convolution is capped at that share, not the FP32 conv fit's 1.34
     chip = load_chips()["a100_sxm_80gb"]
-    conv = roofline._matrix_engine_conv(chip, shipped.chips["a100_sxm_80gb"]["conv"])
+    conv = time_model._matrix_engine_conv(chip, shipped.chips["a100_sxm_80gb"]["conv"])
     assert conv.compute == pytest.approx(a100, abs=1e-4)
 
 
@@ -1991,12 +1991,12 @@ def test_tf32_convolutions_are_transposed_and_plain_fp32_ones_not(monkeypatch):
     copy = cal.load().params(chip.id, "gpu", "elementwise")
     transposes = 2 * conv["bytes"] / (chip.bandwidth * copy.memory)
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
-    tf32 = roofline.node_time(conv, chip).predicted_s
-    on_cl = roofline.node_time({**conv, "layout": "channels_last"}, chip).predicted_s
+    tf32 = time_model.node_time(conv, chip).predicted_s
+    on_cl = time_model.node_time({**conv, "layout": "channels_last"}, chip).predicted_s
     assert tf32 - on_cl == pytest.approx(transposes)
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    fp32 = roofline.node_time(conv, chip).predicted_s
-    assert fp32 == pytest.approx(roofline.node_time({**conv, "layout": "channels_last"},
+    fp32 = time_model.node_time(conv, chip).predicted_s
+    assert fp32 == pytest.approx(time_model.node_time({**conv, "layout": "channels_last"},
                                                     chip).predicted_s)
 
 
@@ -2020,31 +2020,31 @@ def test_a_gpu_training_norm_reads_its_inputs_twice_by_hand():
                            "bandwidth": {"value": 1e12}, "calibration": classes}, "(test)")
 
     # 10 us + (2e8 + 1e8) B / (0.5 x 1e12 B/s) = 10 us + 0.6 ms
-    assert roofline.node_time(record, device("gpu", {"norm": norm})).predicted_s == \
+    assert time_model.node_time(record, device("gpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 6e-4)
     # measured for norm_train: its fit saw both passes; 2e8 B / 5e11 B/s = 0.4 ms
-    assert roofline.node_time(record, device("gpu", {"norm": norm, "norm_train": norm})
+    assert time_model.node_time(record, device("gpu", {"norm": norm, "norm_train": norm})
                               ).predicted_s == pytest.approx(1e-5 + 4e-4)
-    assert roofline.node_time(record, device("cpu", {"norm": norm})).predicted_s == \
+    assert time_model.node_time(record, device("cpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 4e-4)
     # a norm backward reads its inputs again too, unless the chip measured a training norm
     backward = {**record, "op": "native_batch_norm_backward", "rule": "batch_norm_backward",
                 "phase": "backward"}
     assert op_classes.op_class_of(backward) == "norm_bwd"
     assert hidden_bytes.second_pass_bytes(backward) == 1e8
-    assert roofline.node_time(backward, device("gpu", {"norm": norm})).predicted_s == \
+    assert time_model.node_time(backward, device("gpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 6e-4)
     for measured in ("norm_train", "norm_bwd"):
-        assert roofline.node_time(backward, device("gpu", {"norm": norm, measured: norm})
+        assert time_model.node_time(backward, device("gpu", {"norm": norm, measured: norm})
                                   ).predicted_s == pytest.approx(1e-5 + 4e-4)
     # a CPU chip measured before norm_bwd existed prices a backward with its norm_train fit
     slower = {**norm, "t0": 5e-5}
-    assert roofline.node_time(backward, device("cpu", {"norm": norm, "norm_train": slower})
+    assert time_model.node_time(backward, device("cpu", {"norm": norm, "norm_train": slower})
                               ).predicted_s == pytest.approx(5e-5 + 4e-4)
     # an eval batch norm (running statistics) is one pass everywhere
     eval_bn = {**record, "rule": "batch_norm"}
     assert hidden_bytes.second_pass_bytes(eval_bn) == 0
-    assert roofline.node_time(eval_bn, device("cpu", {"norm": norm})).predicted_s == \
+    assert time_model.node_time(eval_bn, device("cpu", {"norm": norm})).predicted_s == \
         pytest.approx(1e-5 + 4e-4)
 
 
@@ -2081,12 +2081,12 @@ def test_an_eval_batch_norm_is_one_elementwise_pass_on_a_gpu():
     moved = records["eval"]["bytes"]
     assert moved >= 2 * 8 * 64 * 56 * 56 * 4  # x read and y written, fp32
     # 20 us + bytes / (0.8 x 1e12 B/s) on the GPU; 10 us + bytes / (0.5 x 1e12) on the CPU
-    assert roofline.node_time(records["eval"], device("gpu")).predicted_s == \
+    assert time_model.node_time(records["eval"], device("gpu")).predicted_s == \
         pytest.approx(2e-5 + moved / 0.8e12)
-    assert roofline.node_time(records["eval"], device("cpu")).predicted_s == \
+    assert time_model.node_time(records["eval"], device("cpu")).predicted_s == \
         pytest.approx(1e-5 + moved / 0.5e12)
     layer = records["layer"]
-    assert roofline.node_time(layer, device("gpu")).predicted_s == \
+    assert time_model.node_time(layer, device("gpu")).predicted_s == \
         pytest.approx(1e-5 + layer["bytes"] / 0.5e12)
 
 
@@ -2148,15 +2148,15 @@ def test_an_eval_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_launch_geometry(
     assert bound == pytest.approx(512 * 64 / 132 * 86e-9)
     streamed = nchw["bytes"] / (0.8 * 3e12)
     assert bound > 2 * streamed  # small planes: the grid, not the bytes, sets the time
-    assert roofline.device_seconds(roofline.node_time(nchw, gpu("NVIDIA"))) == \
+    assert prediction.device_seconds(time_model.node_time(nchw, gpu("NVIDIA"))) == \
         pytest.approx(bound)
-    assert roofline.node_time(nchw, gpu("NVIDIA")).predicted_s == pytest.approx(2e-5 + bound)
+    assert time_model.node_time(nchw, gpu("NVIDIA")).predicted_s == pytest.approx(2e-5 + bound)
     fp32 = record(torch.contiguous_format, "float32")
     assert bound > 2 * fp32["bytes"] / (0.8 * 3e12)
-    assert roofline.device_seconds(roofline.node_time(fp32, gpu("NVIDIA"))) == \
+    assert prediction.device_seconds(time_model.node_time(fp32, gpu("NVIDIA"))) == \
         pytest.approx(bound)
     for other, chip in ((record(torch.channels_last), gpu("NVIDIA")), (nchw, gpu("AMD"))):
-        assert roofline.node_time(other, chip).predicted_s == \
+        assert time_model.node_time(other, chip).predicted_s == \
             pytest.approx(2e-5 + other["bytes"] / (0.8 * 3e12), rel=0.05), other["rule"]
 
 
@@ -2191,11 +2191,11 @@ def test_a_training_batch_norm_on_an_nvidia_gpu_lasts_at_least_its_reductions():
     forward, backward = norms(torch.contiguous_format)
     for record, by_hand in ((forward, 448 * 0.5e-6 + transform), (backward, 448 * 0.9e-6)):
         assert by_hand > 1.5 * record["bytes"] / (0.8 * 3e12)
-        assert roofline.device_seconds(roofline.node_time(record, gpu)) == \
+        assert prediction.device_seconds(time_model.node_time(record, gpu)) == \
             pytest.approx(by_hand)
     assert batch_norm_reduction_s((64, 256), 132, (9, 0), 1e-6) is None
     for record in norms(torch.channels_last) + norms(torch.contiguous_format, "float32"):
-        assert roofline.device_seconds(roofline.node_time(record, gpu)) == \
+        assert prediction.device_seconds(time_model.node_time(record, gpu)) == \
             pytest.approx(record["bytes"] / (0.8 * 3e12), rel=0.05)
 
 
@@ -2225,13 +2225,13 @@ def test_a_pooling_on_an_nvidia_gpu_lasts_at_least_its_outputs_over_the_sms():
     for record, elements in ((forward, 64 * 64 * 28 * 28), (backward, 64 * 64 * 56 * 56)):
         by_hand = elements * 1.73e-9 / 132
         assert by_hand > 2 * record["bytes"] / (0.8 * 6e12)  # the bound is what sets it
-        assert roofline.device_seconds(roofline.node_time(record, gpu("NVIDIA"))) == \
+        assert prediction.device_seconds(time_model.node_time(record, gpu("NVIDIA"))) == \
             pytest.approx(by_hand)
     assert launch_geometry.pool_s([64, 64, 28, 28], None) is None
     for record, chip in [(r, gpu("NVIDIA")) for r in
                          pools(torch.nn.MaxPool2d(3, 2, 1), torch.channels_last)] \
             + [(forward, gpu("AMD"))]:
-        assert roofline.device_seconds(roofline.node_time(record, chip)) == \
+        assert prediction.device_seconds(time_model.node_time(record, chip)) == \
             pytest.approx(record["bytes"] / (0.8 * 6e12), rel=0.05), record["op"]
 
 
@@ -2268,10 +2268,10 @@ def test_an_adaptive_pooling_on_an_nvidia_gpu_lasts_its_planes_warps_over_the_sm
     assert by_hand == pytest.approx(341.6e-6, rel=1e-3)
     for record in (forward, backward):
         assert by_hand > 10 * record["bytes"] / (0.8 * 3e12)
-        assert roofline.device_seconds(roofline.node_time(record, _flat_gpu())) == \
+        assert prediction.device_seconds(time_model.node_time(record, _flat_gpu())) == \
             pytest.approx(by_hand)
     for record in _adaptive_pools(torch.nn.AdaptiveMaxPool2d(7), x):
-        assert roofline.device_seconds(roofline.node_time(record, _flat_gpu())) == \
+        assert prediction.device_seconds(time_model.node_time(record, _flat_gpu())) == \
             pytest.approx(by_hand), record["op"]
     assert launch_geometry.adaptive_pool_s([512, 7, 7], 132) == \
         pytest.approx(512 * 8 * 43e-9 / 132)  # an unbatched plane stack
@@ -2284,7 +2284,7 @@ def test_an_adaptive_pooling_on_an_nvidia_gpu_lasts_its_planes_warps_over_the_sm
     assert len(others) == 5
     for record, chip in others:
         assert op_classes.launch_kind(record) is None or chip.vendor == "AMD", record["op"]
-        assert roofline.device_seconds(roofline.node_time(record, chip)) == \
+        assert prediction.device_seconds(time_model.node_time(record, chip)) == \
             pytest.approx(record["bytes"] / (0.8 * 3e12), rel=0.05), record["op"]
     assert not any(op_classes.launch_kind(r) == "adaptive_pool" for r in fxroof.analyze(
         torch.nn.AdaptiveAvgPool2d(1), x, device="cuda").records())
@@ -2305,7 +2305,7 @@ def test_the_kept_adaptive_poolings_took_their_planes_warps():
         chip = load_chips()["h100_sxm" if name.startswith(("h100", "checks/h100"))
                             else "h200_sxm"]
         times[name] = record["time_s"]
-        ratio = record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
+        ratio = record["time_s"] / prediction.device_seconds(time_model.node_time(record, chip))
         assert 0.85 <= ratio <= 1.05, (name, ratio)
     assert all(340e-6 < t < 350e-6 for n, t in times.items() if "vgg16" in n)
 
@@ -2320,9 +2320,9 @@ def test_a_launch_bound_kernel_sits_behind_the_same_overlapped_fixed_cost():
     (forward, _) = _adaptive_pools(torch.nn.AdaptiveAvgPool2d(7), torch.empty(4, 256, 7, 7))
     chip = _flat_gpu(sms=4, serial=0.4)
     bound = 1024 * 8 * 43e-9 / 4
-    time = roofline.node_time(forward, chip)
+    time = time_model.node_time(forward, chip)
     assert forward["bytes"] / (0.8 * 3e12) < 1e-6 < 18e-6 < bound
-    assert roofline.device_seconds(time) == pytest.approx(bound)
+    assert prediction.device_seconds(time) == pytest.approx(bound)
     assert time.predicted_s == pytest.approx(12e-6 + bound)
 
 
@@ -2346,9 +2346,9 @@ def test_a_layer_norm_on_an_nvidia_gpu_lasts_at_least_its_rows_over_the_sms():
                           "(test)")
     streamed = record["bytes"] / (0.8 * 3e12)
     assert by_hand > 2 * streamed
-    assert roofline.device_seconds(roofline.node_time(record, chip("gpu"))) == \
+    assert prediction.device_seconds(time_model.node_time(record, chip("gpu"))) == \
         pytest.approx(by_hand)
-    assert roofline.node_time(record, chip("cpu")).predicted_s == pytest.approx(2e-5 + streamed)
+    assert time_model.node_time(record, chip("cpu")).predicted_s == pytest.approx(2e-5 + streamed)
 
 
 def test_a_layer_norm_weight_gradient_walks_its_rows_in_trips_of_256():
@@ -2396,11 +2396,11 @@ def test_a_layer_norm_backward_on_a_gpu_adds_its_weight_gradient_kernel(affine):
                            "bandwidth": {"value": 3e12},
                            "calibration": {"norm": norm, "norm_train": norm,
                                            "norm_bwd": norm}}, "(test)")
-    gpu, cpu = roofline.node_time(record, chip("gpu")), roofline.node_time(record, chip("cpu"))
+    gpu, cpu = time_model.node_time(record, chip("gpu")), time_model.node_time(record, chip("cpu"))
     streamed = record["bytes"] / (0.8 * 3e12)
     assert cpu.predicted_s == pytest.approx(2e-5 + streamed)
     assert gpu.extra_s == pytest.approx(7 * 0.62e-6 if affine else 0.0)
-    assert roofline.device_seconds(gpu) == pytest.approx(streamed + gpu.extra_s)
+    assert prediction.device_seconds(gpu) == pytest.approx(streamed + gpu.extra_s)
 
 
 def test_a_layer_norm_of_a_strided_input_on_a_gpu_pays_its_copy_at_the_copy_rate():
@@ -2430,9 +2430,9 @@ def test_a_layer_norm_of_a_strided_input_on_a_gpu_pays_its_copy_at_the_copy_rate
     bound = launch_geometry.layer_norm_s(record["shape"], 132)
     assert bound == pytest.approx(1576 * (148e-9 + 768 * 0.40e-9) / 132)
     assert bound > plain / 3e12  # the rows, not the bytes left, set the kernel
-    assert roofline.device_seconds(roofline.node_time(record, chip("gpu"))) == \
+    assert prediction.device_seconds(time_model.node_time(record, chip("gpu"))) == \
         pytest.approx(bound + copied / (0.9 * 3e12))
-    assert roofline.node_time(record, chip("cpu")).predicted_s == \
+    assert time_model.node_time(record, chip("cpu")).predicted_s == \
         pytest.approx(2e-5 + (plain + copied) / 3e12)
 
 
@@ -2448,7 +2448,7 @@ def test_the_kept_strided_layer_norms_took_their_copy_and_their_rows():
     copied = [r for r in norms if op_classes.contiguous_copies(r) == 1]
     assert len(norms) == 25 and len(copied) == 24
     for record in copied:
-        ratio = record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
+        ratio = record["time_s"] / prediction.device_seconds(time_model.node_time(record, chip))
         assert 0.85 <= ratio <= 1.1, (record["name"], ratio)
     assert 1.8 < statistics.median(r["time_s"] for r in copied) / norms[0]["time_s"] < 2.0
 
@@ -2478,8 +2478,8 @@ def test_a_transposing_copy_on_an_nvidia_gpu_runs_atens_strided_loop():
                       "bandwidth": {"value": 3e12}, "calibration": {"copy": flat}}, "(test)")
     by_hand = (elements * 0.237e-9 + 4 * elements * 0.026e-9) / 132
     assert by_hand > 1.5 * dense["bytes"] / (0.9 * 3e12)
-    assert roofline.device_seconds(roofline.node_time(strided, gpu)) == pytest.approx(by_hand)
-    assert roofline.device_seconds(roofline.node_time(dense, gpu)) == \
+    assert prediction.device_seconds(time_model.node_time(strided, gpu)) == pytest.approx(by_hand)
+    assert prediction.device_seconds(time_model.node_time(dense, gpu)) == \
         pytest.approx(dense["bytes"] / (0.9 * 3e12))
 
 
@@ -2499,7 +2499,7 @@ def test_the_kept_transposing_copies_took_the_strided_loops_time():
     assert len(clones) == 12 and all(r["rule"] == "copy[strided]" for r in clones)
     for record in clones:
         assert 298e-6 < record["time_s"] < 301e-6
-        ratio = record["time_s"] / roofline.device_seconds(roofline.node_time(record, chip))
+        ratio = record["time_s"] / prediction.device_seconds(time_model.node_time(record, chip))
         assert 0.95 <= ratio <= 1.05, (record["name"], ratio)
 
 
@@ -2522,19 +2522,19 @@ def test_a_tensor_core_convolution_runs_no_faster_than_the_chips_gemms():
         return parse_chip(spec, "(test)")
 
     fp16 = _conv_record("float16", "channels_last")  # 2e10 FLOP, no NHWC transposes
-    assert roofline.node_time(fp16, device("gpu")).predicted_s == \
+    assert time_model.node_time(fp16, device("gpu")).predicted_s == \
         pytest.approx(1e-5 + 2e10 / (1e14 * 0.6))
     fp32 = _conv_record("float32", "contiguous")
-    assert roofline.node_time(fp32, device("gpu")).predicted_s == \
+    assert time_model.node_time(fp32, device("gpu")).predicted_s == \
         pytest.approx(1e-5 + 2e10 / (1e13 * 1.2))
     # and at the GEMMs' narrow-tile rate: 512 output positions x 64 channels on 4 SMs fill
     # one wave of 128 x 64 tiles at 0.5 of the rate, or half of a wave of 128 x 128 ones
     # (calibration.utilization): 0.5 either way -- 1.0 at the convolution fit's own
     narrow = {**fp16, "shape": [2, 64, 16, 16], "flops": 2 * 512 * 64 * 4608, "bytes": 1e5}
-    assert roofline.node_time(narrow, device("gpu", units=4)).predicted_s == \
+    assert time_model.node_time(narrow, device("gpu", units=4)).predicted_s == \
         pytest.approx(1e-5 + 2 * 512 * 64 * 4608 / (1e14 * 0.6 * 0.5))
     # on the CPU, 6e10 FLOP at the full 1e14 (compute-bound: 3e8 B take 0.3 ms at 1e12 B/s)
-    assert roofline.node_time({**fp16, "flops": 6e10}, device("cpu")).predicted_s == \
+    assert time_model.node_time({**fp16, "flops": 6e10}, device("cpu")).predicted_s == \
         pytest.approx(1e-5 + 6e10 / 1e14)
 
 
@@ -2555,7 +2555,7 @@ def test_a_depthwise_convolution_is_named_so_and_bounded_by_the_cuda_cores(monke
                                               "convolution_backward[depthwise]"}
     for r in depthwise:
         assert op_classes.depthwise(r) and roofline.node_roof(r, chip).peak_key == "fp32"
-        assert roofline._transpose_s(r, chip, roofline.node_roof(r, chip).peak_key) == 0
+        assert time_model._transpose_s(r, chip, roofline.node_roof(r, chip).peak_key) == 0
     for module in (torch.nn.Conv2d(64, 64, 3, padding=1),
                    torch.nn.Conv2d(64, 64, 3, padding=1, groups=32)):
         for r in convs(module, x):
@@ -2589,8 +2589,8 @@ def test_a_narrow_convolution_runs_on_the_cuda_cores_at_its_measured_share(monke
     assert [op_classes.weight_gradient_only(r) for r in narrow] == [False, True]
     for r in narrow:
         assert roofline.node_roof(r, chip).peak_key == "fp32"
-        assert roofline._transpose_s(r, chip, "fp32") == 0
-        kernel = roofline.device_seconds(roofline.node_time(r, chip))
+        assert time_model._transpose_s(r, chip, "fp32") == 0
+        kernel = prediction.device_seconds(time_model.node_time(r, chip))
         # the stem's backward computes its weight gradient alone (its input needs none):
         # 0.46 of the peak, where a forward takes 0.30 (chips.yaml: H100 SXM FP32 66.9 TFLOP/s)
         share = 0.46 if r["op"] == "convolution_backward" and r["shape"] == [] else 0.30
@@ -2601,7 +2601,7 @@ def test_a_narrow_convolution_runs_on_the_cuda_cores_at_its_measured_share(monke
     if amp is None:  # TF32 off: the FP32 fit prices it, not the share
         monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
         forward = next(r for r in narrow if r["op"] == "convolution")
-        assert roofline.device_seconds(roofline.node_time(forward, chip)) != \
+        assert prediction.device_seconds(time_model.node_time(forward, chip)) != \
             pytest.approx(forward["flops"] / (0.30 * 66.9e12), rel=0.05)
 
 
@@ -2625,7 +2625,7 @@ def test_a_channels_last_depthwise_convolution_runs_at_cudnns_measured_share(mon
         return [(r, chip) for r in g.records() if op_classes.depthwise(r)]
 
     def kernels(nodes):
-        return [roofline.device_seconds(roofline.node_time(r, chip)) for r, chip in nodes]
+        return [prediction.device_seconds(time_model.node_time(r, chip)) for r, chip in nodes]
 
     (forward, _), (backward, _) = depthwise("channels_last", h100)
     assert forward["layout"] == backward["layout"] == "channels_last"
@@ -2640,9 +2640,9 @@ def test_a_channels_last_depthwise_convolution_runs_at_cudnns_measured_share(mon
               *depthwise("channels_last", measured)] + \
         [(node, h100) for node, share in zip((forward, backward), shares) if not share]
     before = kernels(others)
-    monkeypatch.setattr(roofline, "CUDNN_DEPTHWISE_COMPUTE",
+    monkeypatch.setattr(time_model, "CUDNN_DEPTHWISE_COMPUTE",
                         {key: share / 2 for key, share in
-                         roofline.CUDNN_DEPTHWISE_COMPUTE.items()})
+                         time_model.CUDNN_DEPTHWISE_COMPUTE.items()})
     assert kernels(others) == before
     for node, share in priced:  # half the share, twice the time
         assert kernels([(node, h100)]) == \
@@ -2681,8 +2681,8 @@ def test_the_shipped_cudnn_depthwise_shares_are_the_medians_of_the_kept_profiles
                           + 2 * bias * itemsize(r["dtype"]) * LOOP_BYTE_S) / 132
             shares[r["op"], r["dtype"]].append(r["flops"] / (r["time_s"] - bias_add_s)
                                                / 66.9e12)
-    assert set(roofline.CUDNN_DEPTHWISE_COMPUTE) <= set(shares)
-    for key, shipped in roofline.CUDNN_DEPTHWISE_COMPUTE.items():
+    assert set(time_model.CUDNN_DEPTHWISE_COMPUTE) <= set(shares)
+    for key, shipped in time_model.CUDNN_DEPTHWISE_COMPUTE.items():
         assert float(f"{statistics.median(shares[key]):.2g}") == shipped, key
 
 
@@ -2734,18 +2734,18 @@ def test_an_nchw_depthwise_convolution_on_an_nvidia_gpu_lasts_at_least_its_taps(
         forward, backward = depthwise(h100, dtype)
         assert forward["macs"] == outputs * 9 and backward["macs"] == 2 * outputs * 9
         by_hand = (outputs * 0.78e-9 + outputs * 9 * 0.061e-9) / 132
-        assert roofline.device_seconds(roofline.node_time(forward, h100)) == \
+        assert prediction.device_seconds(time_model.node_time(forward, h100)) == \
             pytest.approx(by_hand)
     forward, backward = depthwise(h100)
     by_hand = (inputs * 2.2e-9 + 2 * outputs * 9 * 0.15e-9) / 132
-    assert roofline.device_seconds(roofline.node_time(backward, h100)) == pytest.approx(by_hand)
+    assert prediction.device_seconds(time_model.node_time(backward, h100)) == pytest.approx(by_hand)
     # a bf16 backward was never timed: its class prices it
-    assert roofline._launch_bound_s(depthwise(h100, "bfloat16")[1], h100) == 0
-    assert all(roofline._launch_bound_s(r, mi300x) == 0 for r in depthwise(mi300x))
+    assert time_model._launch_bound_s(depthwise(h100, "bfloat16")[1], h100) == 0
+    assert all(time_model._launch_bound_s(r, mi300x) == 0 for r in depthwise(mi300x))
     half_forward, half_backward = depthwise(h100, "float16")
-    assert roofline._launch_bound_s(half_forward, h100) == pytest.approx(
+    assert time_model._launch_bound_s(half_forward, h100) == pytest.approx(
         (outputs * 0.78e-9 + outputs * 9 * 0.061e-9) / 132)
-    assert all(roofline._launch_bound_s(r, h100) == 0
+    assert all(time_model._launch_bound_s(r, h100) == 0
                for r in [half_backward] + depthwise(h100, layout="channels_last"))
 
 
@@ -2784,7 +2784,7 @@ def test_an_fp16_depthwise_convolution_cudnns_filter_refuses_runs_atens_kernel(c
     taps = math.prod(conv.kernel_size)
     assert node["macs"] == outputs * taps
     by_hand = (outputs * 0.78e-9 + outputs * taps * 0.061e-9) / 132 if aten else 0.0
-    assert roofline._launch_bound_s(node, h100) == pytest.approx(by_hand)
+    assert time_model._launch_bound_s(node, h100) == pytest.approx(by_hand)
     assert op_classes.cudnn_bias_add(node) == (not aten)
 
 
@@ -2807,11 +2807,11 @@ def test_an_nvidia_gpus_sm_clock_is_the_one_its_datasheet_states():
     from fxroof import launch_geometry
     checked = []
     for chip in load_chips().values():
-        units = chip.multiprocessors or roofline.calibration().units(chip.id)
+        units = chip.multiprocessors or time_model.calibration().units(chip.id)
         stated = re.search(r"([\d.]+) ?(GHz|MHz)", chips_text_of(chip.id))
         if chip.vendor != "NVIDIA" or chip.cls != "gpu" or not units or not stated:
             continue
-        clock = roofline.sm_clock_hz(chip, units)
+        clock = time_model.sm_clock_hz(chip, units)
         if clock is None:
             continue
         hz = float(stated.group(1)) * (1e9 if stated.group(2) == "GHz" else 1e6)
@@ -2820,7 +2820,7 @@ def test_an_nvidia_gpus_sm_clock_is_the_one_its_datasheet_states():
     assert {"a100_sxm_80gb", "v100_sxm2", "t4", "h100_sxm"} <= set(checked)
     for chip_id in ("h100_sxm", "h200_sxm"):
         chip = load_chips()[chip_id]
-        assert roofline.sm_clock_hz(chip, 132) == launch_geometry.REFERENCE_CLOCK_HZ
+        assert time_model.sm_clock_hz(chip, 132) == launch_geometry.REFERENCE_CLOCK_HZ
 
 
 def chips_text_of(chip_id: str) -> str:
@@ -2847,11 +2847,11 @@ def test_a_cycle_bound_kernel_takes_longer_on_a_slower_clocked_gpu_by_hand():
     at_h100 = (outputs * 0.78e-9 + outputs * 9 * 0.061e-9) / 108
     ratio = (66.9e12 / (2 * 128 * 132)) / (19.5e12 / (2 * 64 * 108))
     assert ratio == pytest.approx(1.98 / 1.41, rel=0.01)
-    assert roofline._launch_bound_s(record, a100) == pytest.approx(at_h100 * ratio)
+    assert time_model._launch_bound_s(record, a100) == pytest.approx(at_h100 * ratio)
     recorded = dataclasses.replace(a100, clock=0.99e9)
-    assert roofline._launch_bound_s(record, recorded) == pytest.approx(at_h100 * 2, rel=1e-3)
+    assert time_model._launch_bound_s(record, recorded) == pytest.approx(at_h100 * 2, rel=1e-3)
     measured = dataclasses.replace(a100, units={**a100.units, "fp32": "matrix"})
-    assert roofline._launch_bound_s(record, measured) == pytest.approx(at_h100)
+    assert time_model._launch_bound_s(record, measured) == pytest.approx(at_h100)
     shape = [64, 64, 56, 56]
     assert launch_geometry.bound_s("bn_eval", shape, 108, (8, 0), clock_hz=1.41e9) == \
         launch_geometry.batch_norm_transform_s(shape, 108, (8, 0))
@@ -2908,16 +2908,16 @@ def test_an_innermost_reduction_on_an_nvidia_gpu_lasts_at_least_its_rows():
     by_hand = (64 * 480 * 25e-9 + read * 0.039e-9) / 132
     streamed = mean["bytes"] / (0.8 * 3e12)
     assert by_hand > 2 * streamed
-    assert roofline.device_seconds(roofline.node_time(mean, chip("gpu"))) == \
+    assert prediction.device_seconds(time_model.node_time(mean, chip("gpu"))) == \
         pytest.approx(by_hand)
     assert op_classes.launch_kind(record(Mean((2, 3), op="sum"))) == "row_reduction"
     bias_gradient = record(Mean((0, 2, 3), op="sum"))
     assert bias_gradient["shape"] == [1, 480, 1, 1]
     for other in (record(Mean((2, 3), keepdim=False)), record(Mean(1)), bias_gradient):
         assert op_classes.launch_kind(other) is None
-        assert roofline.device_seconds(roofline.node_time(other, chip("gpu"))) < by_hand / 1.5
-    assert roofline._launch_bound_s(mean, chip("cpu")) == 0
-    assert roofline.device_seconds(roofline.node_time(mean, chip("cpu"))) < by_hand / 2
+        assert prediction.device_seconds(time_model.node_time(other, chip("gpu"))) < by_hand / 1.5
+    assert time_model._launch_bound_s(mean, chip("cpu")) == 0
+    assert prediction.device_seconds(time_model.node_time(mean, chip("cpu"))) < by_hand / 2
 
 
 def test_the_shipped_row_reduction_constants_are_the_fit_of_the_kept_profiles():
@@ -3002,17 +3002,17 @@ def test_a_half_precision_tensor_core_nodes_band_reaches_higher_on_a_gpu():
     mm = {"op": "mm", "op_class": "matrix", "rule": "mm", "dtype": "bfloat16",
           "flops": 2 * 4096 ** 3, "bytes": 3 * 4096 ** 2 * 2, "phase": "forward",
           "shape": [4096, 4096]}
-    widening = roofline.HALF_PRECISION_BAND_WIDENING
+    widening = time_model.HALF_PRECISION_BAND_WIDENING
     assert widening > 1
-    half = roofline.node_time(mm, chip)
+    half = time_model.node_time(mm, chip)
     assert half.low_s == pytest.approx(half.predicted_s * gemm.band[0])
     assert half.high_s == pytest.approx(half.predicted_s * gemm.band[1] * widening)
-    single = roofline.node_time({**mm, "dtype": "float32", "bytes": 3 * 4096 ** 2 * 4}, chip)
+    single = time_model.node_time({**mm, "dtype": "float32", "bytes": 3 * 4096 ** 2 * 4}, chip)
     assert single.high_s == pytest.approx(single.predicted_s * gemm.band[1])
     add = {"op": "add", "op_class": "vector", "rule": "add", "dtype": "bfloat16",
            "flops": 1e6, "bytes": 6e6, "phase": "forward", "shape": [10 ** 6]}
     vector = cal.load().params("h100_sxm", "gpu", "elementwise")
-    t = roofline.node_time(add, chip)
+    t = time_model.node_time(add, chip)
     assert t.high_s == pytest.approx(t.predicted_s * vector.band[1])
 
 
@@ -3037,8 +3037,8 @@ def test_a_tf32_convolution_backward_on_hopper_takes_its_weight_gradient_at_half
 
     def peak(record, chip):
         op_class = op_classes.op_class_on(record, chip.cls)
-        return roofline._compute_rate(record, chip, op_class,
-                                      roofline._params(chip, op_class))[0]
+        return time_model._compute_rate(record, chip, op_class,
+                                      time_model._params(chip, op_class))[0]
 
     dense = backward(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), (8, 64, 28, 28))
     first = backward(torch.nn.Conv2d(16, 64, 3, padding=1, bias=False), (8, 16, 28, 28),
@@ -3092,10 +3092,10 @@ def test_a_grouped_convolution_on_an_ampere_or_later_gpu_takes_its_grouped_kerne
     that (TF32_WEIGHT_GRADIENT_SLOWDOWN). 48 channels a group take two TF32 tiles' work."""
     h100 = load_chips()["h100_sxm"]
     clock = 66.9e12 / (132 * 128 * 2)
-    bf16, tf32 = (roofline.GROUPED_CONV_SM_CLOCK_FLOPS[k] * 132 * clock for k in ("bf16", "tf32"))
+    bf16, tf32 = (time_model.GROUPED_CONV_SM_CLOCK_FLOPS[k] * 132 * clock for k in ("bf16", "tf32"))
 
     def kernel_s(record):
-        return roofline.node_time(record, h100).kernel_s
+        return time_model.node_time(record, h100).kernel_s
 
     forward = _grouped_conv_node(128, 32, "bfloat16")
     flops = 2 * 8 * 56 * 56 * 128 * 4 * 9
@@ -3126,13 +3126,13 @@ def test_a_grouped_convolution_keeps_its_class_where_its_kernels_were_not_timed(
     ampere = [(half, found["a100_sxm_80gb"])]
 
     def kernels(pairs):
-        return [roofline.node_time(node, chip).kernel_s for node, chip in pairs]
+        return [time_model.node_time(node, chip).kernel_s for node, chip in pairs]
 
     before, ampere_before = kernels(unmoved), kernels(ampere)
-    assert roofline._grouped_conv_share(half, found["rtx_3090"], "fp16") == 1.0
+    assert time_model._grouped_conv_share(half, found["rtx_3090"], "fp16") == 1.0
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(roofline, "GROUPED_CONV_SM_CLOCK_FLOPS",
-                      {k: v / 2 for k, v in roofline.GROUPED_CONV_SM_CLOCK_FLOPS.items()})
+        patch.setattr(time_model, "GROUPED_CONV_SM_CLOCK_FLOPS",
+                      {k: v / 2 for k, v in time_model.GROUPED_CONV_SM_CLOCK_FLOPS.items()})
         assert kernels(unmoved) == before
         assert kernels(ampere) == [pytest.approx(2 * ampere_before[0])]
 
@@ -3163,7 +3163,7 @@ def test_the_shipped_grouped_kernel_rates_are_the_medians_of_the_kept_kernel_tim
             seconds = sum(k["us"] for k in run["forward"]) * 1e-6
             rates[run["dtype"]].append(padded / seconds / (132 * clock))
     assert len(rates["fp32"]) == len(rates["bf16"]) == 4
-    shipped = roofline.GROUPED_CONV_SM_CLOCK_FLOPS
+    shipped = time_model.GROUPED_CONV_SM_CLOCK_FLOPS
     assert float(f"{statistics.median(rates['fp32']):.2g}") == shipped["tf32"]
     assert float(f"{statistics.median(rates['bf16']):.2g}") == shipped["bf16"] == shipped["fp16"]
 
@@ -3188,7 +3188,7 @@ def test_a_memory_bound_tensor_core_product_streams_at_the_chips_streaming_rate(
                                    dtype=torch.bfloat16)
     moved = 2 * (802816 * 96 + 384 * 96 + 384 + 802816 * 384)  # x, weight, bias, output
     assert node["op"] == "addmm" and node["bytes"] == moved
-    kernel = roofline.device_seconds(roofline.node_time(node, h100))
+    kernel = prediction.device_seconds(time_model.node_time(node, h100))
     assert kernel == pytest.approx(moved / (3.35e12 * 0.7776))  # 296 us
 
 
@@ -3204,7 +3204,7 @@ def test_fp32_skinny_and_batched_products_keep_the_gemm_class_memory_fraction():
                                      dtype=torch.bfloat16)
     moved = 2 * (256 * 25088 + 4096 * 25088 + 4096 + 256 * 4096)
     assert skinny["bytes"] == moved
-    assert roofline.device_seconds(roofline.node_time(skinny, h100)) == \
+    assert prediction.device_seconds(time_model.node_time(skinny, h100)) == \
         pytest.approx(moved / (3.35e12 * 0.3874))
 
     class Bmm(nn.Module):
@@ -3215,13 +3215,13 @@ def test_fp32_skinny_and_batched_products_keep_the_gemm_class_memory_fraction():
                                    dtype=torch.float32)
     moved = 4 * (802816 * 384 + 8 * 384 + 802816 * 8)
     assert fp32["bytes"] == moved
-    assert roofline.device_seconds(roofline.node_time(fp32, h100)) == \
+    assert prediction.device_seconds(time_model.node_time(fp32, h100)) == \
         pytest.approx(moved / (3.35e12 * 0.3874))
     h100, (bmm,) = _h100_products(Bmm(), torch.empty(3072, 384, 64), torch.empty(3072, 64, 384),
                                   dtype=torch.bfloat16)
     moved = 2 * 3072 * (2 * 384 * 64 + 384 * 384)
     assert bmm["op"] == "bmm" and bmm["bytes"] == moved
-    assert roofline.device_seconds(roofline.node_time(bmm, h100)) == \
+    assert prediction.device_seconds(time_model.node_time(bmm, h100)) == \
         pytest.approx(moved / (3.35e12 * 0.3874))
 
 
@@ -3241,7 +3241,7 @@ def test_the_kept_profiles_memory_bound_products_run_near_the_streaming_rate():
             key = {"float16": "fp16", "bfloat16": "bf16"}.get(r["dtype"])
             ridge = chip.peaks[key] / chip.bandwidth if key else 0.0  # FLOP/byte
             if r["op"] == "addmm" and r["flops"] > 1e9 and r["flops"] / r["bytes"] < ridge:
-                kernel = roofline.device_seconds(roofline.node_time(r, chip))
+                kernel = prediction.device_seconds(time_model.node_time(r, chip))
                 ratios.append(r["time_s"] / kernel)
     assert len(ratios) == 24  # 12 Linear layers of 4 shapes on each board
     # the H100's run at 0.95-1.19 of the time priced, the H200's at 1.00-1.48 (0.52-0.78 of
@@ -3277,10 +3277,10 @@ def test_a_matrix_vector_product_streams_its_matrix_at_the_chips_streaming_rate(
     h100, node = _gemv(chips.get_chip("h100_sxm"), 4096, 11008)
     moved = 2 * (4096 + 4096 * 11008 + 11008)  # the row, the weight, the output row
     assert op_classes.op_class_of(node) == "gemv" and node["bytes"] == moved
-    h100_s = roofline.device_seconds(roofline.node_time(node, h100))
+    h100_s = prediction.device_seconds(time_model.node_time(node, h100))
     assert h100_s == pytest.approx(moved / (3.35e12 * 0.7776))  # 34.6 us
     a100, node = _gemv(chips.get_chip("a100_sxm_80gb"), 4096, 11008)
-    a100_s = roofline.device_seconds(roofline.node_time(node, a100))
+    a100_s = prediction.device_seconds(time_model.node_time(node, a100))
     assert a100_s == pytest.approx(moved / (2.039e12 * 0.8611))  # 51.4 us
     assert a100_s > 1.4 * h100_s  # before, 0.64x: 44.2 us against 69.5 us
 
@@ -3297,7 +3297,7 @@ def test_a_public_decode_steps_weights_stream_within_the_measured_step():
     for features_in, features_out in ((4096, 4096), (4096, 11008), (11008, 4096),
                                       (4096, 32000)):
         chip, node = _gemv(rtx_4090, features_in, features_out)
-        kernel = roofline.node_time(node, chip).kernel_s
+        kernel = time_model.node_time(node, chip).kernel_s
         assert kernel <= node["bytes"] / step_rate
 
 
@@ -3305,11 +3305,11 @@ def test_a_chip_measured_for_matrix_vector_products_keeps_its_own_rate():
     """`chips measure` probes GEMVs (fxroof.probes): a GPU measured with a gemv class of its
     own keeps that class's memory fraction, the streaming rate goes only to the shipped fits."""
     h100 = chips.get_chip("h100_sxm")
-    own = dataclasses.replace(roofline._params(h100, "gemm"), memory=0.5, t0=5e-6)
+    own = dataclasses.replace(time_model._params(h100, "gemm"), memory=0.5, t0=5e-6)
     chip, node = _gemv(h100, 4096, 11008, calibration={"gemv": own, "gemm": own,
                                                         "elementwise": own})
     moved = 2 * (4096 + 4096 * 11008 + 11008)
-    assert roofline.node_time(node, chip).kernel_s == pytest.approx(moved / (3.35e12 * 0.5))
+    assert time_model.node_time(node, chip).kernel_s == pytest.approx(moved / (3.35e12 * 0.5))
 
 
 def _measured_cpu(calibration: Optional[dict] = None, peak: float = 1e11,
@@ -3347,11 +3347,11 @@ def test_a_reduction_is_priced_by_its_own_class_where_a_chip_measured_one():
     # 200,704 FLOPs take 2 us at 1e11 FLOP/s)
     moved = 4 * (64 * 56 * 56 + 64)
     assert mean["bytes"] == moved
-    before = roofline.node_time(mean, chip({"elementwise": elementwise}))
+    before = time_model.node_time(mean, chip({"elementwise": elementwise}))
     assert before.predicted_s == pytest.approx(2e-5 + moved / (1e10 * 0.5))
-    own = roofline.node_time(mean, chip({"elementwise": elementwise, "reduce": reduce}))
+    own = time_model.node_time(mean, chip({"elementwise": elementwise, "reduce": reduce}))
     assert own.predicted_s == pytest.approx(1.5e-4 + moved / (1e10 * 0.25))
-    assert roofline.node_time(by_op["relu"], chip({"elementwise": elementwise,
+    assert time_model.node_time(by_op["relu"], chip({"elementwise": elementwise,
                                                    "reduce": reduce})).predicted_s \
         == pytest.approx(2e-5 + 2 * 4 * 64 * 56 * 56 / (1e10 * 0.5))
 
@@ -3387,12 +3387,12 @@ def test_a_transcendental_activation_is_priced_by_the_math_class_where_a_chip_me
     # 0.5 x (1 + erf(x / sqrt 2)): a divide, an erf, an add and two multiplies per element,
     # the erf one FLOP by the convention; read and written once in fp32
     assert gelu["flops"] == 5 * n and gelu["bytes"] == 2 * 4 * n
-    before = roofline.node_time(gelu, chip({"elementwise": elementwise}))
+    before = time_model.node_time(gelu, chip({"elementwise": elementwise}))
     assert before.predicted_s == pytest.approx(2e-5 + 2 * 4 * n / (1e10 * 0.5))
     # 5n FLOPs at 1% of 1e11 FLOP/s (1.0 ms) outlast 8n bytes at half of 1e10 B/s (0.32 ms)
-    own = roofline.node_time(gelu, chip({"elementwise": elementwise, "math": math_class}))
+    own = time_model.node_time(gelu, chip({"elementwise": elementwise, "math": math_class}))
     assert own.predicted_s == pytest.approx(2e-5 + 5 * n / (1e11 * 0.01))
-    assert roofline.node_time(by_op[("relu", "forward")], chip({
+    assert time_model.node_time(by_op[("relu", "forward")], chip({
         "elementwise": elementwise, "math": math_class})).predicted_s \
         == pytest.approx(before.predicted_s)
 
@@ -3450,8 +3450,8 @@ def test_a_batch_norm_reserve_is_neither_priced_nor_fitted_on_a_cpu():
 
     copy = {"t0": 5e-5, "compute": 1.0, "memory": 1.0, "band": [1, 1]}
     chip = _measured_cpu({"copy": copy, "elementwise": copy})
-    assert roofline.node_time(reserves[0], chip).predicted_s == 0
-    assert roofline.node_time(kept[0], chip).predicted_s == pytest.approx(5e-5)
+    assert time_model.node_time(reserves[0], chip).predicted_s == 0
+    assert time_model.node_time(kept[0], chip).predicted_s == pytest.approx(5e-5)
 
     timed = [{**r, "time_s": 1e-4} for r in records if op_classes.op_class_of(r) is not None]
     rows = model_probes.class_rows(timed)
@@ -3513,17 +3513,17 @@ def test_a_cpu_chip_prices_an_in_place_relu_at_its_rate_and_a_gpu_does_not():
              "in_place_memory": 2.0}
     chip = dataclasses.replace(chip, calibration={
         "elementwise": cal.parse_params(entry, "(test)")})
-    assert roofline.node_time(_vector_record("relu_"), chip).predicted_s == \
+    assert time_model.node_time(_vector_record("relu_"), chip).predicted_s == \
         pytest.approx(1e-5 + 2e-4)
-    assert roofline.node_time(_vector_record("relu"), chip).predicted_s == \
+    assert time_model.node_time(_vector_record("relu"), chip).predicted_s == \
         pytest.approx(1e-5 + 4e-4)
     assert cal.probe_entry(chip.calibration["elementwise"], [1.0], "t")["in_place_memory"] == 2
     for bad in (0, 11, "fast"):
         with pytest.raises(fxroof.FxroofError, match="in_place_memory"):
             cal.parse_params({**entry, "in_place_memory": bad}, "(test)")
     h100 = chips.get_chip("h100_sxm")
-    assert roofline.node_time(_vector_record("relu_"), h100).predicted_s == \
-        roofline.node_time(_vector_record("relu"), h100).predicted_s
+    assert time_model.node_time(_vector_record("relu_"), h100).predicted_s == \
+        time_model.node_time(_vector_record("relu"), h100).predicted_s
 
 
 def test_a_gpu_fit_keeps_its_in_place_probes_in_its_one_memory_rate():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fxroof
-from fxroof import launch_geometry, op_classes, roofline
+from fxroof import launch_geometry, op_classes, prediction, time_model
 from fxroof.chips import load_chips
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,12 +83,12 @@ def test_the_combining_is_added_to_the_class_time_on_an_nvidia_gpu_only():
     h200 = load_chips()["h200_sxm"]
     added = launch_geometry.global_reduce_s(64 * 28 * 28, 192, 132, (9, 0))
     assert added == pytest.approx(196 * 0.36e-6 + 6.4e-6)
-    assert roofline.device_seconds(roofline.node_time(bias, h200)) == pytest.approx(
-        roofline.device_seconds(roofline.node_time(plain, h200)) + added)
+    assert prediction.device_seconds(time_model.node_time(bias, h200)) == pytest.approx(
+        prediction.device_seconds(time_model.node_time(plain, h200)) + added)
     for other in ("epyc_9654", "mi300x"):
         chip = load_chips()[other]
-        assert roofline.node_time(bias, chip).predicted_s == \
-            roofline.node_time(plain, chip).predicted_s
+        assert time_model.node_time(bias, chip).predicted_s == \
+            time_model.node_time(plain, chip).predicted_s
 
 
 def test_the_global_reduce_fit_recovers_planted_constants():

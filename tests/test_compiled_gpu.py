@@ -225,7 +225,7 @@ def test_a_triton_launch_costs_the_host_a_share_of_an_eager_op_and_a_library_cal
     t0 (a Triton launch from Inductor's wrapper against a Python-issued eager op); an
     extern kernel (cuBLAS here) goes through ATen's dispatcher and keeps the whole t0."""
     from fxroof.pipeline import GENERATED_KERNEL_HOST_SHARE
-    from fxroof.roofline import _params, node_time
+    from fxroof.time_model import _params, node_time
 
     chip = get_chip("rtx_4090")
     g = fxroof.analyze(Linear(), torch.randn(16, 64), compiled=True, device="cuda",
@@ -243,15 +243,15 @@ def test_a_compiled_training_step_pays_no_autograd_engine_per_kernel(monkeypatch
     backward node, every backward op runs through the engine); a compiled step is one
     autograd node around Inductor's kernels, so its prediction does not move with that
     factor while the eager one does."""
-    from fxroof import roofline
+    from fxroof import prediction
 
     chip = get_chip("rtx_4090")
     step = dict(batch=1, device="cuda", chip=chip, backward=True)
     eager = fxroof.analyze("resnet18", **step).records()
     compiled = fxroof.analyze("resnet18", compiled=True, **step).records()
-    before = [roofline.predict(r, chip)["overall"]["predicted_s"] for r in (eager, compiled)]
-    monkeypatch.setattr(roofline, "AUTOGRAD_HOST_FACTOR", 3.0)
-    after = [roofline.predict(r, chip)["overall"]["predicted_s"] for r in (eager, compiled)]
+    before = [prediction.predict(r, chip)["overall"]["predicted_s"] for r in (eager, compiled)]
+    monkeypatch.setattr(prediction, "AUTOGRAD_HOST_FACTOR", 3.0)
+    after = [prediction.predict(r, chip)["overall"]["predicted_s"] for r in (eager, compiled)]
     assert after[0] > 1.5 * before[0]  # batch 1: host-bound, the factor shows
     assert after[1] == pytest.approx(before[1])
 

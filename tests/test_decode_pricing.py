@@ -14,7 +14,7 @@ from torch import nn
 
 import fxroof
 from fxroof import calibration as cal
-from fxroof import chips, roofline
+from fxroof import chips, prediction, time_model
 from fxroof.cli import main
 from fxroof.pipeline import CUDNN_PLAN_BUILD_S
 from fxroof.plan_builds import mark_plan_builds
@@ -53,7 +53,7 @@ def test_a_few_row_16bit_product_streams_its_weights_like_a_matrix_vector_one():
     chip, node = _product(8, 4096, 11008, torch.bfloat16)
     moved = 2 * (8 * 4096 + 4096 * 11008 + 8 * 11008)
     assert node["bytes"] == moved
-    kernel = roofline.node_time(node, chip).kernel_s
+    kernel = time_model.node_time(node, chip).kernel_s
     assert kernel == pytest.approx(moved / (H200_BANDWIDTH * streaming))  # 24.2 us
     measured = [p["seconds"] for p in json.load(open(PROBE))["products"]
                 if (p["m"], p["k"], p["n"], p["dtype"]) == (8, 4096, 11008, "torch.bfloat16")]
@@ -68,11 +68,11 @@ def test_a_two_tile_tall_or_fp32_product_keeps_the_gemm_class_fraction():
     gemm = _shipped("h100_sxm", "gemm")["memory"]
     chip, node = _product(8, 4096, 11008, torch.float32)
     # at least its bytes at the fraction (here its FP32 multiply-adds take longer still)
-    assert roofline.node_time(node, chip).kernel_s >= \
+    assert time_model.node_time(node, chip).kernel_s >= \
         node["bytes"] / (H200_BANDWIDTH * gemm) * (1 - 1e-9)
     chip, node = _product(256, 25088, 4096, torch.bfloat16, "h100_sxm")
     memory_s = node["bytes"] / (3.35e12 * gemm)
-    assert roofline.node_time(node, chip).kernel_s == pytest.approx(memory_s)
+    assert time_model.node_time(node, chip).kernel_s == pytest.approx(memory_s)
 
 
 class _Attention(nn.Module):
@@ -100,7 +100,7 @@ def test_cudnn_decode_attention_streams_its_kv_cache():
     kv = 2 * 32 * 16384 * 128 * 2
     q_and_out = 2 * 32 * 128 * 2
     assert kv + q_and_out <= node["bytes"] <= kv + q_and_out + 1024  # and the row statistics
-    kernel = roofline.node_time(node, chip).kernel_s
+    kernel = time_model.node_time(node, chip).kernel_s
     assert kernel == pytest.approx(node["bytes"] / (H200_BANDWIDTH * streaming))  # 71.9 us
     measured = [p["seconds"] for p in json.load(open(PROBE))["attention"]
                 if (p["batch"], p["kv_heads"], p["past"], p["masked"]) == (1, 32, 16384, False)]
@@ -123,7 +123,7 @@ def test_flash_decode_attention_streams_but_memory_efficient_keeps_the_fraction(
     assert (streaming, gemm) == (pytest.approx(0.9026, abs=1e-4), pytest.approx(0.535, abs=1e-3))
     chip, node = _attention("rtx_4090", 16384)
     assert node["op"] == "_scaled_dot_product_flash_attention"
-    assert roofline.node_time(node, chip).kernel_s == pytest.approx(
+    assert time_model.node_time(node, chip).kernel_s == pytest.approx(
         node["bytes"] / (chip.bandwidth * streaming))  # 295 us; 498 at the fraction
     shapes = [(1, 32, 1, 128), (1, 32, 16384, 128), (1, 32, 16384, 128)]
     records = fxroof.analyze(_MaskedAttention(), *[torch.empty(s, dtype=torch.bfloat16)
@@ -132,7 +132,7 @@ def test_flash_decode_attention_streams_but_memory_efficient_keeps_the_fraction(
                              chip=chip).records()
     (masked,) = [r for r in records if "attention" in r["op"]]
     assert masked["op"] == "_scaled_dot_product_efficient_attention"
-    assert roofline.node_time(masked, chip).kernel_s >= \
+    assert time_model.node_time(masked, chip).kernel_s >= \
         masked["bytes"] / (chip.bandwidth * gemm) * (1 - 1e-9)
 
 
@@ -172,13 +172,13 @@ def test_a_decode_step_on_hopper_builds_one_plan_and_pays_it_on_the_host():
     assert sum("cudnn_attention" in r["op"] for r in records) == 3  # one per layer
     h100 = chips.get_chip("h100_sxm")
     unbuilt = dict(built[0], plan_build=False)
-    with_build, without = roofline.node_time(built[0], h100), roofline.node_time(unbuilt, h100)
+    with_build, without = time_model.node_time(built[0], h100), time_model.node_time(unbuilt, h100)
     assert with_build.host_s - without.host_s == pytest.approx(CUDNN_PLAN_BUILD_S)
     assert with_build.predicted_s - without.predicted_s == pytest.approx(CUDNN_PLAN_BUILD_S)
     assert with_build.kernel_s == without.kernel_s
     # the step is host-bound: the build adds itself to the step whole
-    stepped = roofline.predict(records, h100)["overall"]["predicted_s"]
-    plain = roofline.predict([dict(r, plan_build=False) for r in records],
+    stepped = prediction.predict(records, h100)["overall"]["predicted_s"]
+    plain = prediction.predict([dict(r, plan_build=False) for r in records],
                              h100)["overall"]["predicted_s"]
     assert stepped - plain == pytest.approx(CUDNN_PLAN_BUILD_S, rel=1e-6)
 

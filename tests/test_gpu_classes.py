@@ -8,7 +8,7 @@ from torch import nn
 
 import fxroof
 from benchmarks import gpu_classes
-from fxroof import op_classes, roofline
+from fxroof import op_classes, time_model
 from fxroof.chips import load_chips
 from fxroof.errors import FxroofError
 
@@ -34,7 +34,7 @@ def test_the_classes_add_up_to_the_timed_kernel_nodes(tmp_path, capsys):
         # each kernel lasting at least 3 us (the README's floor)
         expected = 0.0
         for r in mine:
-            t = roofline.node_time(r, t4)
+            t = time_model.node_time(r, t4)
             expected += max(t.kernel_s, 3e-6) if t.host_s else t.predicted_s
             assert t.kernel_s < t.predicted_s or not t.host_s
         assert sum(row["kernel_s"] for row in found) == pytest.approx(expected)

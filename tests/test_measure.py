@@ -103,9 +103,9 @@ def test_predict_and_profile_on_the_measured_chip(chip_dir, capsys):
     assert "(measured)" in out and "page faults" in header
     g = fxroof.analyze("resnet18", batch=2)
     g.time(repeats=2, warmup=1)
-    from fxroof import roofline
+    from fxroof import prediction
 
-    rows = roofline.where_to_look(g.records(), load_chips()["this-cpu"], top=3)
+    rows = prediction.where_to_look(g.records(), load_chips()["this-cpu"], top=3)
     assert rows and all(r["fraction_of_roof"] is not None for r in rows)
 
 

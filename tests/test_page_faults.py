@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from fxroof import analyze, calibration as cal, heap, hidden_bytes, roofline
+from fxroof import analyze, calibration as cal, heap, hidden_bytes, prediction
 from fxroof.chips import parse_chip
 from fxroof.errors import UsageError
-from fxroof.roofline import node_time
+from fxroof.time_model import node_time
 
 MIB = 2 ** 20
 PAGE = 4096
@@ -137,8 +137,8 @@ def test_a_caching_allocator_faults_nothing_and_saves_the_first_touch_time():
         sum(node_time(r, chip).predicted_s for r in caching.records())
     assert saved == pytest.approx((2 * MIB + PAGE - TOP_PAD) / 1e9)
     # predict says how much of the step is faults: all of what the caching allocator saves
-    assert roofline.predict(glibc.records(), chip)["overall"]["faults_s"] == pytest.approx(saved)
-    assert roofline.predict(caching.records(), chip)["overall"]["faults_s"] == 0
+    assert prediction.predict(glibc.records(), chip)["overall"]["faults_s"] == pytest.approx(saved)
+    assert prediction.predict(caching.records(), chip)["overall"]["faults_s"] == 0
 
 
 def test_fault_seconds_are_the_first_touch_of_the_ops_and_its_reorders_buffers():

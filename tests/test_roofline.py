@@ -6,7 +6,7 @@ import torch
 import yaml
 
 import fxroof
-from fxroof import chips as chips_module, roofline
+from fxroof import chips as chips_module, prediction, roofline, time_model
 from fxroof.chips import Chip, lint, load_chips, read_file
 from fxroof.errors import FxroofError
 from fxroof.pipeline import pipelined_s
@@ -66,7 +66,7 @@ def test_pipelined_step_by_hand():
 
 def test_predict_sums_nodes_per_phase():
     records = [record(1e9, 1e9), record(1e12, 1e9, phase="backward")]
-    p = roofline.predict(records, TOY, roof="ideal")
+    p = prediction.predict(records, TOY, roof="ideal")
     assert p["forward"]["predicted_s"] == pytest.approx(0.02)
     assert p["backward"]["predicted_s"] == pytest.approx(10.0)
     assert p["overall"]["predicted_s"] == pytest.approx(10.02)
@@ -199,7 +199,7 @@ def test_predict_groups_what_it_skips_and_keeps_roofs_apart_from_calibrated_time
     # a chip with only a roof is listed after the note, below every calibrated chip, however
     # much faster its roof is than a calibrated time
     note = out.index("Chips with no calibrated time model")
-    calibrated = {c.name for c in chips.values() if roofline.time_model_source(c)}
+    calibrated = {c.name for c in chips.values() if time_model.time_model_source(c)}
     rows: dict = {}  # each chip's first line: the parts table after both repeats them
     for i, line in enumerate(out.splitlines()):
         rows.setdefault(line.split("  ")[0], i)
@@ -222,7 +222,7 @@ def test_predict_prices_each_gpu_on_the_cuda_program_for_its_capability(capsys):
     h100 = load_chips()["h100_sxm"]
     own = fxroof.analyze("hf:gpt2", hf_config={"n_layer": 1}, chip=h100, amp="bf16")
     assert own.model.device == "cuda"
-    expected = roofline.predict(own.records(), h100)["overall"]["predicted_s"]
+    expected = prediction.predict(own.records(), h100)["overall"]["predicted_s"]
     row = next(line for line in out.splitlines() if line.startswith("NVIDIA H100"))
     assert row.split()[4:6] == fxroof.render.seconds(expected).split()
     # --device names one target for every chip: one analysis
@@ -244,7 +244,7 @@ def test_where_to_look_ranks_by_time_above_the_roof():
     g = fxroof.analyze("resnet18", batch=2, backward=True)
     g.time(repeats=2, warmup=1)
     chip = load_chips()["t4"]
-    rows = roofline.where_to_look(g.records(), chip, top=5)
+    rows = prediction.where_to_look(g.records(), chip, top=5)
     assert len(rows) == 5
     gaps = [r["gap_s"] for r in rows]
     assert gaps == sorted(gaps, reverse=True)

@@ -297,7 +297,7 @@ def test_cached_records_predict_what_the_analysis_predicts(study):
     from the cache as from the analysis itself."""
     from fxroof import analyze
     from fxroof.chips import parse_chip
-    from fxroof.roofline import predict
+    from fxroof.prediction import predict
 
     params = {"t0": 1e-5, "compute": 0.5, "memory": 0.5, "band": [1, 1], "k_half": 40.0,
               "fresh_rate": 2e9, "layout_rate": 1e10}

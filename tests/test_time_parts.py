@@ -1,9 +1,9 @@
-"""Where a predicted step goes (roofline.TIME_PARTS), against hand-worked cases."""
+"""Where a predicted step goes (prediction.TIME_PARTS), against hand-worked cases."""
 import pytest
 import torch
 
 import fxroof
-from fxroof import op_classes, render, roofline
+from fxroof import op_classes, prediction, render, time_model
 from fxroof.chips import parse_chip
 from fxroof.cli import main
 
@@ -40,11 +40,11 @@ def test_a_launch_bound_layer_norm_splits_into_roof_fitted_rate_and_launch_bound
     streamed = record["bytes"] / (0.8 * 3e12)
     bound = 8 * 56 * 56 * (148e-9 + 96 * 0.40e-9) / 132
     assert record["flops"] / 1e13 < roof < streamed < bound
-    time = roofline.node_time(record, _chip("gpu", {"norm": NORM}))
-    assert roofline.node_parts(time) == pytest.approx((roof, streamed - roof,
+    time = time_model.node_time(record, _chip("gpu", {"norm": NORM}))
+    assert prediction.node_parts(time) == pytest.approx((roof, streamed - roof,
                                                        bound - streamed, 0.0))
-    parts = roofline.predict([record], _chip("gpu", {"norm": NORM}))["overall"]["parts"]
-    assert list(parts) == list(roofline.TIME_PARTS)
+    parts = prediction.predict([record], _chip("gpu", {"norm": NORM}))["overall"]["parts"]
+    assert list(parts) == list(prediction.TIME_PARTS)
     assert parts["fixed_cost_s"] == pytest.approx(2e-5)
     assert sum(parts.values()) == pytest.approx(2e-5 + bound)
 
@@ -54,7 +54,7 @@ def test_a_cpu_step_pays_each_ops_fixed_cost_in_full():
     streamed bytes in turn: two of them, 2 x 20 us of fixed cost and nothing launch-bound."""
     record = _layer_norm()
     streamed = record["bytes"] / (0.8 * 3e12)
-    result = roofline.predict([record, dict(record)], _chip("cpu", {"norm": NORM}))
+    result = prediction.predict([record, dict(record)], _chip("cpu", {"norm": NORM}))
     parts = result["overall"]["parts"]
     assert parts["fixed_cost_s"] == pytest.approx(2 * 2e-5)
     assert parts["launch_bound_s"] == 0.0
@@ -66,9 +66,9 @@ def test_a_cpu_step_pays_each_ops_fixed_cost_in_full():
 def test_the_ideal_roof_puts_the_whole_step_on_the_roof():
     """--roof ideal (or a chip no time model covers): no part but the roof."""
     record = _layer_norm()
-    parts = roofline.predict([record], _chip("gpu"), "ideal")["overall"]["parts"]
+    parts = prediction.predict([record], _chip("gpu"), "ideal")["overall"]["parts"]
     assert parts["roof_s"] == pytest.approx(record["bytes"] / 3e12)
-    assert [parts[p] for p in roofline.TIME_PARTS[1:]] == [0.0] * 4
+    assert [parts[p] for p in prediction.TIME_PARTS[1:]] == [0.0] * 4
 
 
 def test_every_phase_of_a_shipped_gpus_step_sums_its_parts():
@@ -76,7 +76,7 @@ def test_every_phase_of_a_shipped_gpus_step_sums_its_parts():
     launch-bound batch norms): each phase's parts add up to its predicted time, and each
     part the H100 prices is there."""
     graph = fxroof.analyze("resnet18", batch=8, backward=True, device="cuda")
-    result = roofline.predict(graph.records(), fxroof.chips.get_chip("h100_sxm"))
+    result = prediction.predict(graph.records(), fxroof.chips.get_chip("h100_sxm"))
     for phase in ("forward", "backward", "overall"):
         parts = result[phase]["parts"]
         assert sum(parts.values()) == pytest.approx(result[phase]["predicted_s"])
@@ -84,7 +84,7 @@ def test_every_phase_of_a_shipped_gpus_step_sums_its_parts():
 
 
 def test_predict_prints_each_chips_parts_as_shares_of_its_step(capsys):
-    assert set(render.PART_HEADERS) == set(roofline.TIME_PARTS)
+    assert set(render.PART_HEADERS) == set(prediction.TIME_PARTS)
     assert main(["predict", "resnet18", "--device", "cuda", "--chip", "h100_sxm",
                  "--chip", "t4"]) == 0
     out = capsys.readouterr().out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from fxroof.roofline import predict
+from fxroof.prediction import predict
 from fxroof.study.cache import Cache
 from fxroof.study.sweep import COMPILED, COST, LATENCY, TRAIN, StudyConfig, measured_result
 
