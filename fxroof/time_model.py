@@ -2,11 +2,11 @@
 
 With ``roof="calibrated"`` (the default) a node's ``predicted_s`` comes from
 fxroof.calibration's fitted time model for the chip (its own parameters where it was
-measured, its family's otherwise) with a band
-``low_s``..``high_s`` (p10..p90 of measured / predicted in validation; on a GPU priced by
-the shipped parameters, a step's host costs take the hosts' spread, pipeline.HOST_BAND);
-chips with no calibration (CPUs, ASICs, SoCs) and ``roof="ideal"`` use the roof time.
-``ideal_s`` is always the roof time, and ``fraction_of_roof`` = ideal_s / measured time.
+measured, its family's otherwise) with a band ``low_s``..``high_s`` (p10..p90 of measured /
+predicted in validation; on a GPU priced by the shipped parameters, a step's host costs take
+the hosts' spread, pipeline.HOST_BAND); chips with no calibration (CPUs, ASICs, SoCs) and
+``roof="ideal"`` use the roof time. ``ideal_s`` is always the roof time.
+
 On an NVIDIA GPU a node's expectation also holds the kernels its ATen node does not show:
 cuDNN's NHWC transposes around an NCHW tensor-core convolution (_transpose_s), the bias add
 after a cuDNN convolution and a convolution backward's bias-gradient sum (bias_add_s,
