@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from benchmarks import bench_public_dynamo as bench
-from benchmarks.bench_public_timm import INFERENCE_MS
+from benchmarks.bench_public_timm import INFERENCE_MS, ZOO_SAMPLE_4090
 from fxroof.chips import load_chips
 
 timm = pytest.importorskip("timm", reason="timm is an optional extra: pip install 'fxroof[timm]'")
@@ -20,6 +20,28 @@ def test_every_compiled_row_has_an_eager_row_on_the_same_board():
             assert batch in (512, 1024) and ms > 0
     # rows as the file lists them: resnet50 at 224, 1024 images a step in 127.355 ms
     assert ("resnet50", 224, 1024, 127.355) in bench.COMPILED_MS["rtx_4090"]
+
+
+def test_the_zoo_rows_are_the_eager_zoo_sample_at_its_image_sizes():
+    """One compiled row per model of bench_public_timm's zoo sample, at the image size of its
+    eager row, and no model twice."""
+    compiled = [(m, size) for m, size, _, _ in bench.ZOO_COMPILED_MS_4090]
+    assert sorted(compiled) == sorted((m, size) for m, size, _, _ in ZOO_SAMPLE_4090)
+    assert len(set(compiled)) == len(compiled) == 90
+    assert all(batch in (512, 768, 1024) and ms > 0
+               for _, _, batch, ms in bench.ZOO_COMPILED_MS_4090)
+    # as the file lists them: maxvit_tiny_rw_224 ran 512 images a step in 160.308 ms
+    assert ("maxvit_tiny_rw_224", 224, 512, 160.308) in bench.ZOO_COMPILED_MS_4090
+
+
+def test_a_zoo_point_takes_its_eager_step_from_the_zoo_sample_per_image():
+    """A zoo point's measured eager step is the zoo sample's row, taken per image to the
+    compiled run's batch (here 256 images of an eager row of 1024 in 100 ms), and the point is
+    marked as the zoo's."""
+    p = bench.point("rtx_4090", "repvgg_a0", 224, 256, 9.0, eager=(1024, 100.0))
+    assert p["task"] == "zoo"
+    assert p["measured_eager_s"] == pytest.approx(0.1 * 256 / 1024)
+    assert p["measured_speedup"] == pytest.approx(0.025 / 0.009)
 
 
 def test_a_point_prices_the_compiled_step_and_the_eager_one_at_its_batch():
