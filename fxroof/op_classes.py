@@ -396,6 +396,16 @@ def depthwise(record: dict) -> bool:
     return DEPTHWISE_VARIANT in record.get("rule", "")
 
 
+def depthwise_filter_area(record: dict) -> Optional[int]:
+    """A depthwise convolution's filter area (9 x 9: 81), read off its count: its MACs are the
+    output's elements times the filter's, one input channel a group (op_costs.conv); None for
+    any other node, or a record without MACs."""
+    shape, macs = record.get("shape"), record.get("macs")
+    if record["op"] != "convolution" or not depthwise(record) or not shape or not macs:
+        return None
+    return macs // math.prod(shape)
+
+
 def aten_depthwise_forward(record: dict) -> bool:
     """Whether an NCHW depthwise convolution's forward runs ATen's conv_depthwise2d kernel:
     one of ATEN_DEPTHWISE_DTYPES always, one of fp16 where cuDNN's filter refuses it

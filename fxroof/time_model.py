@@ -86,6 +86,20 @@ NARROW_WEIGHT_GRADIENT_COMPUTE = 0.46
 CUDNN_DEPTHWISE_COMPUTE = {("convolution", "bfloat16"): 0.15,
                            ("convolution", "float32"): 0.044,
                            ("convolution_backward", "float32"): 0.0097}
+# ... and an fp16 forward whose filter is wider than 7 x 7 (WIDEST_FAST_DEPTHWISE_FILTER,
+# its area): cuDNN runs it channels-last at about a hundredth of the FP32 peak, a tenth of
+# the dense classes' rate that prices a 7 x 7 one right. timm's RTX 4090 files time it three
+# ways (FP16 autocast): ConvMixer's 9 x 9 networks run slower channels-last than NCHW, where
+# ATen's kernel runs them (1536/20: 7,575 against 3,361 ms a 1,024 images, PyTorch 2.4;
+# 1024/20: 1,115 ms in 2.4 against 520 in 2.9.1), and torch.compile, which makes them
+# channels-last, took 1024/20 from 520 to 976 ms (2.9.1); ConvMixer-768/32's 7 x 7 ones run
+# faster channels-last (1,227 against 1,742 ms), priced within 2% at the class's rate. The
+# share solves each channels-last eager step, the rest priced as usual: 0.0109 (1536/20)
+# and 0.0125 (1024/20), their mean shipped; the compiled step, held out, is then priced
+# 1.13x its measurement, 0.22x at the class's rate (benchmarks/fit_wide_depthwise.py). The
+# same library's kernels are assumed on every NVIDIA GPU; only Ada's were timed.
+WIDE_FILTER_DEPTHWISE_COMPUTE = 0.0117
+WIDEST_FAST_DEPTHWISE_FILTER = 49
 # cuDNN's TF32 weight-gradient kernels on Hopper (sm90_xmma_wgrad_indexed_implicit_gemm_
 # ..._tf32f32) run a convolution's multiply-adds at about half the rate of its input-gradient
 # (dgrad) kernels; BF16's run at about the same. Timed per kernel on the H100 and the H200
@@ -462,14 +476,18 @@ def _cuda_core_conv_share(record: dict, chip: Chip) -> Optional[float]:
     """The measured share of the FP32 peak at which a GPU runs a convolution on its CUDA
     cores, in kernels other than those its conv class was fitted on; None for any other
     node: a narrow one its tensor cores would have run (NARROW_CONV_COMPUTE), a channels-last
-    depthwise one (or its backward) of CUDNN_DEPTHWISE_COMPUTE's ops and dtypes on an
-    NVIDIA GPU the shipped parameters price -- cuDNN's; a GPU measured by `chips measure`
+    depthwise one (or its backward) of CUDNN_DEPTHWISE_COMPUTE's ops and dtypes, or an fp16
+    forward of a filter wider than 7 x 7 (WIDE_FILTER_DEPTHWISE_COMPUTE), on an NVIDIA GPU
+    the shipped parameters price -- cuDNN's; a GPU measured by `chips measure`
     timed a depthwise forward among its channels-last convolution probes
     (probes.GPU_CONV_PROBES), and its conv_cl class holds it."""
     if _narrow_off_tensor_cores(record, chip):
         return NARROW_WEIGHT_GRADIENT_COMPUTE if op_classes.weight_gradient_only(record) \
             else NARROW_CONV_COMPUTE
     if _nvidia_gpu(chip) and not chip.calibration and op_classes.cudnn_depthwise(record):
+        if record["dtype"] == "float16" and \
+                (op_classes.depthwise_filter_area(record) or 0) > WIDEST_FAST_DEPTHWISE_FILTER:
+            return WIDE_FILTER_DEPTHWISE_COMPUTE
         return CUDNN_DEPTHWISE_COMPUTE.get((record["op"], record["dtype"]))
     return None
 

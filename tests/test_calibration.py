@@ -2649,6 +2649,40 @@ def test_a_channels_last_depthwise_convolution_runs_at_cudnns_measured_share(mon
             [pytest.approx(2 * node["flops"] / (share * 66.9e12))]
 
 
+def test_a_channels_last_fp16_depthwise_wider_than_7x7_runs_at_its_own_share(monkeypatch):
+    """cuDNN's channels-last fp16 depthwise forward over a 9 x 9 filter takes FLOPs /
+    (WIDE_FILTER_DEPTHWISE_COMPUTE x the FP32 peak), worked here by hand; the share prices
+    nothing else: its 7 x 7 twin (the dense class's rate), the NCHW 9 x 9 one (ATen's
+    kernel), a bf16 one, its backward and the same node on an AMD GPU take the same time
+    whatever the share is."""
+    rtx_4090, mi300x = load_chips()["rtx_4090"], load_chips()["mi300x"]
+
+    def depthwise(kernel, layout, amp="fp16", chip=rtx_4090):
+        conv = torch.nn.Conv2d(64, 64, kernel, padding=kernel // 2, groups=64, bias=False)
+        x = torch.empty(16, 64, 16, 16).requires_grad_()
+        g = fxroof.analyze(conv, x, device="cuda", chip=chip, backward=True, amp=amp,
+                           memory_format=layout)
+        return [(r, chip) for r in g.records() if op_classes.depthwise(r)]
+
+    def kernels(nodes):
+        return [prediction.device_seconds(time_model.node_time(r, chip)) for r, chip in nodes]
+
+    (wide, _), wide_backward = depthwise(9, "channels_last")
+    assert wide["flops"] == 2 * 16 * 64 * 16 * 16 * 81  # output elements x 81 MACs
+    assert op_classes.depthwise_filter_area(wide) == 81
+    assert op_classes.depthwise_filter_area(wide_backward[0]) is None
+    share = time_model.WIDE_FILTER_DEPTHWISE_COMPUTE  # chips.yaml: RTX 4090 FP32 82.6 TFLOP/s
+    assert kernels([(wide, rtx_4090)]) == [pytest.approx(wide["flops"] / (share * 82.6e12))]
+    others = [*depthwise(7, "channels_last"), *depthwise(9, "contiguous"),
+              *depthwise(9, "channels_last", "bf16"), wide_backward,
+              *depthwise(9, "channels_last", chip=mi300x)]
+    before = kernels(others)
+    monkeypatch.setattr(time_model, "WIDE_FILTER_DEPTHWISE_COMPUTE", share / 2)
+    assert kernels(others) == before
+    assert kernels([(wide, rtx_4090)]) == \
+        [pytest.approx(2 * wide["flops"] / (share * 82.6e12))]
+
+
 def test_the_shipped_cudnn_depthwise_shares_are_the_medians_of_the_kept_profiles():
     """Each CUDNN_DEPTHWISE_COMPUTE share is read off the kept H100 and H200 profiles: the
     median, over their channels-last depthwise nodes of that op and dtype, of FLOP/s over the
