@@ -1,7 +1,10 @@
 """Points for roofline figures, from annotated graphs or from their saved JSON.
 
 A point's x is operational intensity (FLOP/byte); its y is the measured FLOP/s when the
-source carries timings (achieved), else the attainable FLOP/s on each chosen chip.
+source carries timings (achieved), else the attainable FLOP/s on each chosen chip. A part's
+bubble (a layer type's, a node's) is its share of the measured time, else of the expected
+device time on the chip (fxroof.time_model): the roof puts each part at its ceiling, and its
+share of the roof time would hide the parts that run furthest below it.
 """
 from __future__ import annotations
 
@@ -12,7 +15,9 @@ from fxroof.analysis import analyze
 from fxroof.chips import Chip, load_chips, resolve_chip
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph
+from fxroof.prediction import device_seconds
 from fxroof.roofline import node_roof
+from fxroof.time_model import node_time
 from fxroof.units import peak_key
 
 
@@ -108,7 +113,7 @@ def _part_points(source: dict, chip, by: str) -> tuple[list, list]:
         parts = list(groups.items())
     else:
         parts = [(r["name"], [r]) for r in source["records"]]
-    result = []
+    result, bubbles = [], []
     for name, rows in parts:
         first = rows[0]
         p = _point(name, first["layer_type"] if by == "node" else "layer type", rows, chip)
@@ -117,8 +122,16 @@ def _part_points(source: dict, chip, by: str) -> tuple[list, list]:
             if by == "node":
                 p.update(module=first["module"] or "(root)", phase=first["phase"])
             result.append(p)
-    total = sum(p["time_s"] for p in result)
-    return result, [20 + 2000 * p["time_s"] / total for p in result] if total else []
+            bubbles.append(_bubble_s(rows, chip))
+    total = sum(bubbles)
+    return result, [20 + 2000 * s / total for s in bubbles] if total else []
+
+
+def _bubble_s(rows: list[dict], chip) -> float:
+    """Seconds a part's bubble stands for: its measured time, else its nodes' expected
+    device time on ``chip`` (the kernels, the host's issuing overlapped)."""
+    timed = rollups.total(rows).get("time_s")
+    return timed if timed else sum(device_seconds(node_time(r, chip)) for r in rows)
 
 
 def points(sources: list[dict], chips: list, by: str):
@@ -132,8 +145,10 @@ def points(sources: list[dict], chips: list, by: str):
                           "batch size.")
     source, chip = sources[0], chips[0]
     found, sizes = _part_points(source, chip, by)
+    timed = rollups.total(source["records"]).get("time_s")
     return found, sizes, (f"{source['name']} b{source['batch']} by {by.replace('_', ' ')} on "
-                          f"{chip.name} (bubble area: share of time)")
+                          f"{chip.name} (bubble area: share of "
+                          f"{'time' if timed else 'expected time'})")
 
 
 def plot_roofline(models: list, chips: list, out: str, by: str = "model",

@@ -2,6 +2,7 @@
 
 import matplotlib.image as mpimg
 import pytest
+import torch
 
 import fxroof
 from fxroof.cli import main
@@ -35,6 +36,38 @@ def test_layer_type_bubbles_svg(tmp_path, capsys):
                  "--out", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("<?xml") and "Conv2d" in text
+
+
+def test_an_untimed_parts_bubble_is_its_share_of_the_expected_time_not_the_roof_time():
+    """A 9x9 channels-last fp16 depthwise convolution and a 1x1 one widening its 64 channels
+    to 512 on an RTX 4090: both memory-bound on the roof, where the 1x1 one, writing 8x the
+    bytes, takes the longer; but the depthwise one is expected to run at a hundredth of the
+    FP32 peak, so its bubble is the larger. Each bubble is 20 + 2000 x its share of the
+    summed expected device time."""
+    from fxroof.prediction import device_seconds
+    from fxroof.roofline import node_roof
+    from fxroof.roofline_points import points
+    from fxroof.time_model import node_time
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 9, padding=4, groups=64, bias=False),
+                                torch.nn.Conv2d(64, 512, 1, bias=False))
+    g = fxroof.analyze(model, torch.empty(64, 64, 16, 16), device="cuda", chip="rtx_4090",
+                       amp="fp16", memory_format="channels_last")
+    chip = fxroof.chips.get_chip("rtx_4090")
+    source = {"name": "m", "batch": 64, "records": g.records(), "dtype": "fp16",
+              "view": "eager"}
+    found, sizes, title = points([source], [chip], "node")
+    assert "share of expected time" in title
+    by_name = {p["label"]: size for p, size in zip(found, sizes)}
+    convs = [r for r in g.records() if r["op"] == "convolution"]
+    depthwise, pointwise = sorted(convs, key=lambda r: "depthwise" not in r["rule"])
+    assert node_roof(depthwise, chip).predicted_s < node_roof(pointwise, chip).predicted_s
+    assert by_name[depthwise["name"]] > by_name[pointwise["name"]]
+    expected = {p["label"]: device_seconds(node_time(r, chip))
+                for p in found for r in g.records() if r["name"] == p["label"]}
+    total = sum(expected.values())
+    for name, size in by_name.items():
+        assert size == pytest.approx(20 + 2000 * expected[name] / total)
 
 
 @pytest.mark.parametrize("argv,fragment", [
