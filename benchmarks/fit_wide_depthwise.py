@@ -74,19 +74,18 @@ def main(argv=None) -> int:
     args = parsed_output_arguments(__doc__, argv)
     if timm_missing("fit_wide_depthwise"):
         return 0
-    points = []
-    for model, batch, layout, compiled, ms in FITTED + CHECKED:
-        records = _records(model, batch, layout, compiled)
-        fitted = (model, batch, layout, compiled, ms) in FITTED
-        points.append({"model": model, "batch": batch, "memory_format": layout,
-                       "compiled": compiled, "measured_s": ms / 1e3, "fitted_on": fitted,
-                       "records": records})
-    shares = [solved_share(p["records"], p["measured_s"]) for p in points if p["fitted_on"]]
+    points, records = [], []
+    for rows, fitted in ((FITTED, True), (CHECKED, False)):
+        for model, batch, layout, compiled, ms in rows:
+            records.append(_records(model, batch, layout, compiled))
+            points.append({"model": model, "batch": batch, "memory_format": layout,
+                           "compiled": compiled, "measured_s": ms / 1e3, "fitted_on": fitted})
+    shares = [solved_share(r, p["measured_s"]) for p, r in zip(points, records)
+              if p["fitted_on"]]
     share = round(statistics.mean(shares), 4)
-    for p in points:
-        records = p.pop("records")
-        p["predicted_s"] = predicted_s(records, share)
-        p["class_rate_s"] = predicted_s(records, None)
+    for p, r in zip(points, records):
+        p["predicted_s"] = predicted_s(r, share)
+        p["class_rate_s"] = predicted_s(r, None)
         print(f"{p['model']:27s} b{p['batch']:<5d} {p['memory_format']:13s} "
               f"compiled={p['compiled']!s:5s} measured {p['measured_s'] * 1e3:7.1f} ms  "
               f"predicted x{p['predicted_s'] / p['measured_s']:.2f}"
