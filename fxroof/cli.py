@@ -139,7 +139,8 @@ def _compiled_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compiled", action="store_true",
                    help="the compiled view: the kernels torch.compile's Inductor would run "
                         "(fused kernels and extern GEMM/convolution calls), each with the ATen "
-                        "nodes it holds, its FLOPs and the bytes of its buffers; CPU target")
+                        "nodes it holds, its FLOPs and the bytes of its buffers; for the CPU "
+                        "or, without a GPU, the CUDA target")
     p.add_argument("--freeze", action="store_true",
                    help="with --compiled, inference only: compile with Inductor's freezing "
                         "(torch._inductor.config.freezing = True), its CPU inference recipe: "
@@ -259,6 +260,7 @@ def _roofline_arguments(p: argparse.ArgumentParser) -> None:
                    help="analyse named models under the target's autocast in this precision")
     _reparam_argument(p)
     _cudnn_argument(p)
+    _compiled_argument(p)
     p.add_argument("--by", choices=["model", "layer_type", "node"], default="model",
                    help="points per model, per layer type or per node of one model")
     p.add_argument("--out", default="roofline.png", help="figure path (.png, .svg, ...)")

@@ -443,7 +443,7 @@ def run_roofline(args) -> int:
     plot_roofline(args.models, [get_chip(c, chips) for c in args.chip], args.out, by=args.by,
                   batches=args.batch, backward=args.backward, dtype=args.dtype,
                   overwrite=args.force, device=args.device, amp=args.amp,
-                  reparameterize=args.reparam)
+                  reparameterize=args.reparam, compiled=args.compiled, freeze=args.freeze)
     print(f"wrote {args.out}")
     return 0
 

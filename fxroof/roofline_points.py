@@ -24,8 +24,8 @@ from fxroof.units import peak_key
 def load_sources(specs: list, batches: list[int], backward: bool, dtype,
                  **target) -> list[dict]:
     """[{name, batch, records, dtype, view}] from AnnotatedGraphs, JSON exports or by analysing
-    model specs (each spec at every batch size; ``target``: analyze's device=, amp= and
-    reparameterize=)."""
+    model specs (each spec at every batch size; ``target``: analyze's device=, amp=,
+    reparameterize=, compiled= and freeze=)."""
     sources = []
     for spec in specs:
         if isinstance(spec, AnnotatedGraph):  # already analysed (and perhaps timed)
@@ -154,7 +154,8 @@ def points(sources: list[dict], chips: list, by: str):
 def plot_roofline(models: list, chips: list, out: str, by: str = "model",
                   batches: tuple = (1,), backward: bool = False, dtype=None,
                   overwrite: bool = False, device: Optional[str] = None,
-                  amp: Optional[str] = None, reparameterize: bool = False) -> str:
+                  amp: Optional[str] = None, reparameterize: bool = False,
+                  compiled: bool = False, freeze: bool = False) -> str:
     """Draw ``models`` on the rooflines of ``chips`` and save the figure at ``out`` (.png,
     .svg, ...; or .html: an interactive page, hover for each point's costs and time, menus
     to filter nodes by phase and layer type); returns the path.
@@ -168,6 +169,8 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     device, amp: the target and autocast model names are analysed for (as ``analyze``);
         each node sits under the roof of its own dtype.
     reparameterize: model names are analysed fused for inference (as ``analyze``).
+    compiled, freeze: model names are analysed in the compiled view, Inductor's kernels as
+        the points (as ``analyze``); their intensities divide by the fused kernels' bytes.
     """
     if by not in ("model", "layer_type", "node"):
         raise FxroofError(f"by={by!r}: choose 'model', 'layer_type' or 'node'.")
@@ -181,7 +184,8 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     known = load_chips() if any(isinstance(c, str) for c in chips) else {}
     selected = [resolve_chip(c, known) for c in chips]
     sources = load_sources(list(models), list(batches), backward, dtype, device=device,
-                           amp=amp, reparameterize=reparameterize)
+                           amp=amp, reparameterize=reparameterize, compiled=compiled,
+                           freeze=freeze)
     found, sizes, title = points(sources, selected, by)
     if page:
         return interactive.write_page(interactive.figure(

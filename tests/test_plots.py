@@ -38,6 +38,23 @@ def test_layer_type_bubbles_svg(tmp_path, capsys):
     assert text.startswith("<?xml") and "Conv2d" in text
 
 
+def test_the_compiled_view_is_placed_as_inductors_kernels(tmp_path, capsys):
+    """`fxroof roofline --compiled`: the points are the compiled view's kernels, fewer than
+    the eager step's nodes (the batch norm and ReLU fuse), and the figure says its
+    intensities divide by the fused kernels' bytes."""
+    from fxroof.roofline_points import load_sources
+
+    spec = "tests.fixtures.user_models:conv_bn_net"
+    eager, compiled = (load_sources([spec], [2], False, None, device="cpu", compiled=view)[0]
+                       for view in (False, True))
+    assert (eager["view"], compiled["view"]) == ("eager", "compiled")
+    assert len(compiled["records"]) < len(eager["records"])
+    out = tmp_path / "k.svg"
+    assert main(["roofline", spec, "--compiled", "--by", "node", "--device", "cpu",
+                 "--chip", "t4", "--out", str(out)]) == 0
+    assert "Inductor's kernels: fused traffic" in out.read_text()
+
+
 def test_an_untimed_parts_bubble_is_its_share_of_the_expected_time_not_the_roof_time():
     """A 9x9 channels-last fp16 depthwise convolution and a 1x1 one widening its 64 channels
     to 512 on an RTX 4090: both memory-bound on the roof, where the 1x1 one, writing 8x the
