@@ -216,13 +216,17 @@ def _ir_meta(buffer) -> TensorMeta:
 
 
 def _ir_call(ir) -> Optional[tuple]:
-    """(arguments, output) of an extern kernel as a cost rule takes them, read off its IR:
-    Inductor keeps a call's tensors in ``inputs`` and the rest in ``constant_args``, in its
-    schema's order (a missing bias is a leading None among the constants; mkldnn_ir.py), and
-    an in-place call's output is its first input. None where the IR does not read so
-    (symbolic sizes, an op taking keyword arguments)."""
+    """(arguments, keyword arguments, output) of an extern kernel as a cost rule takes them,
+    read off its IR: Inductor keeps a call's tensors in ``inputs`` and the rest in
+    ``constant_args``, in its schema's order (a missing bias is a leading None among the
+    constants; mkldnn_ir.py), or by name in ``kwargs`` (a CUDA convolution's stride,
+    padding, groups), and an in-place call's output is its first input. None where the IR
+    does not read so (symbolic sizes, a tensor passed by name)."""
     try:
-        if getattr(ir, "op_overload", None) is None or getattr(ir, "kwargs", None):
+        if getattr(ir, "op_overload", None) is None:
+            return None
+        kwargs = dict(getattr(ir, "kwargs", None) or {})
+        if not all(_plain(v) for v in kwargs.values()):
             return None
         args = tuple(_ir_meta(i) for i in ir.inputs) + tuple(ir.constant_args)
         outputs = getattr(ir, "outputs", None)
@@ -232,9 +236,16 @@ def _ir_call(ir) -> Optional[tuple]:
             out = args[0]
         else:
             out = _ir_meta(ir)
-        return args, out
+        return args, kwargs, out
     except Exception:  # internal API: any shape it does not have means "not readable"
         return None
+
+
+def _plain(value) -> bool:
+    """Whether a keyword argument is a constant (a number, a flag, a tuple of them, None)."""
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,7 +457,7 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     if kernel["extern"] and mine:
         name, cost = owner.target.overloadpacket.__name__, owner.meta[COST]
         estimate = Estimate(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written,
-                            f"{EXTERN_RULE}[{cost.rule}]", cost.op_class)
+                            f"{EXTERN_RULE}[{_laid_out_rule(owner, kernel)}]", cost.op_class)
     else:
         families = list(dict.fromkeys(op_family(n.target) for n in mine))
         name = ("fused_" + "_".join(families[:4]) + ("_etc" if len(families) > 4 else "")
@@ -473,6 +484,21 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     return node
 
 
+def _laid_out_rule(owner: fx.Node, kernel: dict) -> str:
+    """The rule that names the library kernel an extern convolution runs, applied to the
+    call as Inductor lays it out: the layout can change the kernel (an fp16 depthwise
+    convolution that eager PyTorch runs NCHW with ATen's own kernel is channels-last,
+    cuDNN's, under Inductor's layout optimisation). The counts stay the eager node's: on
+    CUDA, Inductor adds a convolution's bias in a kernel of its own, whose FLOPs no ATen
+    node holds. Any other node keeps its eager rule (the IR of a convolution's backward
+    does not list its arguments in the schema's order)."""
+    if kernel["call"] is None or owner.target != kernel["op"] \
+            or owner.target != torch.ops.aten.convolution.default:
+        return owner.meta[COST].rule
+    args, kwargs, out = kernel["call"]
+    return op_costs.estimate(kernel["op"], args, kwargs, out).rule
+
+
 def _kernel_rule(kernel: dict) -> str:
     if kernel["extern"]:
         return EXTERN_RULE
@@ -486,8 +512,8 @@ def _priced_extern(graph: fx.Graph, kernel: dict, index: int, lowered: dict) -> 
     oneDNN call standing for a matched convolution and activation): its op's cost rule on
     the arguments read off its IR."""
     op = kernel["op"]
-    args, out = kernel["call"]
-    cost = op_costs.estimate(op, args, {}, out)
+    args, kwargs, out = kernel["call"]
+    cost = op_costs.estimate(op, args, kwargs, out)
     name = op.overloadpacket.__name__
     node = graph.create_node("call_function", Kernel(name, extern=True), (), {},
                              name=f"k{index}_{name}"[:60])

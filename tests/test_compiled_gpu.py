@@ -41,6 +41,24 @@ def test_conv_bn_relu_is_lowered_for_the_gpu_with_channels_last_convolutions():
         (out_bytes + 4 * 4 * c_out, out_bytes)
 
 
+def test_a_depthwise_convolution_inductor_lays_out_channels_last_is_named_cudnns():
+    """An fp16 9 x 9 depthwise convolution over NCHW input: cuDNN's workload filter takes 1,
+    3 and 5-wide filters only, so eager PyTorch runs ATen's own kernel ("[cuda native]");
+    Inductor lays it out channels-last, which cuDNN takes whatever the filter, and the
+    compiled view names the kernel so. Its counts stay the eager node's: 2 x the MACs
+    (64 channels x 81 taps x 8 x 16 x 16 outputs) plus one add per output for the bias."""
+    conv = nn.Conv2d(64, 64, 9, padding=4, groups=64)
+    x = torch.randn(8, 64, 16, 16)
+    views = [fxroof.analyze(conv, x, device="cuda", chip="rtx_4090", amp="fp16",
+                            compiled=compiled) for compiled in (False, True)]
+    (eager, kernel) = ([r for r in g.records() if r["op"] == "convolution"][0] for g in views)
+    assert eager["rule"] == "convolution[depthwise][cuda native]"
+    assert kernel["rule"] == "inductor extern[convolution[depthwise]]"
+    assert kernel["layout"] == "channels_last"
+    outputs = 8 * 64 * 16 * 16
+    assert kernel["flops"] == eager["flops"] == 2 * 81 * outputs + outputs
+
+
 class Linear(nn.Module):
     def __init__(self):
         super().__init__()
