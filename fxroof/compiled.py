@@ -59,7 +59,7 @@ from torch._inductor.dependencies import MemoryDep, extract_read_writes
 from torch.fx.experimental.symbolic_shapes import optimization_hint
 from torch.utils import _pytree as pytree
 
-from fxroof import gpu_lowering, hidden_bytes
+from fxroof import gpu_lowering, hidden_bytes, region_modules
 from fxroof.op_classes import (EXTERN_RULE, GENERATED_RULE, TRANSPOSING_VARIANT,
                                UNVECTORISED_VARIANT)
 from fxroof.capture import Capture, Origin
@@ -69,7 +69,8 @@ from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo, node_record
 from fxroof.inductor_memory import kernel_buffers, owned_faults, plan_events
 from fxroof.kernel import Kernel
-from fxroof.keys import BACKWARD, COST, FAULTS, FORWARD, KERNEL, ORIGIN, SHAPES, UNPRICED
+from fxroof.keys import (BACKWARD, COST, FAULTS, FORWARD, FRAME_LOCAL, KERNEL, ORIGIN,
+                         SHAPES, UNPRICED)
 from fxroof.scope import op_family
 from fxroof.target import CACHING, GLIBC, Target
 from fxroof.target_dispatch import TargetDispatch, cuda_autocast
@@ -332,20 +333,22 @@ _RECOMPILE_LIMIT = 4096
 
 def _regions(module: torch.nn.Module, args, kwargs, train: bool, run: bool = True) -> list:
     """Dynamo's regions of the model, one per call in the order the step makes them:
-    (graph module, example inputs), the same pair for every call of one compiled region --
+    (graph module, example inputs, where the call's frame locals sit in the model:
+    fxroof.region_modules), the same graph module for every call of one compiled region --
     a block broken by a graph break is compiled once and called once per layer, and each
     call runs its kernels. Each region's graph runs on the inputs of its calls (``run``), or
     returns zeros of its outputs' shapes in place of computing them (a CUDA target's model
     found on the CPU: at a GPU's batch and in a GPU's dtype, running it here would take
     minutes for nothing)."""
-    calls = []
+    calls, names = [], region_modules.tensor_names(module)
 
     def collect(gm, example_inputs):
-        region = (gm, example_inputs)
         compiled = gm.forward if run else _outputs_unrun(gm)
+        sources = region_modules.placeholder_sources(gm)
 
         def called(*inputs, **kw):
-            calls.append(region)
+            prefixes = region_modules.call_prefixes(sources, inputs, names)
+            calls.append((gm, example_inputs, prefixes))
             return compiled(*inputs, **kw)
         return called
 
@@ -361,18 +364,18 @@ def _regions(module: torch.nn.Module, args, kwargs, train: bool, run: bool = Tru
 def schedule(module: torch.nn.Module, args, kwargs, train: bool,
              freeze: bool = False, lowering: Lowering = Lowering()) -> list[dict]:
     """Lower and schedule every region with Inductor, once each: per call of a region, in
-    the order the step makes them, {phase: (post-grad graph module, kernels)}, forward
-    first (a region called twice is the same dict twice)."""
+    the order the step makes them, ({phase: (post-grad graph module, kernels)}, the call's
+    module prefixes), forward first (a region called twice is the same dict twice)."""
     regions, probe, lowered = [], _Probe(), {}
     with probe.attached(freeze), torch.set_grad_enabled(train):
-        for gm, example_inputs in _regions(module, args, kwargs, train,
-                                           run=lowering.gpu is None):
+        for gm, example_inputs, prefixes in _regions(module, args, kwargs, train,
+                                                     run=lowering.gpu is None):
             if id(gm) not in lowered:
                 start = len(probe.lowered)
                 lowering.compile(gm, example_inputs, train)
                 lowered[id(gm)] = {phase: (graph, kernels) for (phase, graph), kernels in zip(
                     probe.lowered[start:], probe.kernels[start:], strict=True)}
-            regions.append(lowered[id(gm)])
+            regions.append((lowered[id(gm)], prefixes))
     return regions
 
 
@@ -429,19 +432,19 @@ def _matched(node: fx.Node) -> list[fx.Node]:
     return [node]
 
 
-def _fused_origin(origins: list[str], lowered: dict) -> Origin:
-    """Where a kernel priced from its IR belongs: the module of the first matrix op (the
-    convolution or linear layer a oneDNN call fuses) among its origins' nodes, else of the
-    first of them."""
+def _fused_origin(origins: list[str], lowered: dict) -> tuple[Origin, Optional[str]]:
+    """Where a kernel priced from its IR belongs, and the frame local its module is named
+    from: the module of the first matrix op (the convolution or linear layer a oneDNN call
+    fuses) among its origins' nodes, else of the first of them."""
     nodes = [m for o in origins if o in lowered for m in _matched(lowered[o])]
     if not nodes:
-        return Origin(FORWARD, "", "copy", None)
+        return Origin(FORWARD, "", "copy", None), None
     rules = [op_costs.rule_for(n.target) if isinstance(n.target, torch._ops.OpOverload)
              else None for n in nodes]
     first = next((n for n, r in zip(nodes, rules) if r is not None and r.op_class == MATRIX),
                  nodes[0])
     path, layer = module_scope(first.meta.get("nn_module_stack"), first.target)
-    return Origin(FORWARD, path, layer, None)
+    return Origin(FORWARD, path, layer, None), first.meta.get(FRAME_LOCAL)
 
 
 def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: list[fx.Node],
@@ -469,9 +472,10 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     node = graph.create_node("call_function", Kernel(name, extern=kernel["extern"]), (), {},
                              name=f"k{index}_{name}"[:60])
     # a layout copy belongs to the convolution it feeds (with freezing, a matched one)
-    origin = owner.meta[ORIGIN] if owner is not None else _fused_origin(kernel["origins"],
-                                                                        lowered)
+    origin, local = (owner.meta[ORIGIN], owner.meta.get(FRAME_LOCAL)) if owner is not None \
+        else _fused_origin(kernel["origins"], lowered)
     node.meta[ORIGIN] = Origin(origin.phase, origin.module, origin.layer_type, None)
+    node.meta[FRAME_LOCAL] = local
     node.meta[SHAPES] = owner.meta[SHAPES] if owner is not None else ()
     shapes, stride = node.meta[SHAPES], kernel["stride"]
     if kernel["extern"] and isinstance(shapes, TensorMeta) and stride \
@@ -517,7 +521,7 @@ def _priced_extern(graph: fx.Graph, kernel: dict, index: int, lowered: dict) -> 
     name = op.overloadpacket.__name__
     node = graph.create_node("call_function", Kernel(name, extern=True), (), {},
                              name=f"k{index}_{name}"[:60])
-    node.meta[ORIGIN] = _fused_origin(kernel["origins"], lowered)
+    node.meta[ORIGIN], node.meta[FRAME_LOCAL] = _fused_origin(kernel["origins"], lowered)
     node.meta[SHAPES] = out
     node.meta[COST] = Estimate(cost.flops, cost.macs, cost.bytes_read, cost.bytes_written,
                                f"{EXTERN_RULE}[{cost.rule}]", cost.op_class)
@@ -536,16 +540,22 @@ def _constant_shapes(lowered: fx.GraphModule) -> None:
                 node.meta[SHAPES] = TensorMeta.of(value)
 
 
-def add_kernels(graph: fx.Graph, lowered: fx.GraphModule, kernels: list[dict]) -> list:
-    """The compiled view of one lowered graph: a node per kernel, in schedule order.
-    Returns (node or None, kernel) per kernel."""
+def add_kernels(graph: fx.Graph, lowered: fx.GraphModule, kernels: list[dict],
+                prefixes: Optional[dict] = None) -> list:
+    """The compiled view of one lowered graph: a node per kernel, in schedule order, its
+    module named as the model names it for the call ``prefixes`` describes
+    (fxroof.region_modules). Returns (node or None, kernel) per kernel."""
     by_name = {n.name: n for n in lowered.graph.nodes if is_costed(n)}
     calls = {n.name: n for n in lowered.graph.nodes if n.op == "call_function"}
     added = []
     for kernel, mine in zip(kernels, _assign(kernels, by_name), strict=True):
         members = [by_name[o] for o in kernel["origins"] if o in by_name]
-        added.append((_kernel_node(graph, kernel, mine, members, len(graph.nodes), calls),
-                      kernel))
+        node = _kernel_node(graph, kernel, mine, members, len(graph.nodes), calls)
+        if node is not None and prefixes:
+            origin = node.meta[ORIGIN]
+            node.meta[ORIGIN] = origin._replace(module=region_modules.in_model(
+                origin.module, node.meta[FRAME_LOCAL], prefixes))
+        added.append((node, kernel))
     return added
 
 
@@ -593,7 +603,7 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
                           "--compiled / compiled=True) still works.") from None
     phases = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
     lowerings, annotated = [], set()
-    for region in regions:
+    for region, prefixes in regions:
         forward, backward = region.get(FORWARD), region.get(BACKWARD)
         if id(region) not in annotated:  # a region called again was annotated at its first
             annotated.add(id(region))
@@ -602,8 +612,10 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
             for lowered, _ in region.values():
                 _constant_shapes(lowered)
             annotate_region(forward[0].graph, backward[0].graph if backward else None, [])
+            region_modules.note_frame_locals(forward[0].graph,
+                                             backward[0].graph if backward else None)
         for phase, (lowered, kernels) in region.items():
-            lowerings.append((phase, add_kernels(phases[phase], lowered, kernels)))
+            lowerings.append((phase, add_kernels(phases[phase], lowered, kernels, prefixes)))
     # regions run one after another: every forward, then the backwards in reverse
     forwards = [lowering for lowering in lowerings if lowering[0] == FORWARD]
     backwards = [lowering for lowering in lowerings if lowering[0] == BACKWARD]

@@ -23,3 +23,5 @@ FAULTS = "fxroof.faults"  # page-fault pass: bytes the node's allocations fault 
 SAVED_TRAFFIC = "fxroof.saved_traffic"  # memory pass: (bytes read, written) of saved activations
 KERNEL = "fxroof.kernel"  # compiled view: names of the ATen nodes a kernel holds
 UNPRICED = "fxroof.unpriced"  # compiled view: targets of a kernel's ATen nodes with no rule
+FRAME_LOCAL = "fxroof.frame_local"  # compiled view: the Dynamo frame local a node's module is
+#                                     named from (fxroof.region_modules)

@@ -53,6 +53,7 @@ LAYERS = [
     {"fxroof.page_faults", "fxroof.inductor_memory"},
     # what Inductor lowers: a region's annotation, and a CUDA target's device answered
     {"fxroof.compile_backend", "fxroof.gpu_lowering"},
+    {"fxroof.region_modules"},
     {"fxroof.compiled"},
     {"fxroof.analysis"},
     {"fxroof.recording", "fxroof.measured"},

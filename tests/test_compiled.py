@@ -235,6 +235,44 @@ def test_a_graph_break_gives_two_regions_and_both_are_in_the_view():
     assert [r["module"] for r in g.records() if r["op"] == "addmm"] == ["a", "b"]
 
 
+class HalvedBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.fc2 = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.fc(x)
+        torch._dynamo.graph_break()
+        return self.fc2(y)
+
+
+class HalvedStack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(HalvedBlock(), HalvedBlock())
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.blocks(x))
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_region_compiled_once_and_called_per_layer_names_each_layers_modules(backward):
+    """A graph break inside a block makes each half of the block a frame of its own, which
+    Dynamo names from the block (``L['self'].fc``) and compiles once for both blocks; the
+    head, called from a resume function, it names from a stack slot (``L['___stack0']``).
+    The view names every product as the model does, per call: blocks.0.fc, blocks.1.fc, ..."""
+    x = torch.randn(4, 16)
+    g = fxroof.analyze(HalvedStack(), x, compiled=True, backward=backward)
+    products = [r["module"] for r in g.records() if r["op"] == "addmm" and
+                r["phase"] == "forward"]
+    assert products == ["blocks.0.fc", "blocks.0.fc2", "blocks.1.fc", "blocks.1.fc2", "head"]
+    if backward:
+        gradients = {r["module"] for r in g.records() if r["phase"] == "backward"
+                     and r["op"] in ("mm", "addmm")}
+        assert {"blocks.0.fc", "blocks.1.fc2", "head"} <= gradients
+
+
 def test_training_has_forward_and_backward_kernels_linked_to_their_modules():
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 8))
     g = fxroof.analyze(model, torch.randn(16, 32), backward=True, compiled=True)

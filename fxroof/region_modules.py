@@ -1,0 +1,92 @@
+"""Where the modules of a Dynamo region sit in the model, call by call.
+
+Dynamo names a region's modules from the frame it compiles: ``L['self'].layer1[0].conv1``
+from the model's own forward, but ``L['self'].norm`` from a block's forward that a graph
+break made a frame of its own, and ``L['___stack0']`` from a resume function that holds the
+module on its stack. Such a region is compiled once and called once per layer, each call
+given that layer's weights: the parameters and buffers of a call say where each frame local
+it names modules from sits in the model (``self`` is ``blocks.3`` for the fourth call).
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Optional
+
+import torch
+import torch.fx as fx
+
+from fxroof.compile_backend import module_path
+from fxroof.keys import BACKWARD, FRAME_LOCAL, ORIGIN
+
+
+def frame_local(source: str) -> Optional[str]:
+    """The frame local a Dynamo source name starts from (``L['self'].blocks[0]``: self)."""
+    found = re.search(r"L\['([^']*)'\]", source)
+    return found.group(1) if found else None
+
+
+def tensor_names(module: torch.nn.Module) -> dict[int, list[str]]:
+    """id of each parameter and buffer -> its names in the model (tied weights have several)."""
+    names: dict[int, list[str]] = {}
+    for name, tensor in itertools.chain(module.named_parameters(remove_duplicate=False),
+                                        module.named_buffers(remove_duplicate=False)):
+        names.setdefault(id(tensor), []).append(name)
+    return names
+
+
+def _attribute_path(source: str) -> str:
+    """``L['s']._modules['norm']._parameters['weight']`` -> ``norm.weight``."""
+    return ".".join(part for part in module_path(source).split(".")
+                    if part not in ("_parameters", "_buffers"))
+
+
+def placeholder_sources(gm: fx.GraphModule) -> list[Optional[str]]:
+    """The source each input of a region's graph comes from (``L['s']._modules['fc']
+    ._parameters['weight']``), None where Dynamo does not say; read when the region is
+    compiled (Dynamo drops it from the graph once its backend has returned)."""
+    return [getattr(getattr(n.meta.get("grapharg"), "source", None), "name", None)
+            for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def call_prefixes(sources: list[Optional[str]], inputs,
+                  names: dict[int, list[str]]) -> dict[str, str]:
+    """{frame local: its module path in the model} for one call of a region, read off the
+    parameters and buffers the call is given (Dynamo lifts them to graph inputs, each
+    from its source); a local none of them names is left out."""
+    prefixes: dict[str, str] = {}
+    for source, value in zip(sources, inputs):
+        local = frame_local(source) if isinstance(source, str) else None
+        if local is None or local in prefixes or id(value) not in names:
+            continue
+        relative = _attribute_path(source)
+        for name in names[id(value)]:
+            if name == relative or name.endswith("." + relative):
+                prefixes[local] = name[:len(name) - len(relative)].rstrip(".")
+                break
+    return prefixes
+
+
+def note_frame_locals(forward: fx.Graph, backward: Optional[fx.Graph]) -> None:
+    """Write to ``node.meta[FRAME_LOCAL]`` the frame local each node's module is named from:
+    a forward node's innermost module's, a backward node's the forward node's it
+    differentiates (None where neither says)."""
+    by_name = {}
+    for node in forward.nodes:
+        stack = node.meta.get("nn_module_stack")
+        node.meta[FRAME_LOCAL] = frame_local(list(stack.values())[-1][0]) if stack else None
+        by_name[node.name] = node
+    for node in backward.nodes if backward is not None else ():
+        origin = node.meta.get(ORIGIN)
+        differentiated = by_name.get(origin.forward_node) if origin and origin.phase == BACKWARD \
+            else None
+        node.meta[FRAME_LOCAL] = differentiated.meta[FRAME_LOCAL] if differentiated else None
+
+
+def in_model(module: str, local: Optional[str], prefixes: dict[str, str]) -> str:
+    """A region node's module path as the model names it, for the call ``prefixes`` read;
+    the region's own where the call does not say."""
+    prefix = prefixes.get(local) if local is not None else None
+    if not prefix:
+        return module
+    return f"{prefix}.{module}" if module else prefix
