@@ -45,7 +45,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import Optional
+import operator
+from typing import Any, NamedTuple, Optional
 
 import torch
 import torch.fx as fx
@@ -59,7 +60,7 @@ from torch._inductor.dependencies import MemoryDep, extract_read_writes
 from torch.fx.experimental.symbolic_shapes import optimization_hint
 from torch.utils import _pytree as pytree
 
-from fxroof import gpu_lowering, hidden_bytes, region_modules
+from fxroof import between_regions, gpu_lowering, hidden_bytes, region_modules
 from fxroof.op_classes import (EXTERN_RULE, GENERATED_RULE, TRANSPOSING_VARIANT,
                                UNVECTORISED_VARIANT)
 from fxroof.capture import Capture, Origin
@@ -331,10 +332,19 @@ def _outputs_unrun(gm: fx.GraphModule):
 _RECOMPILE_LIMIT = 4096
 
 
+class RegionCall(NamedTuple):
+    """One call of a Dynamo region: its graph (the same for every call of one region), its
+    example inputs, where the frame locals it names modules from sit in the model, and the
+    model's modules it runs code of (fxroof.region_modules)."""
+    graph: Any
+    example_inputs: list
+    prefixes: dict
+    modules: region_modules.Coverage
+
+
 def _regions(module: torch.nn.Module, args, kwargs, train: bool, run: bool = True) -> list:
-    """Dynamo's regions of the model, one per call in the order the step makes them:
-    (graph module, example inputs, where the call's frame locals sit in the model:
-    fxroof.region_modules), the same graph module for every call of one compiled region --
+    """Dynamo's regions of the model, one RegionCall per call in the order the step makes
+    them, the same graph module for every call of one compiled region --
     a block broken by a graph break is compiled once and called once per layer, and each
     call runs its kernels. Each region's graph runs on the inputs of its calls (``run``), or
     returns zeros of its outputs' shapes in place of computing them (a CUDA target's model
@@ -345,10 +355,12 @@ def _regions(module: torch.nn.Module, args, kwargs, train: bool, run: bool = Tru
     def collect(gm, example_inputs):
         compiled = gm.forward if run else _outputs_unrun(gm)
         sources = region_modules.placeholder_sources(gm)
+        traced = region_modules.traced_modules(gm)
 
         def called(*inputs, **kw):
             prefixes = region_modules.call_prefixes(sources, inputs, names)
-            calls.append((gm, example_inputs, prefixes))
+            calls.append(RegionCall(gm, example_inputs, prefixes,
+                                    region_modules.covered(traced, prefixes)))
             return compiled(*inputs, **kw)
         return called
 
@@ -364,18 +376,19 @@ def _regions(module: torch.nn.Module, args, kwargs, train: bool, run: bool = Tru
 def schedule(module: torch.nn.Module, args, kwargs, train: bool,
              freeze: bool = False, lowering: Lowering = Lowering()) -> list[dict]:
     """Lower and schedule every region with Inductor, once each: per call of a region, in
-    the order the step makes them, ({phase: (post-grad graph module, kernels)}, the call's
-    module prefixes), forward first (a region called twice is the same dict twice)."""
+    the order the step makes them, its RegionCall with ``graph`` replaced by {phase:
+    (post-grad graph module, kernels)}, forward first (a region called twice has the same
+    dict twice)."""
     regions, probe, lowered = [], _Probe(), {}
     with probe.attached(freeze), torch.set_grad_enabled(train):
-        for gm, example_inputs, prefixes in _regions(module, args, kwargs, train,
-                                                     run=lowering.gpu is None):
+        for call in _regions(module, args, kwargs, train, run=lowering.gpu is None):
+            gm = call.graph
             if id(gm) not in lowered:
                 start = len(probe.lowered)
-                lowering.compile(gm, example_inputs, train)
+                lowering.compile(gm, call.example_inputs, train)
                 lowered[id(gm)] = {phase: (graph, kernels) for (phase, graph), kernels in zip(
                     probe.lowered[start:], probe.kernels[start:], strict=True)}
-            regions.append((lowered[id(gm)], prefixes))
+            regions.append(call._replace(graph=lowered[id(gm)]))
     return regions
 
 
@@ -587,6 +600,45 @@ def _scratch(node) -> list[int]:
     return hidden_bytes.scratch_buffers(node_record(node)) if node is not None else []
 
 
+def _annotate(regions: list[RegionCall]) -> None:
+    """Cost each region's lowered graphs once (a region called again was annotated at its
+    first call), linking backward nodes to the forward nodes they differentiate (autograd
+    sequence numbers) and noting the frame local each node's module is named from."""
+    annotated = set()
+    for call in regions:
+        region = call.graph
+        if id(region) in annotated:
+            continue
+        annotated.add(id(region))
+        forward, backward = region.get(FORWARD), region.get(BACKWARD)
+        for lowered, _ in region.values():
+            _constant_shapes(lowered)
+        annotate_region(forward[0].graph, backward[0].graph if backward else None, [])
+        region_modules.note_frame_locals(forward[0].graph,
+                                         backward[0].graph if backward else None)
+
+
+def _phase_graphs(regions: list[RegionCall], allocator: str) -> dict[str, fx.Graph]:
+    """{phase: the view's graph}, kernels in the order they run: every region's forward in
+    call order, then their backwards in reverse; each kernel's page faults annotated."""
+    _annotate(regions)
+    phases = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
+    lowerings = []
+    for call in regions:
+        lowered, kernels = call.graph[FORWARD]
+        lowerings.append((FORWARD, add_kernels(phases[FORWARD], lowered, kernels,
+                                               call.prefixes)))
+    for call in reversed(regions):
+        if BACKWARD in call.graph:
+            lowered, kernels = call.graph[BACKWARD]
+            lowerings.append((BACKWARD, add_kernels(phases[BACKWARD], lowered, kernels,
+                                                    call.prefixes)))
+    annotate_kernel_faults(lowerings, allocator)
+    for graph in phases.values():
+        graph.output(())
+    return phases
+
+
 def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
                   freeze: bool = False, lowering: Lowering = Lowering()) -> AnnotatedGraph:
     """The compiled view of an analysis: kernels as nodes, with the eager one's model info
@@ -601,27 +653,15 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
         raise FxroofError(f"torch.compile could not lower this model for the compiled view "
                           f"({type(e).__name__}: {first}). The eager analysis (without "
                           "--compiled / compiled=True) still works.") from None
-    phases = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
-    lowerings, annotated = [], set()
-    for region, prefixes in regions:
-        forward, backward = region.get(FORWARD), region.get(BACKWARD)
-        if id(region) not in annotated:  # a region called again was annotated at its first
-            annotated.add(id(region))
-            # the region annotation also links backward nodes to the forward nodes they
-            # differentiate (autograd sequence numbers)
-            for lowered, _ in region.values():
-                _constant_shapes(lowered)
-            annotate_region(forward[0].graph, backward[0].graph if backward else None, [])
-            region_modules.note_frame_locals(forward[0].graph,
-                                             backward[0].graph if backward else None)
-        for phase, (lowered, kernels) in region.items():
-            lowerings.append((phase, add_kernels(phases[phase], lowered, kernels, prefixes)))
-    # regions run one after another: every forward, then the backwards in reverse
-    forwards = [lowering for lowering in lowerings if lowering[0] == FORWARD]
-    backwards = [lowering for lowering in lowerings if lowering[0] == BACKWARD]
-    annotate_kernel_faults(forwards + backwards[::-1], eager.model.allocator)
-    for graph in phases.values():
-        graph.output(())
+    phases = _phase_graphs(regions, eager.model.allocator)
+    # what no region traced runs eagerly between them, as the eager step's ops
+    traced = functools.reduce(operator.or_, (call.modules for call in regions),
+                              region_modules.Coverage(frozenset({""}), frozenset()))
+    for phase, graph in phases.items():
+        eager_graph = eager.capture.forward if phase == FORWARD else eager.capture.backward
+        if eager_graph is not None:
+            between_regions.interleave(graph, eager_graph,
+                                       between_regions.eager_nodes(eager_graph, traced))
     capture = Capture(phases[FORWARD], phases[BACKWARD] if eager.model.backward else None)
     info = ModelInfo(**{**eager.model.as_dict(), "view": "compiled", "frozen": freeze,
                         "eager_flops": eager.totals()["overall"]["flops"]})

@@ -262,18 +262,24 @@ class AnnotatedGraph:
     def layout_copy_bytes(self) -> int:
         """Bytes of the compiled view's layout copies: kernels that compute nothing and only
         lay a tensor out anew (0 in an eager graph, whose nodes are ATen ops)."""
-        return sum(r["bytes"] for r in self.records() if r["op"] == "copy") \
+        return sum(r["bytes"] for r in self.records()
+                   if r["op"] == "copy" and op_classes.compiled_kernel(r)) \
             if self.model.view == "compiled" else 0
 
     def summary(self, macs: bool = False) -> str:
         if self.model.view == "compiled":  # kernels; memory is the eager analysis's
-            fused = sum(len(n.meta[KERNEL]) for n in self.nodes())
+            kernels = [n for n, r in zip(self.nodes(), self.records())
+                       if op_classes.compiled_kernel(r)]
+            eager = [r for r in self.records() if not op_classes.compiled_kernel(r)]
+            fused = sum(len(n.meta[KERNEL]) for n in kernels)
             convolves = any(op_classes.op_class_of(r) in op_classes.CONV_CLASSES
                             for r in self.records())
-            lines = [render.totals_lines(self.totals(), macs, "Inductor kernels"),
+            counted = "Inductor kernels" + (" and eager ops" if eager else "")
+            lines = [render.totals_lines(self.totals(), macs, counted),
                      render.memory_lines(self.memory.as_dict()) + " (eager)",
                      f" compiled: {fused} ATen nodes of the lowered graph in "
-                     f"{len(self.nodes())} kernels; bytes are each kernel's buffers",
+                     f"{len(kernels)} kernels; bytes are each kernel's buffers",
+                     render.between_regions_line(eager, self.model.eager_flops),
                      render.layout_copies_line(self.layout_copy_bytes(),
                                                self.totals()["overall"]["bytes"],
                                                convolves and not self.model.frozen,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.fx as fx
@@ -65,6 +65,45 @@ def call_prefixes(sources: list[Optional[str]], inputs,
                 prefixes[local] = name[:len(name) - len(relative)].rstrip(".")
                 break
     return prefixes
+
+
+def traced_modules(gm: fx.GraphModule) -> set[str]:
+    """The source of every module a region's graph traced code of, at any depth of its
+    nodes' module stacks (read when the region is compiled, as placeholder_sources)."""
+    return {entry[0] for node in gm.graph.nodes
+            for entry in (node.meta.get("nn_module_stack") or {}).values()}
+
+
+class Coverage(NamedTuple):
+    """The model's modules that regions run code of: ``paths`` as the model names them,
+    ``tails`` the ends of paths a region names from a frame local no call placed (its
+    weights not lifted to inputs, as under freezing: ``norm`` for ``blocks.0.norm``)."""
+    paths: frozenset
+    tails: frozenset
+
+    def holds(self, module: str) -> bool:
+        if module in self.paths:
+            return True
+        parts = module.split(".")
+        return any(".".join(parts[i:]) in self.tails for i in range(len(parts)))
+
+    def __or__(self, other: "Coverage") -> "Coverage":
+        return Coverage(self.paths | other.paths, self.tails | other.tails)
+
+
+def covered(traced: set[str], prefixes: dict[str, str]) -> Coverage:
+    """The modules one call of a region runs code of: those it traced, those whose frames
+    it was compiled from (a block's own forward), and the model's own forward -- the root
+    counts as covered by any region, so an op of the root's own forward that runs between
+    regions is left to the view's "outside:" line, never counted twice."""
+    paths, tails = {"", *prefixes.values()}, set()
+    for source in traced:
+        local, relative = frame_local(source), module_path(source)
+        if local is None or local in prefixes:
+            paths.add(in_model(relative, local, prefixes))
+        elif relative:
+            tails.add(relative)
+    return Coverage(frozenset(paths), frozenset(tails))
 
 
 def note_frame_locals(forward: fx.Graph, backward: Optional[fx.Graph]) -> None:

@@ -106,6 +106,18 @@ def outside_regions_line(compiled_flops: int, eager_flops: Optional[int]) -> str
             "torch._dynamo.explain")
 
 
+def between_regions_line(eager: list[dict], eager_flops: Optional[int]) -> str:
+    """The eager step's ops a compiled view holds because no Dynamo region traced their
+    modules (fxroof.between_regions; "" where there are none)."""
+    if not eager:
+        return ""
+    flops = sum(r["flops"] for r in eager)
+    return (f" eager between regions: {len(eager)} ATen nodes ({si(flops, 'FLOP')} of the "
+            f"eager step's {si(eager_flops or 0, 'FLOP')}) run eagerly at Dynamo's graph "
+            "breaks, in modules no region traced, and are priced as eager ops (their rule "
+            "has no 'inductor'); see where with torch._dynamo.explain")
+
+
 def coverage_line(coverage: dict) -> str:
     missing = coverage["default_rule_ops"]
     head = f" coverage: {coverage['costed_nodes']}/{coverage['nodes']} ATen nodes have a cost rule"

@@ -54,6 +54,7 @@ LAYERS = [
     # what Inductor lowers: a region's annotation, and a CUDA target's device answered
     {"fxroof.compile_backend", "fxroof.gpu_lowering"},
     {"fxroof.region_modules"},
+    {"fxroof.between_regions"},
     {"fxroof.compiled"},
     {"fxroof.analysis"},
     {"fxroof.recording", "fxroof.measured"},

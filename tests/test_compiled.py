@@ -434,6 +434,33 @@ def test_a_region_called_once_per_layer_runs_its_kernels_every_call(device):
     assert "outside:" not in g.summary()
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_modules_no_region_traced_run_in_the_view_as_their_eager_ops(backward):
+    """Dynamo's regions trace the input layer, and the mean and head; the blocks run
+    eagerly between them. The view holds the blocks' nodes of the eager step, each once, in
+    the order they run -- after the input layer's kernel and before the head's (in the
+    backward, the reverse) -- with their eager rules (the LSTM's oneDNN kernel), so its
+    FLOPs are the eager step's phase by phase."""
+    from tests.fixtures.user_models import Recurrent
+
+    x = torch.randn(4, 8, 16)
+    model = Recurrent()
+    eager = fxroof.analyze(model, x, backward=backward)
+    g = fxroof.analyze(model, x, compiled=True, backward=backward)
+    for phase, totals in eager.totals().items():
+        assert g.totals()[phase]["flops"] == totals["flops"]
+    ran_eagerly = [r for r in g.records() if "inductor" not in r["rule"]]
+    assert {r["module"].split(".")[0] for r in ran_eagerly} == {"blocks"}
+    assert sum(r["op"] == "mkldnn_rnn_layer" for r in ran_eagerly) == 2
+    order = [r["module"].split(".")[0] for r in g.records("forward") if r["flops"]]
+    assert order[0] == "inp" and order[-1] == "head" and "blocks" in order
+    if backward:
+        order = [r["module"].split(".")[0] for r in g.records("backward") if r["flops"]]
+        assert order[0] == "head" and order[-1] == "inp"
+        assert sum(r["op"] == "mkldnn_rnn_layer_backward" for r in ran_eagerly) == 2
+    assert "eager between regions: " in g.summary() and "outside:" not in g.summary()
+
+
 class EagerHalf(nn.Module):
     def __init__(self):
         super().__init__()

@@ -281,3 +281,21 @@ def test_a_figures_intensity_note_names_the_traffic_its_points_divide_by():
     assert "unfused eager" in traffic_note([{"view": "eager"}, {}])
     both = traffic_note([{"view": "eager"}, {"view": "compiled"}])
     assert "eager: unfused" in both and "compiled: Inductor's kernels" in both
+
+
+def test_an_lstm_that_runs_between_regions_is_priced_as_cudnns_eager_kernel():
+    """On a CUDA target the LSTM no region traces is in the view as the eager step records
+    it, cuDNN's RNN kernel, and the predicted step pays for it: the view's prediction is
+    more than its Inductor kernels' alone."""
+    from fxroof.prediction import predict
+    from tests.fixtures.user_models import Recurrent
+
+    g = fxroof.analyze(Recurrent(), torch.randn(64, 32, 16), compiled=True, device="cuda",
+                       chip="rtx_4090")
+    records = g.records()
+    assert sum(r["op"] == "_cudnn_rnn" for r in records) == 2
+    kernels = [r for r in records if r["rule"].startswith("inductor")]
+    chip = get_chip("rtx_4090")
+    whole, compiled_only = (predict(rows, chip)["overall"]["predicted_s"]
+                            for rows in (records, kernels))
+    assert whole > compiled_only
