@@ -53,18 +53,19 @@ def call_prefixes(sources: list[Optional[str]], inputs,
                   names: dict[int, list[str]]) -> dict[str, str]:
     """{frame local: its module path in the model} for one call of a region, read off the
     parameters and buffers the call is given (Dynamo lifts them to graph inputs, each
-    from its source); a local none of them names is left out."""
-    prefixes: dict[str, str] = {}
+    from its source): the path every one of the local's tensors agrees on (a tied weight
+    has two names, its neighbours one); a local none of them names, or that they do not
+    agree on, is left out."""
+    candidates: dict[str, set[str]] = {}
     for source, value in zip(sources, inputs):
         local = frame_local(source) if isinstance(source, str) else None
-        if local is None or local in prefixes or id(value) not in names:
+        if local is None or id(value) not in names:
             continue
         relative = _attribute_path(source)
-        for name in names[id(value)]:
-            if name == relative or name.endswith("." + relative):
-                prefixes[local] = name[:len(name) - len(relative)].rstrip(".")
-                break
-    return prefixes
+        places = {name[:len(name) - len(relative)].rstrip(".") for name in names[id(value)]
+                  if name == relative or name.endswith("." + relative)}
+        candidates[local] = candidates[local] & places if local in candidates else places
+    return {local: places.pop() for local, places in candidates.items() if len(places) == 1}
 
 
 def traced_modules(gm: fx.GraphModule) -> set[str]:
