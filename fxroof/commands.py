@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from tqdm import tqdm
 
-from fxroof import plots, prediction, render, roofline, time_model, validate
+from fxroof import op_classes, plots, prediction, render, roofline, time_model, validate
 from fxroof.analysis import analyze
 from fxroof.chips import get_chip, load_chips, parse_chip, user_chips_dir
 from fxroof.device import check_device
@@ -169,14 +169,22 @@ def _phases(g) -> list[str]:
         [OPTIMIZER] if g.capture.optimizer is not None else [])
 
 
+def _compiled_count(records: list[dict]) -> str:
+    """The header's count of a compiled view: its kernels, and the eager ops that run
+    between Dynamo's regions where there are any."""
+    kernels = sum(op_classes.compiled_kernel(r) for r in records)
+    eager = len(records) - kernels
+    return f"; compiled view: {kernels} Inductor kernels" + (
+        f" and {eager} eager ops between regions" if eager else "")
+
+
 def run_annotate(args) -> int:
     outputs = _check_outputs(args, json="to_json", csv="to_csv", graphml="to_graphml")
     g = _analyze(args)
     m = g.model
     _print_header(g, f"{m.parameters:,} parameters"
                   + (", forward + backward" if m.backward else ", forward only")
-                  + (f"; compiled view: {len(g.records())} Inductor kernels"
-                     if m.view == "compiled" else ""))
+                  + (_compiled_count(g.records()) if m.view == "compiled" else ""))
     print(f"Top {args.top or 'all'} {'kernels' if m.view == 'compiled' else 'nodes'} by "
           f"{args.sort}:")
     print(g.table(top=args.top or None, sort=args.sort, macs=args.macs))

@@ -1,5 +1,7 @@
 """The compiled view (fxroof.compiled): Inductor's kernels as nodes, checked on programs whose
 fusion and traffic can be written down by hand."""
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -483,3 +485,15 @@ def test_what_runs_eagerly_between_regions_is_named_in_the_summary():
     assert g.totals()["overall"]["flops"] == linear
     assert g.model.eager_flops == linear + product
     assert "outside: 32.8 kFLOP of the eager step's 165 kFLOP run eagerly" in g.summary()
+
+
+def test_the_header_counts_kernels_and_the_eager_ops_between_regions_apart(capsys):
+    from tests.fixtures.user_models import Recurrent
+
+    blocks = [r for r in fxroof.analyze(Recurrent(), torch.randn(4, 8, 16)).records()
+              if r["module"].startswith("blocks")]
+    assert main(["annotate", "tests.fixtures.user_models:Recurrent", "--input-shape",
+                 "4,8,16", "--compiled", "--top", "3"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert re.search(rf"compiled view: \d+ Inductor kernels and {len(blocks)} eager ops "
+                     "between regions", header)
