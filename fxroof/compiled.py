@@ -654,9 +654,10 @@ def compiled_view(eager: AnnotatedGraph, module: torch.nn.Module, args, kwargs,
                           f"({type(e).__name__}: {first}). The eager analysis (without "
                           "--compiled / compiled=True) still works.") from None
     phases = _phase_graphs(regions, eager.model.allocator)
-    # what no region traced runs eagerly between them, as the eager step's ops
+    # what no region traced runs eagerly between them, as the eager step's ops (all of it
+    # where Dynamo compiled nothing: a bare nn.LSTM)
     traced = functools.reduce(operator.or_, (call.modules for call in regions),
-                              region_modules.Coverage(frozenset({""}), frozenset()))
+                              region_modules.Coverage(frozenset(), frozenset()))
     for phase, graph in phases.items():
         eager_graph = eager.capture.forward if phase == FORWARD else eager.capture.backward
         if eager_graph is not None:

@@ -497,3 +497,14 @@ def test_the_header_counts_kernels_and_the_eager_ops_between_regions_apart(capsy
     header = capsys.readouterr().out.splitlines()[0]
     assert re.search(rf"compiled view: \d+ Inductor kernels and {len(blocks)} eager ops "
                      "between regions", header)
+
+
+def test_a_model_dynamo_compiles_nothing_of_is_its_eager_step():
+    """torch.compile of a bare nn.LSTM traces no region (torch.nn's own frames are not
+    compiled, the LSTM is not traced): the view is the eager step, node for node."""
+    lstm, x = nn.LSTM(16, 16, batch_first=True), torch.randn(4, 8, 16)
+    eager = fxroof.analyze(lstm, x)
+    g = fxroof.analyze(lstm, x, compiled=True)
+    assert [r["op"] for r in g.records()] == [r["op"] for r in eager.records()]
+    assert g.totals()["overall"]["flops"] == eager.totals()["overall"]["flops"] > 0
+    assert not any(r["rule"].startswith("inductor") for r in g.records())
