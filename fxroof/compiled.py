@@ -374,7 +374,7 @@ def _regions(module: torch.nn.Module, args, kwargs, train: bool, run: bool = Tru
 
 
 def schedule(module: torch.nn.Module, args, kwargs, train: bool,
-             freeze: bool = False, lowering: Lowering = Lowering()) -> list[dict]:
+             freeze: bool = False, lowering: Lowering = Lowering()) -> list[RegionCall]:
     """Lower and schedule every region with Inductor, once each: per call of a region, in
     the order the step makes them, its RegionCall with ``graph`` replaced by {phase:
     (post-grad graph module, kernels)}, forward first (a region called twice has the same
@@ -465,8 +465,8 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     """One kernel as a node of the compiled view; None for one that computes nothing and
     moves nothing."""
     moved = kernel["bytes_read"] + kernel["bytes_written"]
-    if kernel["extern"] and not mine and kernel["call"] is not None:
-        return _priced_extern(graph, kernel, index, lowered)
+    if kernel["extern"] and not mine and (cost := _call_cost(kernel)) is not None:
+        return _priced_extern(graph, kernel, cost, index, lowered)
     if not mine and not moved:
         return None
     owner = _owner(mine or members) if (mine or members) else None
@@ -509,11 +509,22 @@ def _laid_out_rule(owner: fx.Node, kernel: dict) -> str:
     CUDA, Inductor adds a convolution's bias in a kernel of its own, whose FLOPs no ATen
     node holds. Any other node keeps its eager rule (the IR of a convolution's backward
     does not list its arguments in the schema's order)."""
-    if kernel["call"] is None or owner.target != kernel["op"] \
-            or owner.target != torch.ops.aten.convolution.default:
-        return owner.meta[COST].rule
+    laid_out = _call_cost(kernel) if owner.target == kernel["op"] \
+        == torch.ops.aten.convolution.default else None
+    return (laid_out or owner.meta[COST]).rule
+
+
+def _call_cost(kernel: dict) -> Optional[Estimate]:
+    """The cost rule of an extern kernel's op on the call read off its IR; None where the
+    IR did not read, or read as arguments the op's rule does not take (Inductor's IR is an
+    internal API: a version may lay a call out otherwise)."""
+    if kernel["call"] is None:
+        return None
     args, kwargs, out = kernel["call"]
-    return op_costs.estimate(kernel["op"], args, kwargs, out).rule
+    try:
+        return op_costs.estimate(kernel["op"], args, kwargs, out)
+    except TypeError:
+        return None
 
 
 def _kernel_rule(kernel: dict) -> str:
@@ -524,13 +535,13 @@ def _kernel_rule(kernel: dict) -> str:
     return GENERATED_RULE + (TRANSPOSING_VARIANT if kernel.get("transposes") else "")
 
 
-def _priced_extern(graph: fx.Graph, kernel: dict, index: int, lowered: dict) -> fx.Node:
+def _priced_extern(graph: fx.Graph, kernel: dict, cost: Estimate, index: int,
+                   lowered: dict) -> fx.Node:
     """An extern kernel none of whose origins is a costed ATen node of its op (a prepacked
-    oneDNN call standing for a matched convolution and activation): its op's cost rule on
-    the arguments read off its IR."""
+    oneDNN call standing for a matched convolution and activation), at ``cost``: its op's
+    cost rule on the arguments read off its IR."""
     op = kernel["op"]
-    args, kwargs, out = kernel["call"]
-    cost = op_costs.estimate(op, args, kwargs, out)
+    out = kernel["call"][-1]
     name = op.overloadpacket.__name__
     node = graph.create_node("call_function", Kernel(name, extern=True), (), {},
                              name=f"k{index}_{name}"[:60])

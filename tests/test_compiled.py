@@ -508,3 +508,22 @@ def test_a_model_dynamo_compiles_nothing_of_is_its_eager_step():
     assert [r["op"] for r in g.records()] == [r["op"] for r in eager.records()]
     assert g.totals()["overall"]["flops"] == eager.totals()["overall"]["flops"] > 0
     assert not any(r["rule"].startswith("inductor") for r in g.records())
+
+
+def test_an_extern_call_its_rule_does_not_take_is_left_to_the_eager_nodes_cost():
+    """Inductor's IR is an internal API: a call read off it with an argument both by position
+    and by name does not bind, and gives no cost (the eager node's stands), where the same
+    call read as the schema lays it out is priced by the convolution's rule."""
+    from op_costs import TensorMeta
+
+    x = TensorMeta((2, 8, 6, 6), (288, 1, 48, 8), torch.float16)  # channels-last
+    w = TensorMeta((8, 1, 3, 3), (9, 9, 3, 1), torch.float16)
+    out = TensorMeta((2, 8, 4, 4), (128, 1, 32, 8), torch.float16)
+    named = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "transposed": False,
+             "output_padding": (0, 0), "groups": 8}
+    op = torch.ops.aten.convolution.default
+    good = {"op": op, "call": ((x, w), {"bias": None, **named}, out)}
+    twice = {"op": op, "call": ((x, w, None), {"bias": None, **named}, out)}
+    assert compiled._call_cost(good).flops == 2 * 9 * 2 * 8 * 4 * 4
+    assert compiled._call_cost(twice) is None
+    assert compiled._call_cost({"op": op, "call": None}) is None
