@@ -107,14 +107,22 @@ def covered(traced: set[str], prefixes: dict[str, str]) -> Coverage:
     return Coverage(frozenset(paths), frozenset(tails))
 
 
+# The frame's own module: a node no module of the frame holds is code of the forward the
+# frame was compiled from (a block's residual add after a graph break), and belongs to the
+# module that forward's ``self`` is where the call placed it -- as the eager capture places
+# an op of a container's own forward at the container.
+FRAME_SELF = "self"
+
+
 def note_frame_locals(forward: fx.Graph, backward: Optional[fx.Graph]) -> None:
     """Write to ``node.meta[FRAME_LOCAL]`` the frame local each node's module is named from:
-    a forward node's innermost module's, a backward node's the forward node's it
-    differentiates (None where neither says)."""
+    a forward node's innermost module's (the frame's ``self`` where it has none), a
+    backward node's the forward node's it differentiates (None where neither says)."""
     by_name = {}
     for node in forward.nodes:
         stack = node.meta.get("nn_module_stack")
-        node.meta[FRAME_LOCAL] = frame_local(list(stack.values())[-1][0]) if stack else None
+        node.meta[FRAME_LOCAL] = frame_local(list(stack.values())[-1][0]) if stack \
+            else FRAME_SELF
         by_name[node.name] = node
     for node in backward.nodes if backward is not None else ():
         origin = node.meta.get(ORIGIN)

@@ -245,7 +245,7 @@ class HalvedBlock(nn.Module):
     def forward(self, x):
         y = self.fc(x)
         torch._dynamo.graph_break()
-        return self.fc2(y)
+        return x + self.fc2(y)  # the block's own op: no module of the block holds it
 
 
 class HalvedStack(nn.Module):
@@ -263,12 +263,15 @@ def test_a_region_compiled_once_and_called_per_layer_names_each_layers_modules(b
     """A graph break inside a block makes each half of the block a frame of its own, which
     Dynamo names from the block (``L['self'].fc``) and compiles once for both blocks; the
     head, called from a resume function, it names from a stack slot (``L['___stack0']``).
-    The view names every product as the model does, per call: blocks.0.fc, blocks.1.fc, ..."""
+    The view names every product as the model does, per call: blocks.0.fc, blocks.1.fc, ...
+    and the residual add of each block's own forward as the eager capture does: blocks.0."""
     x = torch.randn(4, 16)
     g = fxroof.analyze(HalvedStack(), x, compiled=True, backward=backward)
     products = [r["module"] for r in g.records() if r["op"] == "addmm" and
                 r["phase"] == "forward"]
     assert products == ["blocks.0.fc", "blocks.0.fc2", "blocks.1.fc", "blocks.1.fc2", "head"]
+    adds = [r["module"] for r in g.records("forward") if r["op"].startswith("fused_add")]
+    assert adds == ["blocks.0", "blocks.1"]
     if backward:
         gradients = {r["module"] for r in g.records() if r["phase"] == "backward"
                      and r["op"] in ("mm", "addmm")}
