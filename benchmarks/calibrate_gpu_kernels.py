@@ -428,7 +428,7 @@ def geforce_family(gpu_family: dict) -> dict:
     family_ = copy.deepcopy(gpu_family)
     family_["gemm"]["matrix_compute"] = matrix
     # no ": " in what is added: the source's last one separates where a set comes from
-    # from what it was fitted on (fxroof.time_model.time_model_source)
+    # from what it was fitted on (fxroof.chip_params.time_model_source)
     family_["gemm"]["source"] += (
         f"; on the tensor cores {matrix} of the dense FP32-accumulate peak, the median of "
         f"GeForce measurements -- {'; '.join(GEFORCE_MATRIX_SHARE)}")

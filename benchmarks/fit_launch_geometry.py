@@ -71,7 +71,8 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import parsed_chip_arguments, script_main  # noqa: E402
 from benchmarks.gpu_classes import read_traced_profile, with_todays_rules  # noqa: E402,F401
-from fxroof import launch_geometry as lg, op_classes, prediction, time_model  # noqa: E402
+from fxroof import chip_params, hidden_kernels, launch_geometry as lg  # noqa: E402
+from fxroof import op_classes, prediction, time_model  # noqa: E402
 from fxroof.errors import FxroofError  # noqa: E402
 from fxroof.files import write_json  # noqa: E402
 
@@ -124,7 +125,7 @@ def gather(profiles: list[dict], chip) -> dict:
     elementwise loops' kinds, fitted together, under ELEMENTWISE_LOOP, each record naming
     its own ("kind")."""
     found = defaultdict(list)
-    clock = time_model.sm_clock_hz(chip, _units(chip)) or lg.REFERENCE_CLOCK_HZ
+    clock = chip_params.sm_clock_hz(chip, _units(chip)) or lg.REFERENCE_CLOCK_HZ
     for profile in profiles:
         for record in profile["nodes"]:
             kind = kind_of(record)
@@ -151,7 +152,7 @@ def cudnn_depthwise_key(record: dict) -> str:
 
 
 def _units(chip):
-    return time_model.multiprocessors(chip)
+    return chip_params.multiprocessors(chip)
 
 
 def fit_transform(nodes, chip) -> dict:
@@ -301,8 +302,8 @@ def fit_row_reduction(nodes, chip) -> dict:
 
 def fp32_shares(nodes, chip) -> list[float]:
     """Each node's FLOP/s over the chip's FP32 peak, its time less the bias add ATen runs
-    after a cuDNN convolution (time_model.bias_add_s: a kernel of its own, priced apart)."""
-    return [r["flops"] / (r["time_s"] - time_model.bias_add_s(r, chip)) / chip.peaks["fp32"]
+    after a cuDNN convolution (hidden_kernels.bias_add_s: a kernel of its own, priced apart)."""
+    return [r["flops"] / (r["time_s"] - hidden_kernels.bias_add_s(r, chip)) / chip.peaks["fp32"]
             for _, r in nodes]
 
 

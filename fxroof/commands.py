@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from tqdm import tqdm
 
-from fxroof import op_classes, plots, prediction, render, roofline, time_model, validate
+from fxroof import chip_params, op_classes, plots, prediction, render, roofline, validate
 from fxroof.analysis import analyze
 from fxroof.chips import get_chip, load_chips, parse_chip, user_chips_dir
 from fxroof.device import check_device
@@ -410,8 +410,8 @@ def run_chips_list(args) -> int:
 
 def run_chips_show(args) -> int:
     chip = get_chip(args.id, load_chips(args.chips_file))
-    print(render.chip_details(chip, time_model.time_model_source(chip),
-                              time_model.multiprocessor_facts(chip)))
+    print(render.chip_details(chip, chip_params.time_model_source(chip),
+                              chip_params.multiprocessor_facts(chip)))
     return 0
 
 

@@ -7,26 +7,23 @@ predicted in validation; on a GPU priced by the shipped parameters, a step's hos
 the hosts' spread, pipeline.HOST_BAND); chips with no calibration (CPUs, ASICs, SoCs) and
 ``roof="ideal"`` use the roof time. ``ideal_s`` is always the roof time.
 
-On an NVIDIA GPU a node's expectation also holds the kernels its ATen node does not show:
-cuDNN's NHWC transposes around an NCHW tensor-core convolution (_transpose_s), the bias add
-after a cuDNN convolution and a convolution backward's bias-gradient sum (bias_add_s,
-bias_gradient_s), the reduce kernel's combining of its blocks (_global_reduce_s) and a
-layer norm backward's weight-gradient kernel (_layer_norm_weight_gradient_s).
+On an NVIDIA GPU a node's expectation also holds the kernels its ATen node does not show
+(fxroof.hidden_kernels: cuDNN's transposes, a convolution's bias add and bias gradient, a
+reduction's block combining, a layer norm's weight-gradient kernel) and the bounds its launch
+geometry and unaligned operands set. What it reads of the chip -- the fitted parameters per
+op class, the SMs and their clock -- comes from fxroof.chip_params.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import NamedTuple, Optional
 
-from fxroof import calibration as cal, hidden_bytes, launch_geometry, op_classes
+from fxroof import calibration as cal, chip_params, hidden_bytes, hidden_kernels, op_classes
 from fxroof.chips import Chip
 from fxroof.pipeline import (ACCUMULATION_HOST_SHARE, AUTOCAST_HOST_SHARE,
                              CUDNN_PLAN_BUILD_S, GENERATED_KERNEL_HOST_SHARE, HOST_BAND)
-from fxroof.roofline import (NodeRoof, engine_class, node_roof, peak_for,
-                             searched_result_layout)
-from fxroof.units import itemsize
+from fxroof.roofline import NodeRoof, engine_class, node_roof, peak_for
 
 # A GPU's parameters were fitted on FP32 kernels (NeuSight's sweeps ran with TF32 off; the
 # probes time FP32), and a 16-bit tensor-core op takes their share of its own peak: no
@@ -72,9 +69,9 @@ NARROW_WEIGHT_GRADIENT_COMPUTE = 0.46
 # A channels-last depthwise convolution and its backward run cuDNN's depthwise kernels on
 # the CUDA cores (op_classes.cudnn_depthwise), not the dense kernels the conv classes were
 # fitted on: timed per node (benchmarks/fit_launch_geometry.py, the median over the nodes,
-# each node's time less the bias add that follows it, bias_add_s), ConvNeXt-T's 18 7 x 7
-# forwards in bf16 (batch 256) took 0.145-0.196 of the FP32 peak on the H100 and
-# 0.071-0.200 on the H200, median 0.15, where the class's rate and its rise with the
+# each node's time less the bias add that follows it, hidden_kernels.bias_add_s),
+# ConvNeXt-T's 18 7 x 7 forwards in bf16 (batch 256) took 0.145-0.196 of the FP32 peak on
+# the H100 and 0.071-0.200 on the H200, median 0.15, where the class's rate and its rise with the
 # reduction length priced them at 0.39; in fp32 (batch 64, H200) 0.025-0.083, median 0.044;
 # their fp32 backwards 0.0089-0.0115, median 0.0097, where the class had priced them 27-37x
 # short (ConvNeXt-T's fp32 training step at 0.55x of its measurement). Each share prices
@@ -130,17 +127,6 @@ TF32_WEIGHT_GRADIENT_SLOWDOWN = 2.0
 # measured (benchmarks/README.md, "GPU: cuDNN's grouped convolutions").
 GROUPED_CONV_TILE_CHANNELS = {"tf32": 32, "bf16": 64, "fp16": 64}
 GROUPED_CONV_SM_CLOCK_FLOPS = {"tf32": 410.0, "bf16": 1300.0, "fp16": 1300.0}
-# A 1x1 convolution that cuDNN runs as a GEMM on its NCHW tensors (op_classes.nchw_gemm)
-# reads an image's H x W positions as a matrix's rows. Tensor-core GEMM kernels load their
-# operands in 128-bit vectors, so a row stride that is not a multiple of 16 bytes rules them
-# out ("most kernels targeting Tensor Cores require 128b aligned memory accesses ... a
-# documented requirement in cublas": NVIDIA/cutlass issue #75): Inception's 35 x 35 and 73 x
-# 73 planes in any dtype, SqueezeNet's 54 x 54 in 16-bit. Timed (the H100's and H200's bf16
-# profiles), Inception's 14 such convolutions took what cuDNN's transposes of their
-# operands and results take at its element rate, 0.90-1.09x on both boards alike -- not the
-# GEMM's time (2.1-3.6x it) nor transposes and GEMM in turn (0.63-0.75x of that): the
-# elements go through the SM one at a time, as in those transposes.
-ALIGNMENT_BYTES = 16
 
 
 class NodeTime(NamedTuple):
@@ -162,77 +148,12 @@ class NodeTime(NamedTuple):
     extra_s: float = 0.0     # ... and work the node's counted bytes do not show
 
 
-@functools.lru_cache(maxsize=1)
-def calibration() -> cal.Calibration:
-    return cal.load()
-
-
-def _params(chip: Chip, op_class: str) -> Optional[cal.Params]:
-    """The chip's parameters for an op class: its own measured set (for the class, else the
-    nearest class it falls back to), else the shipped ones (fxroof.calibration)."""
-    fallen_back = op_class
-    while chip.calibration and fallen_back is not None:
-        if fallen_back in chip.calibration:
-            return chip.calibration[fallen_back]
-        fallen_back = op_classes.FALLBACK.get(fallen_back)
-    return calibration().params(chip.id, chip.cls, op_class, chip.tdp, chip.name,
-                                chip.vendor)
-
-
-def _vector_lanes(chip: Chip) -> float:
-    """fp32 lanes of a measured CPU's vector unit (its generated kernels' class records the
-    ISA Inductor picked there; oneDNN's kernels use the same), 0 where unknown."""
-    generated = _params(chip, "fused") if chip.cls == "cpu" else None
-    return generated.vector_lanes if generated is not None else 0.0
-
-
-def time_model_source(chip: Chip) -> str:
-    """Where the chip's shipped GEMM parameters come from and their band, in words ("" where
-    it has none: the roof alone prices it)."""
-    gemm = _params(chip, "gemm")
-    if gemm is None:
-        return ""
-    low, high = gemm.band
-    origin, _, fitted_on = gemm.source.rpartition(": ")
-    matrix = f" ({gemm.matrix_compute:.2f} on the tensor cores)" if gemm.matrix_compute else ""
-    return (f"calibrated; GEMMs at {gemm.compute:.2f} of the peak{matrix}, measured / "
-            f"predicted {low:.2f}..{high:.2f}x (p10..p90), parameters of: {fitted_on} "
-            f"({origin.split(' (')[0] or 'fxroof.calibration'})")
-
-
-def multiprocessors(chip: Chip) -> Optional[int]:
-    """A GPU's SMs (CUs) as the time model reads them: its entry's (or measurement's) count,
-    else the one its shipped calibration was fitted with; None where neither is known."""
-    return chip.multiprocessors or calibration().units(chip.id)
-
-
-def _nvidia_gpu(chip: Chip) -> bool:
-    """Whether a chip is an NVIDIA GPU, whose ATen and cuDNN kernels the geometry models and
-    the transposes describe."""
-    return chip.cls == "gpu" and chip.vendor == "NVIDIA"
-
-
-def multiprocessor_facts(chip: Chip) -> str:
-    """A GPU's SMs and SM clock as the time model reads them, with where each comes from,
-    in words ("" where neither is known)."""
-    units = multiprocessors(chip)
-    clock = sm_clock_hz(chip, units)
-    facts = []
-    if units:
-        origin = "the chip entry's" if chip.multiprocessors else "the shipped calibration's"
-        facts.append(f"{units} SMs ({origin})")
-    if clock:
-        origin = "the chip entry's" if chip.clock else "its FP32 peak / (SMs x FP32 lanes x 2)"
-        facts.append(f"SM clock {clock / 1e9:.3g} GHz ({origin})")
-    return ", ".join(facts)
-
-
 def node_time(record: dict, chip: Chip, roof: str = "calibrated",
               roof_of_node: Optional[NodeRoof] = None) -> NodeTime:
     """The predicted time of one node on ``chip`` (seconds), with its band."""
     bounds = roof_of_node or node_roof(record, chip)
     ideal = bounds.predicted_s
-    reserve = op_classes.empty_allocation(record) and _params(chip, "copy") is not None
+    reserve = op_classes.empty_allocation(record) and chip_params.params(chip, "copy") is not None
     if roof == "calibrated" and (reserve or chip.cls == "gpu" and op_classes.allocation(record)):
         # no kernel: PyTorch's CUDA caching allocator hands out a block on the host, inside
         # the call that asked for it (batch norm's reserve, one per layer of a CNN), where
@@ -243,27 +164,30 @@ def node_time(record: dict, chip: Chip, roof: str = "calibrated",
         # mobilenet_v2's 52 reserves at 2.9 ms of a 20 ms eager step
         return NodeTime(ideal, 0.0, 0.0, 0.0, "calibrated")
     op_class = op_classes.op_class_on(record, chip.cls)
-    params = _params(chip, op_class) if roof == "calibrated" and op_class is not None else None
+    params = chip_params.params(chip, op_class) \
+        if roof == "calibrated" and op_class is not None else None
     if params is None:
         return NodeTime(ideal, ideal, ideal, ideal, "ideal")
     peak, key, params, used = _compute_rate(record, chip, op_class, params)
     moved = record["bytes"] + _second_pass_bytes(record, chip, op_class) \
         + (hidden_bytes.reread_gradient_bytes(record) if chip.cls == "gpu" else 0) \
-        - _copied_bytes(record, chip)
+        - hidden_kernels.copied_bytes(record, chip)
     fresh, layout, layout_fresh = _faults_and_reorders(record)
     saved = min(hidden_bytes.saved_bytes(record), moved)  # through memory, not the cache
     params = dataclasses.replace(params, layout_rate=cal.layout_rate_of(params, record))
     in_place = float(op_classes.in_place(record))
     expected = float(cal.predict(record["flops"], moved, peak, chip.bandwidth, params,
                                  used, fresh, layout, layout_fresh, saved, in_place)) \
-        + _transpose_s(record, chip, key) + _global_reduce_s(record, chip) \
-        + _layer_norm_weight_gradient_s(record, chip) \
-        + bias_add_s(record, chip) + bias_gradient_s(record, chip) \
-        + contiguous_copy_s(record, chip)
+        + hidden_kernels.transpose_s(record, chip, key) \
+        + hidden_kernels.global_reduce_s(record, chip) \
+        + hidden_kernels.layer_norm_weight_gradient_s(record, chip) \
+        + hidden_kernels.bias_add_s(record, chip) + hidden_kernels.bias_gradient_s(record, chip) \
+        + hidden_kernels.contiguous_copy_s(record, chip)
     kernel = float(cal.kernel_seconds(record["flops"], moved, peak, chip.bandwidth, params,
                                       used, saved, in_place))
     # a kernel its grid holds back, or its unaligned operands, not its bytes
-    bound = max(_launch_bound_s(record, chip), _unaligned_gemm_s(record, chip, key))
+    bound = max(hidden_kernels.launch_bound_s(record, chip),
+                hidden_kernels.unaligned_gemm_s(record, chip, key))
     fitted = kernel
     if bound > kernel:  # the longer kernel, behind the same overlapped fixed cost
         expected += float(cal.with_fixed_cost(params, bound) - cal.with_fixed_cost(params,
@@ -308,7 +232,7 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
     if op_classes.unvectorised(record) and params.vector_lanes:
         peak /= params.vector_lanes  # scalar code: one lane of the vector unit at a time
     if op_class == "conv_cl":  # a CPU's channels-last grouped convolution: lanes left idle
-        peak /= op_classes.lane_padding(record, _vector_lanes(chip))
+        peak /= op_classes.lane_padding(record, chip_params.vector_lanes(chip))
     if op_class in op_classes.CONV_CLASSES and key != "fp32":
         params = _matrix_engine_conv(chip, params)
     elif chip.units.get(key) == "matrix":
@@ -324,7 +248,7 @@ def _compute_rate(record: dict, chip: Chip, op_class: str,
         return peak, key, dataclasses.replace(params, compute=grouped), \
             _grouped_tile_use(record, key)
     dims = op_classes.gemm_dims(record) if op_class in op_classes.MATRIX_CLASSES else None
-    used = cal.utilization(*dims, _tile_units(chip, op_class), params.small_tile,
+    used = cal.utilization(*dims, chip_params.tile_units(chip, op_class), params.small_tile,
                            params.k_half, cal.tiling(op_class), params.pack_half) \
         if dims is not None else 1.0
     return peak, key, params, used
@@ -387,7 +311,7 @@ def _at_streaming_rate(chip: Chip, params: cal.Params) -> cal.Params:
 def _streaming_memory(chip: Chip) -> Optional[float]:
     """The fraction of a chip's bandwidth a kernel that reads its operands once streams at:
     its elementwise class's memory fraction (None where it has no parameters)."""
-    elementwise = _params(chip, "elementwise")
+    elementwise = chip_params.params(chip, "elementwise")
     return elementwise.memory if elementwise is not None else None
 
 
@@ -403,7 +327,7 @@ def _fills_the_gpu(record: dict, chip: Chip) -> bool:
     """Whether a product's output holds at least one STREAMING_PRODUCT_TILE-square tile per
     SM: a skinny one (a classifier's few rows over a large weight matrix) is what the GEMM
     class's memory fraction was fitted on, and streams no faster on the tensor cores."""
-    dims, units = op_classes.gemm_dims(record), multiprocessors(chip)
+    dims, units = op_classes.gemm_dims(record), chip_params.multiprocessors(chip)
     if dims is None or not units:
         return False
     batch, m, n, _ = dims
@@ -432,11 +356,12 @@ def _grouped_conv_share(record: dict, chip: Chip, key: str) -> Optional[float]:
     convolution or its backward (GROUPED_CONV_SM_CLOCK_FLOPS on the chip's SMs and clock, at
     most 1) on an NVIDIA GPU of compute capability 8 or more that the shipped parameters
     price; None for any other node or GPU, or one whose SMs or clock are unknown."""
-    if key not in GROUPED_CONV_SM_CLOCK_FLOPS or not _nvidia_gpu(chip) or chip.calibration \
-            or (chip.compute_capability or (0,))[0] < 8 or not op_classes.group_width(record):
+    if key not in GROUPED_CONV_SM_CLOCK_FLOPS or not chip_params.nvidia_gpu(chip) \
+            or chip.calibration or (chip.compute_capability or (0,))[0] < 8 \
+            or not op_classes.group_width(record):
         return None
-    units = multiprocessors(chip)
-    clock = sm_clock_hz(chip, units)
+    units = chip_params.multiprocessors(chip)
+    clock = chip_params.sm_clock_hz(chip, units)
     if not units or not clock:
         return None
     return min(1.0, GROUPED_CONV_SM_CLOCK_FLOPS[key] * units * clock / chip.peaks[key])
@@ -464,7 +389,7 @@ def _matrix_engine_conv(chip: Chip, conv: cal.Params) -> cal.Params:
     multiply: no faster than its peak, and on a GPU no faster than the chip's GEMMs on the
     same engine (their share of the peak -- measured on the matrix engine where it was,
     Params.matrix_compute -- and of it a narrow tile's)."""
-    gemm = _params(chip, "gemm") if chip.cls == "gpu" else None
+    gemm = chip_params.params(chip, "gemm") if chip.cls == "gpu" else None
     if gemm is None:
         return dataclasses.replace(conv, compute=min(conv.compute, 1.0))
     share = gemm.matrix_compute or gemm.compute
@@ -484,7 +409,7 @@ def _cuda_core_conv_share(record: dict, chip: Chip) -> Optional[float]:
     if _narrow_off_tensor_cores(record, chip):
         return NARROW_WEIGHT_GRADIENT_COMPUTE if op_classes.weight_gradient_only(record) \
             else NARROW_CONV_COMPUTE
-    if _nvidia_gpu(chip) and not chip.calibration and op_classes.cudnn_depthwise(record):
+    if chip_params.nvidia_gpu(chip) and not chip.calibration and op_classes.cudnn_depthwise(record):
         if record["dtype"] == "float16" and \
                 (op_classes.depthwise_filter_area(record) or 0) > WIDEST_FAST_DEPTHWISE_FILTER:
             return WIDE_FILTER_DEPTHWISE_COMPUTE
@@ -500,171 +425,16 @@ def _narrow_off_tensor_cores(record: dict, chip: Chip) -> bool:
     return peak_for(chip, "matrix", record["dtype"], record["op"])[1] != "fp32"
 
 
-def _launch_bound_s(record: dict, chip: Chip) -> float:
-    """Seconds below which a node's kernel cannot run on this GPU whatever its bytes
-    (fxroof.launch_geometry): an ATen CUDA kernel of op_classes.launch_kind's on an NVIDIA
-    GPU whose SMs (and, for a batch norm, compute capability) are known; 0 for anything
-    else, and for a training batch norm that eager PyTorch hands to cuDNN, whose kernels the
-    bounds do not describe (op_classes.cudnn_training_batch_norm: those nodes keep their
-    class's time). cuDNN's eval batch norm is held to ATen's transform bound: in one
-    process, the H200's fp32 EfficientNet-B0 eager step (cuDNN's) took 1.06x the sum of its
-    nodes timed with ATen's kernel (launch_geometry's docstring)."""
-    kind = op_classes.launch_kind(record)
-    if not _nvidia_gpu(chip) or kind is None or op_classes.cudnn_training_batch_norm(record):
-        return 0.0
-    units = multiprocessors(chip)
-    seconds = launch_geometry.bound_s(kind, record.get("shape"), units,
-                                      chip.compute_capability, record.get("macs") or 0.0,
-                                      sm_clock_hz(chip, units),
-                                      record.get("bytes_read") or 0.0,
-                                      record.get("bytes") or 0.0)
-    return seconds or 0.0
-
-
-def _global_reduce_s(record: dict, chip: Chip) -> float:
-    """Seconds an NVIDIA GPU's reduce kernel spends combining blocks after a reduction over
-    the outer dimensions has read its rows (launch_geometry.global_reduce_s), on top of the
-    class's time for the bytes; 0 for any other node or device."""
-    shape = op_classes.column_reduction(record)
-    if not _nvidia_gpu(chip) or shape is None:
-        return 0.0
-    return launch_geometry.global_reduce_s(*shape, multiprocessors(chip),
-                                           chip.compute_capability)
-
-
-def _layer_norm_weight_gradient_s(record: dict, chip: Chip) -> float:
-    """Seconds of an NVIDIA GPU's layer-norm weight-gradient kernel
-    (launch_geometry.layer_norm_weight_gradient_s), on top of the class's time for the
-    input gradient's pass; 0 for any other node or device."""
-    found = op_classes.layer_norm_weight_gradient(record, itemsize(record.get("dtype")))
-    if not _nvidia_gpu(chip) or found is None:
-        return 0.0
-    return launch_geometry.layer_norm_weight_gradient_s(*found, multiprocessors(chip),
-                                                        chip.compute_capability)
-
-
-def sm_clock_hz(chip: Chip, units: Optional[int]) -> Optional[float]:
-    """A GPU's SM clock (Hz): the one its entry states (a measurement records it), else the
-    one its datasheet's FP32 peak over ``units`` SMs implies where that peak is the CUDA
-    cores' (a measured chip's FP32 peak is a GEMM's sustained rate, which would understate
-    it); None where neither is known."""
-    if chip.clock:
-        return chip.clock
-    if chip.units.get("fp32") != "vector":
-        return None
-    return launch_geometry.sm_clock_hz(chip.peaks.get("fp32"), units, chip.compute_capability)
-
-
-def _tile_units(chip: Chip, op_class: str) -> Optional[int]:
-    """The multiprocessors a GPU runs ``op_class``'s tiles over (the chip's own count, else
-    the one its shipped fit was made with), None where it has no tiles: a CPU, a GPU of
-    unknown count, and a class outside op_classes.TILED_CLASSES (a matrix-vector product,
-    which cuBLAS runs as one pass over the matrix, not cut in a GEMM's output tiles)."""
-    return multiprocessors(chip) if op_class in op_classes.TILED_CLASSES else None
-
-
 def _second_pass_bytes(record: dict, chip: Chip, op_class: str) -> int:
     """The inputs a GPU's training norm kernels read again (hidden_bytes.second_pass_bytes),
     where the chip's parameters for them are the single-pass norm class's (a chip measured
     for a training norm class prices its passes itself)."""
     if chip.cls != "gpu" or op_class not in op_classes.TRAINING_NORM_CLASSES:
         return 0
-    shipped = calibration().chips.get(chip.id, {})
+    shipped = chip_params.calibration().chips.get(chip.id, {})
     if any(chip.calibration.get(c) or shipped.get(c) for c in op_classes.TRAINING_NORM_CLASSES):
         return 0
     return hidden_bytes.second_pass_bytes(record)
-
-
-def _transpose_s(record: dict, chip: Chip, key: str) -> float:
-    """Seconds of the NHWC transposes around a convolution on an NVIDIA GPU's tensor cores
-    (a matrix-engine roof: TF32, FP16, BF16) with NCHW tensors (hidden_bytes.transpose_bytes:
-    of its operands alone where the search spares the result's, searched_result_layout),
-    each pass streaming at the chip's copy rate -- or, where its SMs are known and that is
-    slower, at cuDNN's rate an element (launch_geometry.transpose_s: a 16-bit tensor's)."""
-    if not _nvidia_gpu(chip) or chip.units.get(key) != "matrix":
-        return 0.0
-    moved = hidden_bytes.transpose_bytes(record, searched=searched_result_layout(chip))
-    copy = _params(chip, "copy") if moved else None
-    if not copy:
-        return 0.0
-    units = multiprocessors(chip)
-    elements = moved / (2 * itemsize(record.get("dtype")))  # each read and written
-    bound = launch_geometry.bound_s("transpose", (elements,), units, chip.compute_capability,
-                                    clock_hz=sm_clock_hz(chip, units))
-    return max(moved / (chip.bandwidth * copy.memory), bound or 0.0)
-
-
-def unaligned_rows(record: dict) -> bool:
-    """Whether a node is a 1x1 convolution (or its backward) run as a GEMM on NCHW tensors
-    (op_classes.nchw_gemm) whose image rows, H x W elements, are not a multiple of
-    ALIGNMENT_BYTES."""
-    if not op_classes.nchw_gemm(record):
-        return False
-    height, width = record["shape"][2:]
-    return height * width * itemsize(record.get("dtype")) % ALIGNMENT_BYTES != 0
-
-
-def _unaligned_gemm_s(record: dict, chip: Chip, key: str) -> float:
-    """Seconds below which an NVIDIA GPU's tensor cores (a matrix-engine roof) run a 1x1
-    NCHW convolution with unaligned rows (unaligned_rows): every element it reads and
-    writes -- a backward's output gradient twice, once for each of its GEMMs -- at the rate
-    cuDNN's transposes move elements (launch_geometry.transpose_s; ALIGNMENT_BYTES's
-    comment); 0 for any other node, and where the SMs are unknown."""
-    if not _nvidia_gpu(chip) or chip.units.get(key) != "matrix" or not unaligned_rows(record):
-        return 0.0
-    elements = (record["bytes"] + hidden_bytes.reread_gradient_bytes(record)) \
-        / itemsize(record.get("dtype"))
-    units = multiprocessors(chip)
-    return launch_geometry.bound_s("transpose", (elements,), units, chip.compute_capability,
-                                   clock_hz=sm_clock_hz(chip, units)) or 0.0
-
-
-def bias_add_s(record: dict, chip: Chip) -> float:
-    """Seconds of the bias add ATen runs after a cuDNN convolution on an NVIDIA GPU
-    (op_classes.cudnn_bias_add): the output read and written once more by ATen's strided
-    loop, the longer of that loop's launch-geometry bound (where the SMs are known) and the
-    bytes at the elementwise class's streaming rate; 0 for any other node or device."""
-    if not _nvidia_gpu(chip) or not op_classes.cudnn_bias_add(record):
-        return 0.0
-    moved = 2 * math.prod(record["shape"]) * itemsize(record.get("dtype"))
-    units = multiprocessors(chip)
-    bound = launch_geometry.bound_s("strided_loop", record["shape"], units,
-                                    chip.compute_capability, clock_hz=sm_clock_hz(chip, units),
-                                    moved_bytes=moved)
-    params = _params(chip, "elementwise")
-    return max(bound or 0.0, moved / (chip.bandwidth * params.memory) if params else 0.0)
-
-
-def _copied_bytes(record: dict, chip: Chip) -> int:
-    """Bytes of a node's contiguous copies of strided operands (op_classes.
-    contiguous_copies: each read and written once) that a GPU runs as copy kernels of their
-    own, priced apart (contiguous_copy_s); 0 for any other node, and on a CPU, where the
-    norm class's fitted rates already hold the copies of the nodes they were timed on."""
-    if chip.cls != "gpu" or not record.get("shape"):
-        return 0
-    return 2 * op_classes.contiguous_copies(record) * math.prod(record["shape"]) \
-        * itemsize(record.get("dtype"))
-
-
-def contiguous_copy_s(record: dict, chip: Chip) -> float:
-    """Seconds a GPU spends on a node's contiguous copies (_copied_bytes), at its copy
-    class's streaming rate: ATen's copy of a strided tensor is its own kernel, the norm's
-    kernel then reads the copy (ViT's layer norms behind nn.MultiheadAttention's transposes
-    took 1.9x the first one's time, whose input is contiguous: benchmarks/README.md)."""
-    copied = _copied_bytes(record, chip)
-    copy = _params(chip, "copy") if copied else None
-    return copied / (chip.bandwidth * copy.memory) if copy else 0.0
-
-
-def bias_gradient_s(record: dict, chip: Chip) -> float:
-    """Seconds of the sum ATen runs for a convolution backward's bias gradient on an NVIDIA
-    GPU (op_classes.bias_gradient_elements): the output gradient read once more, at the
-    elementwise class's streaming rate; 0 for any other node or device."""
-    elements = op_classes.bias_gradient_elements(record)
-    params = _params(chip, "elementwise") if elements and _nvidia_gpu(chip) else None
-    if not params:
-        return 0.0
-    return elements * itemsize(record.get("dtype")) / (chip.bandwidth * params.memory)
 
 
 def _faults_and_reorders(record: dict) -> tuple:

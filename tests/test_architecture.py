@@ -38,9 +38,12 @@ LAYERS = [
     {"fxroof.capture"},
     {"fxroof.step"},
     {"fxroof.cost_pass", "fxroof.memory", "fxroof.models", "fxroof.plan_builds"},
-    # a node on a chip: its roof, then its expected time under that roof, then the pass that
-    # writes both into a graph and prices a step
+    # a node on a chip: its roof; what the time model reads of the chip, and the kernels a
+    # node runs that its bytes do not show; its expected time under that roof; then the
+    # pass that writes both into a graph and prices a step
     {"fxroof.roofline"},
+    {"fxroof.chip_params"},
+    {"fxroof.hidden_kernels"},
     {"fxroof.time_model"},
     {"fxroof.prediction"},
     # passes over an annotated graph and its renderers: they read node.meta and records

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from benchmarks import bench_public_gpu as bench
-from fxroof import time_model
+from fxroof import chip_params
 from fxroof.chips import get_chip
 
 
@@ -121,7 +121,7 @@ def test_a_copy_point_is_the_benchmarks_bytes_at_its_bandwidth():
     assert found["ideal_s"] < found["low_s"] <= found["pipelined_s"] <= found["high_s"]
     # the op alone: its fixed cost and the bytes at the T4's streaming rate, so no faster
     # than the bytes at that rate
-    streaming = time_model._params(get_chip("t4"), "copy").memory
+    streaming = chip_params.params(get_chip("t4"), "copy").memory
     assert found["pipelined_s"] >= 8 * n / (320e9 * streaming)
 
 

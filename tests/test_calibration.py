@@ -18,7 +18,7 @@ import yaml
 
 import fxroof
 from fxroof import calibration as cal, hidden_bytes, op_classes
-from fxroof import pipeline, prediction, roofline, time_model
+from fxroof import chip_params, hidden_kernels, pipeline, prediction, roofline, time_model
 from fxroof import chips
 from fxroof.chips import parse_chip
 from fxroof.chips import load_chips
@@ -253,7 +253,7 @@ def test_the_shipped_calibration_covers_every_gpu_and_names_its_source():
     # the H100 PCIe is that die with 114 SMs enabled: the fits carry, the tiles run over its
     # own SMs (its chips.yaml entry), not over the 132 the fits were made with
     assert calibration.chips["h100_pcie"] == calibration.chips["h100_sxm"]
-    assert time_model.multiprocessors(load_chips()["h100_pcie"]) == 114
+    assert chip_params.multiprocessors(load_chips()["h100_pcie"]) == 114
     # a workstation board of a GeForce die (no "GeForce" in its name, no sweep of its own)
     # takes the all-GPU family, not the GeForce one
     for board in ("rtx_a6000", "rtx_6000_ada", "quadro_rtx_8000"):
@@ -1534,14 +1534,14 @@ def test_a_16bit_nchw_convolutions_transposes_take_cudnns_time_an_element():
 
     nchw = _conv_record("float16", "contiguous")
     elements = 6e8 / (2 * 2)  # each fp16 element read and written once
-    assert time_model._transpose_s(nchw, gpu(24), "fp16") == \
+    assert hidden_kernels.transpose_s(nchw, gpu(24), "fp16") == \
         pytest.approx(elements * 0.254e-9 / 24)
-    assert time_model._transpose_s(nchw, gpu(64), "fp16") == pytest.approx(1.2e-3)
-    assert time_model._transpose_s(nchw, gpu(64, REFERENCE_CLOCK_HZ / 4), "fp16") == \
+    assert hidden_kernels.transpose_s(nchw, gpu(64), "fp16") == pytest.approx(1.2e-3)
+    assert hidden_kernels.transpose_s(nchw, gpu(64, REFERENCE_CLOCK_HZ / 4), "fp16") == \
         pytest.approx(elements * 0.254e-9 * 4 / 64)
     # the whole node: its channels-last twin's time and the transposes
     channels_last = _conv_record("float16", "channels_last")
-    assert time_model._transpose_s(channels_last, gpu(24), "fp16") == 0
+    assert hidden_kernels.transpose_s(channels_last, gpu(24), "fp16") == 0
     assert time_model.node_time(nchw, gpu(24)).predicted_s == pytest.approx(
         time_model.node_time(channels_last, gpu(24)).predicted_s + elements * 0.254e-9 / 24)
 
@@ -1585,14 +1585,14 @@ def test_a_1x1_nchw_gemm_with_unaligned_rows_moves_its_elements_at_cudnns_transp
     assert prediction.device_seconds(time_model.node_time(unaligned, gpu())) == \
         pytest.approx(by_hand)
     for record in (pointwise(28), pointwise(35, memory_format=torch.channels_last)):
-        assert not time_model.unaligned_rows(record) or record["layout"] == "channels_last"
-        assert time_model._unaligned_gemm_s(record, gpu(), "bf16") == 0
-    assert time_model._unaligned_gemm_s(unaligned, load_chips()["epyc_9654"], "bf16") == 0
+        assert not hidden_kernels.unaligned_rows(record) or record["layout"] == "channels_last"
+        assert hidden_kernels.unaligned_gemm_s(record, gpu(), "bf16") == 0
+    assert hidden_kernels.unaligned_gemm_s(unaligned, load_chips()["epyc_9654"], "bf16") == 0
     fp32 = pointwise(35, "float32")
-    assert time_model.unaligned_rows(fp32)
-    assert time_model._unaligned_gemm_s(fp32, gpu(), "tf32") == \
+    assert hidden_kernels.unaligned_rows(fp32)
+    assert hidden_kernels.unaligned_gemm_s(fp32, gpu(), "tf32") == \
         pytest.approx(elements * 0.254e-9 / 132)
-    assert time_model._unaligned_gemm_s(fp32, gpu(), "fp32") == 0  # CUDA cores: no vectors
+    assert hidden_kernels.unaligned_gemm_s(fp32, gpu(), "fp32") == 0  # CUDA cores: no vectors
 
 
 def test_the_kept_unaligned_1x1_convolutions_took_their_elements_at_the_transpose_rate():
@@ -1609,7 +1609,7 @@ def test_the_kept_unaligned_1x1_convolutions_took_their_elements_at_the_transpos
             ("h100-profile-squeezenet1_0-b256-bf16.json", "h100_sxm", 6, 0.6, 1.4)):
         chip = load_chips()[chip_id]
         nodes = [r for r in read_traced_profile(os.path.join(measured, name))["nodes"]
-                 if time_model.unaligned_rows(r) and r["op"] == "convolution"]
+                 if hidden_kernels.unaligned_rows(r) and r["op"] == "convolution"]
         assert len(nodes) == count, name
         for record in nodes:
             ratio = record["time_s"] / prediction.device_seconds(time_model.node_time(record, chip))
@@ -1646,10 +1646,11 @@ def test_a_cuda_convolutions_bias_is_added_and_summed_by_kernels_of_their_own(mo
     plain = nodes(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), h100)
     elements, size = 64 * 64 * 56 * 56, 2 if amp else 4
     bound = (elements * LOOP_ELEMENT_S["strided_loop"] + 2 * elements * size * LOOP_BYTE_S) / 132
-    stream = 2 * elements * size / (3.35e12 * time_model._params(h100, "elementwise").memory)
+    stream = 2 * elements * size / (3.35e12 * chip_params.params(h100, "elementwise").memory)
     assert op_classes.cudnn_bias_add(biased["convolution"])
     assert not op_classes.cudnn_bias_add(plain["convolution"])
-    assert time_model.bias_add_s(biased["convolution"], h100) == pytest.approx(max(bound, stream))
+    assert hidden_kernels.bias_add_s(biased["convolution"], h100) == \
+        pytest.approx(max(bound, stream))
     # the node's difference from its twin: that, and the bias's own FLOP and bytes (0.1%)
     assert seconds(biased["convolution"], h100) - seconds(plain["convolution"], h100) == \
         pytest.approx(max(bound, stream), rel=0.01)
@@ -1660,16 +1661,16 @@ def test_a_cuda_convolutions_bias_is_added_and_summed_by_kernels_of_their_own(mo
     backward = biased["convolution_backward"]
     assert op_classes.bias_gradient_elements(backward) == elements
     assert op_classes.bias_gradient_elements(plain["convolution_backward"]) == 0
-    assert time_model.bias_gradient_s(backward, h100) == pytest.approx(stream / 2)
-    assert time_model.bias_gradient_s(biased["convolution"], h100) == 0
+    assert hidden_kernels.bias_gradient_s(backward, h100) == pytest.approx(stream / 2)
+    assert hidden_kernels.bias_gradient_s(biased["convolution"], h100) == 0
     depthwise = nodes(torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), h100)
     assert not op_classes.cudnn_bias_add(depthwise["convolution"])
-    assert time_model.bias_add_s(depthwise["convolution"], h100) == 0
-    assert time_model.bias_gradient_s(depthwise["convolution_backward"], h100) == \
+    assert hidden_kernels.bias_add_s(depthwise["convolution"], h100) == 0
+    assert hidden_kernels.bias_gradient_s(depthwise["convolution_backward"], h100) == \
         pytest.approx(stream / 2)
     on_cpu = nodes(torch.nn.Conv2d(64, 64, 3, padding=1), cpu)
-    assert time_model.bias_add_s(on_cpu["convolution"], cpu) == 0
-    assert time_model.bias_gradient_s(on_cpu["convolution_backward"], cpu) == 0
+    assert hidden_kernels.bias_add_s(on_cpu["convolution"], cpu) == 0
+    assert hidden_kernels.bias_gradient_s(on_cpu["convolution_backward"], cpu) == 0
 
 
 def test_a_first_layers_backward_keeps_its_dtype():
@@ -1866,12 +1867,12 @@ def test_a_geforce_board_without_measurements_takes_the_geforce_family():
     # nor a training norm's reductions: they keep the all-GPU norm rate, not the layer norm's
     for op_class in op_classes.TRAINING_NORM_CLASSES:
         assert geforce[op_class].memory == gpu["norm"].memory
-        assert time_model._params(load_chips()["rtx_4090"], op_class) == geforce[op_class]
+        assert chip_params.params(load_chips()["rtx_4090"], op_class) == geforce[op_class]
     for chip_id in ("rtx_3090", "rtx_4090"):
         chip = chips[chip_id]
-        assert time_model._params(chip, "gemm") == geforce["gemm"], chip_id
-        assert time_model._params(chip, "pool") == geforce["elementwise"], chip_id
-    assert time_model._params(chips["l40s"], "gemm") == gpu["gemm"]  # Ada, not GeForce
+        assert chip_params.params(chip, "gemm") == geforce["gemm"], chip_id
+        assert chip_params.params(chip, "pool") == geforce["elementwise"], chip_id
+    assert chip_params.params(chips["l40s"], "gemm") == gpu["gemm"]  # Ada, not GeForce
 
 
 def test_an_amd_gpu_without_measurements_takes_the_amd_family():
@@ -1897,12 +1898,12 @@ def test_an_amd_gpu_without_measurements_takes_the_amd_family():
         chip = chips[chip_id]
         assert chip.vendor == "AMD" and chip_id not in shipped.chips
         for op_class in amd:
-            assert time_model._params(chip, op_class) == amd[op_class], (chip_id, op_class)
-        assert time_model._params(chip, "conv") == shipped.families["gpu"]["conv"]
-        assert time_model._params(chip, "pool") == amd["elementwise"]  # a fallback class too
+            assert chip_params.params(chip, op_class) == amd[op_class], (chip_id, op_class)
+        assert chip_params.params(chip, "conv") == shipped.families["gpu"]["conv"]
+        assert chip_params.params(chip, "pool") == amd["elementwise"]  # a fallback class too
     # the swept boards keep their own fits
     for chip_id in ("mi100", "mi210", "p100_pcie_16gb", "p4"):
-        assert time_model._params(chips[chip_id], "gemm") == shipped.chips[chip_id]["gemm"]
+        assert chip_params.params(chips[chip_id], "gemm") == shipped.chips[chip_id]["gemm"]
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA), reason="the NeuSight kernel data (../shared) is "
@@ -2555,7 +2556,7 @@ def test_a_depthwise_convolution_is_named_so_and_bounded_by_the_cuda_cores(monke
                                               "convolution_backward[depthwise]"}
     for r in depthwise:
         assert op_classes.depthwise(r) and roofline.node_roof(r, chip).peak_key == "fp32"
-        assert time_model._transpose_s(r, chip, roofline.node_roof(r, chip).peak_key) == 0
+        assert hidden_kernels.transpose_s(r, chip, roofline.node_roof(r, chip).peak_key) == 0
     for module in (torch.nn.Conv2d(64, 64, 3, padding=1),
                    torch.nn.Conv2d(64, 64, 3, padding=1, groups=32)):
         for r in convs(module, x):
@@ -2589,7 +2590,7 @@ def test_a_narrow_convolution_runs_on_the_cuda_cores_at_its_measured_share(monke
     assert [op_classes.weight_gradient_only(r) for r in narrow] == [False, True]
     for r in narrow:
         assert roofline.node_roof(r, chip).peak_key == "fp32"
-        assert time_model._transpose_s(r, chip, "fp32") == 0
+        assert hidden_kernels.transpose_s(r, chip, "fp32") == 0
         kernel = prediction.device_seconds(time_model.node_time(r, chip))
         # the stem's backward computes its weight gradient alone (its input needs none):
         # 0.46 of the peak, where a forward takes 0.30 (chips.yaml: H100 SXM FP32 66.9 TFLOP/s)
@@ -2774,12 +2775,12 @@ def test_an_nchw_depthwise_convolution_on_an_nvidia_gpu_lasts_at_least_its_taps(
     by_hand = (inputs * 2.2e-9 + 2 * outputs * 9 * 0.15e-9) / 132
     assert prediction.device_seconds(time_model.node_time(backward, h100)) == pytest.approx(by_hand)
     # a bf16 backward was never timed: its class prices it
-    assert time_model._launch_bound_s(depthwise(h100, "bfloat16")[1], h100) == 0
-    assert all(time_model._launch_bound_s(r, mi300x) == 0 for r in depthwise(mi300x))
+    assert hidden_kernels.launch_bound_s(depthwise(h100, "bfloat16")[1], h100) == 0
+    assert all(hidden_kernels.launch_bound_s(r, mi300x) == 0 for r in depthwise(mi300x))
     half_forward, half_backward = depthwise(h100, "float16")
-    assert time_model._launch_bound_s(half_forward, h100) == pytest.approx(
+    assert hidden_kernels.launch_bound_s(half_forward, h100) == pytest.approx(
         (outputs * 0.78e-9 + outputs * 9 * 0.061e-9) / 132)
-    assert all(time_model._launch_bound_s(r, h100) == 0
+    assert all(hidden_kernels.launch_bound_s(r, h100) == 0
                for r in [half_backward] + depthwise(h100, layout="channels_last"))
 
 
@@ -2818,7 +2819,7 @@ def test_an_fp16_depthwise_convolution_cudnns_filter_refuses_runs_atens_kernel(c
     taps = math.prod(conv.kernel_size)
     assert node["macs"] == outputs * taps
     by_hand = (outputs * 0.78e-9 + outputs * taps * 0.061e-9) / 132 if aten else 0.0
-    assert time_model._launch_bound_s(node, h100) == pytest.approx(by_hand)
+    assert hidden_kernels.launch_bound_s(node, h100) == pytest.approx(by_hand)
     assert op_classes.cudnn_bias_add(node) == (not aten)
 
 
@@ -2841,11 +2842,11 @@ def test_an_nvidia_gpus_sm_clock_is_the_one_its_datasheet_states():
     from fxroof import launch_geometry
     checked = []
     for chip in load_chips().values():
-        units = chip.multiprocessors or time_model.calibration().units(chip.id)
+        units = chip.multiprocessors or chip_params.calibration().units(chip.id)
         stated = re.search(r"([\d.]+) ?(GHz|MHz)", chips_text_of(chip.id))
         if chip.vendor != "NVIDIA" or chip.cls != "gpu" or not units or not stated:
             continue
-        clock = time_model.sm_clock_hz(chip, units)
+        clock = chip_params.sm_clock_hz(chip, units)
         if clock is None:
             continue
         hz = float(stated.group(1)) * (1e9 if stated.group(2) == "GHz" else 1e6)
@@ -2854,7 +2855,7 @@ def test_an_nvidia_gpus_sm_clock_is_the_one_its_datasheet_states():
     assert {"a100_sxm_80gb", "v100_sxm2", "t4", "h100_sxm"} <= set(checked)
     for chip_id in ("h100_sxm", "h200_sxm"):
         chip = load_chips()[chip_id]
-        assert time_model.sm_clock_hz(chip, 132) == launch_geometry.REFERENCE_CLOCK_HZ
+        assert chip_params.sm_clock_hz(chip, 132) == launch_geometry.REFERENCE_CLOCK_HZ
 
 
 def chips_text_of(chip_id: str) -> str:
@@ -2881,11 +2882,11 @@ def test_a_cycle_bound_kernel_takes_longer_on_a_slower_clocked_gpu_by_hand():
     at_h100 = (outputs * 0.78e-9 + outputs * 9 * 0.061e-9) / 108
     ratio = (66.9e12 / (2 * 128 * 132)) / (19.5e12 / (2 * 64 * 108))
     assert ratio == pytest.approx(1.98 / 1.41, rel=0.01)
-    assert time_model._launch_bound_s(record, a100) == pytest.approx(at_h100 * ratio)
+    assert hidden_kernels.launch_bound_s(record, a100) == pytest.approx(at_h100 * ratio)
     recorded = dataclasses.replace(a100, clock=0.99e9)
-    assert time_model._launch_bound_s(record, recorded) == pytest.approx(at_h100 * 2, rel=1e-3)
+    assert hidden_kernels.launch_bound_s(record, recorded) == pytest.approx(at_h100 * 2, rel=1e-3)
     measured = dataclasses.replace(a100, units={**a100.units, "fp32": "matrix"})
-    assert time_model._launch_bound_s(record, measured) == pytest.approx(at_h100)
+    assert hidden_kernels.launch_bound_s(record, measured) == pytest.approx(at_h100)
     shape = [64, 64, 56, 56]
     assert launch_geometry.bound_s("bn_eval", shape, 108, (8, 0), clock_hz=1.41e9) == \
         launch_geometry.batch_norm_transform_s(shape, 108, (8, 0))
@@ -2950,7 +2951,7 @@ def test_an_innermost_reduction_on_an_nvidia_gpu_lasts_at_least_its_rows():
     for other in (record(Mean((2, 3), keepdim=False)), record(Mean(1)), bias_gradient):
         assert op_classes.launch_kind(other) is None
         assert prediction.device_seconds(time_model.node_time(other, chip("gpu"))) < by_hand / 1.5
-    assert time_model._launch_bound_s(mean, chip("cpu")) == 0
+    assert hidden_kernels.launch_bound_s(mean, chip("cpu")) == 0
     assert prediction.device_seconds(time_model.node_time(mean, chip("cpu"))) < by_hand / 2
 
 
@@ -3072,7 +3073,7 @@ def test_a_tf32_convolution_backward_on_hopper_takes_its_weight_gradient_at_half
     def peak(record, chip):
         op_class = op_classes.op_class_on(record, chip.cls)
         return time_model._compute_rate(record, chip, op_class,
-                                      time_model._params(chip, op_class))[0]
+                                      chip_params.params(chip, op_class))[0]
 
     dense = backward(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), (8, 64, 28, 28))
     first = backward(torch.nn.Conv2d(16, 64, 3, padding=1, bias=False), (8, 16, 28, 28),
@@ -3339,7 +3340,7 @@ def test_a_chip_measured_for_matrix_vector_products_keeps_its_own_rate():
     """`chips measure` probes GEMVs (fxroof.probes): a GPU measured with a gemv class of its
     own keeps that class's memory fraction, the streaming rate goes only to the shipped fits."""
     h100 = chips.get_chip("h100_sxm")
-    own = dataclasses.replace(time_model._params(h100, "gemm"), memory=0.5, t0=5e-6)
+    own = dataclasses.replace(chip_params.params(h100, "gemm"), memory=0.5, t0=5e-6)
     chip, node = _gemv(h100, 4096, 11008, calibration={"gemv": own, "gemm": own,
                                                         "elementwise": own})
     moved = 2 * (4096 + 4096 * 11008 + 11008)

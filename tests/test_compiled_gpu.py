@@ -243,7 +243,8 @@ def test_a_triton_launch_costs_the_host_a_share_of_an_eager_op_and_a_library_cal
     t0 (a Triton launch from Inductor's wrapper against a Python-issued eager op); an
     extern kernel (cuBLAS here) goes through ATen's dispatcher and keeps the whole t0."""
     from fxroof.pipeline import GENERATED_KERNEL_HOST_SHARE
-    from fxroof.time_model import _params, node_time
+    from fxroof.chip_params import params as _params
+    from fxroof.time_model import node_time
 
     chip = get_chip("rtx_4090")
     g = fxroof.analyze(Linear(), torch.randn(16, 64), compiled=True, device="cuda",

@@ -233,7 +233,7 @@ def test_a_matrix_vector_product_on_a_gpu_is_one_pass_over_its_weights():
     (622 us before, against 74 us for its 151 MB at the spec bandwidth), nor at the GEMM
     class's memory fraction (1.0 on this chip, fitted on tiled products)."""
     from fxroof.chips import get_chip
-    from fxroof.time_model import calibration
+    from fxroof.chip_params import calibration
 
     chip = get_chip("a100_sxm_80gb")
     graph = fxroof.analyze(torch.nn.Linear(9216, 4096, bias=False), torch.empty(1, 9216),

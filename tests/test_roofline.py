@@ -6,7 +6,7 @@ import torch
 import yaml
 
 import fxroof
-from fxroof import chips as chips_module, prediction, roofline, time_model
+from fxroof import chip_params, chips as chips_module, prediction, roofline
 from fxroof.chips import Chip, lint, load_chips, read_file
 from fxroof.errors import FxroofError
 from fxroof.pipeline import pipelined_s
@@ -199,7 +199,7 @@ def test_predict_groups_what_it_skips_and_keeps_roofs_apart_from_calibrated_time
     # a chip with only a roof is listed after the note, below every calibrated chip, however
     # much faster its roof is than a calibrated time
     note = out.index("Chips with no calibrated time model")
-    calibrated = {c.name for c in chips.values() if time_model.time_model_source(c)}
+    calibrated = {c.name for c in chips.values() if chip_params.time_model_source(c)}
     rows: dict = {}  # each chip's first line: the parts table after both repeats them
     for i, line in enumerate(out.splitlines()):
         rows.setdefault(line.split("  ")[0], i)
