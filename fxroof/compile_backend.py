@@ -1,16 +1,20 @@
 """fxroof as a torch.compile backend: annotate the ATen graphs a real compile pipeline produces.
 
-    collector = fxroof.backend(on_graph=lambda gm, phase, region: ...)
+    collector = fxroof.backend(model=model, on_graph=lambda gm, phase, region: ...)
     compiled = torch.compile(model, backend=collector)
     compiled(x).sum().backward()
     print(collector.annotated().summary())
 
-Dynamo hands the backend one FX graph per region between graph breaks. For each, AOTAutograd
-traces the joint forward+backward and partitions it; fxroof reads both ATen graphs (the
-backward compiled at once rather than at the first backward call), annotates them with the same
-cost pass ``analyze`` uses, and hands the region's Dynamo graph on unchanged to the backend
-named by ``then`` (``torch.compile``'s default, inductor, unless told otherwise; ``None`` runs
-the AOT graphs eagerly). The annotation is a compile-time side job: it never changes what runs.
+Dynamo hands the backend one FX graph per region between graph breaks, once, and calls what
+the backend returns on every run of that region: a block's forward that a graph break made a
+frame runs once per block. The backend records each call (``runs``), and ``annotated()``
+rolls up one step's calls, each named as the model names its modules when given the model
+(``fxroof.region_modules``). For each region, AOTAutograd traces the joint
+forward+backward and partitions it; fxroof reads both ATen graphs (the backward compiled at
+once rather than at the first backward call), annotates them with the same cost pass
+``analyze`` uses, and hands the region's Dynamo graph on unchanged to the backend named by
+``then`` (``torch.compile``'s default, inductor, unless told otherwise; ``None`` runs the AOT
+graphs eagerly). The annotation is a compile-time side job: it never changes what runs.
 
 Where the two capture paths differ: AOTAutograd graphs are functionalised (``add_`` becomes
 ``add``, batch norm's running-stat update becomes ``_native_batch_norm_legit_functional``
@@ -19,8 +23,7 @@ with ``analyze`` for matrix work while pointwise op counts can differ slightly.
 """
 from __future__ import annotations
 
-import re
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 import torch.fx as fx
@@ -37,8 +40,10 @@ from fxroof.capture import Capture, InputKind, Origin
 from fxroof.cost_pass import annotate_costs, is_costed
 from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo
-from fxroof.keys import BACKWARD, FORWARD, INPUT, ORIGIN, SHAPES
+from fxroof.keys import BACKWARD, FORWARD, FRAME_LOCAL, INPUT, ORIGIN, SHAPES
 from fxroof.memory import memory_report
+from fxroof.region_modules import (call_prefixes, in_model, module_path, note_frame_locals,
+                                   placeholder_sources, tensor_names)
 from fxroof.scope import op_family
 from fxroof.suggest import did_you_mean
 from fxroof.units import dtype_name
@@ -58,17 +63,6 @@ def _shapes_of(value):
     they were traced with (cost rules are functions of concrete shapes)."""
     value = pytree.tree_map_only(torch.SymInt, optimization_hint, value)
     return pytree.tree_map_only(torch.Tensor, _concrete, value)
-
-
-def module_path(dynamo_name: str) -> str:
-    """Dynamo's source name of a module (``L['self'].layer1[0].conv1``, or
-    ``getattr(L['self'].blocks, '3')``) as a module path (``layer1.0.conv1``)."""
-    name = dynamo_name
-    while (m := re.search(r"getattr\((.*), '([^']+)'\)", name)):
-        name = name[:m.start()] + f"{m.group(1)}.{m.group(2)}" + name[m.end():]
-    name = re.sub(r"_modules\['([^']+)'\]", r"\1", name)
-    name = re.sub(r"^L\['[^']*'\]\.?", "", name)
-    return re.sub(r"\[['\"]?([^\]'\"]+)['\"]?\]", r".\1", name).strip(".")
 
 
 def module_scope(stack: Optional[dict], op) -> tuple[str, str]:
@@ -118,31 +112,75 @@ def annotate_region(fw: fx.Graph, bw: Optional[fx.Graph], is_param: list[bool]) 
     return capture
 
 
-def _merge(captures: list[Capture]) -> Capture:
-    """One forward and one backward graph holding every region's nodes, in region order.
-    Node names that collide are renamed, and backward nodes' forward_node follows them."""
+class RegionRun(NamedTuple):
+    """One call of a compiled region: which region (in compile order), and where the frame
+    locals it names modules from sit in the model for this call (fxroof.region_modules;
+    empty where the backend was not given the model)."""
+    region: int
+    prefixes: dict
+
+
+def one_step(runs: list[RegionRun]) -> list[RegionRun]:
+    """The calls of one step: where the record is one step's calls repeated whole (a loop of
+    identical steps), the first step's; else every call recorded."""
+    for period in range(1, len(runs) + 1):
+        if len(runs) % period == 0 and runs == runs[:period] * (len(runs) // period):
+            return runs[:period]
+    return runs
+
+
+def _copy_into(graph: fx.Graph, phase_graph: fx.Graph, prefixes: dict,
+               renamed: dict[str, str]) -> tuple[list, dict[str, str]]:
+    """Copy one call's phase graph into the merged ``graph``: its modules named as the model
+    names them for the call, backward nodes' forward_node following ``renamed`` (the call's
+    forward names in the merged graph). Returns the copy's outputs and its renames."""
+    val_map: dict[fx.Node, fx.Node] = {}
+    out = graph.graph_copy(phase_graph, val_map)
+    for new in val_map.values():
+        origin = new.meta.get(ORIGIN)
+        if origin is None:
+            continue
+        module = in_model(origin.module, new.meta.get(FRAME_LOCAL), prefixes)
+        forward_node = renamed[origin.forward_node] if origin.forward_node is not None \
+            else None
+        new.meta[ORIGIN] = origin._replace(module=module, forward_node=forward_node)
+    return ([a for a in pytree.tree_leaves(out) if isinstance(a, fx.Node)],
+            {old.name: new.name for old, new in val_map.items()})
+
+
+def _merge(captures: list[Capture], runs: list[RegionRun]) -> Capture:
+    """One forward and one backward graph holding every call's nodes: forwards in call
+    order, backwards in reverse (as autograd runs them). Node names that collide are
+    renamed, and backward nodes' forward_node follows them."""
     merged = {FORWARD: fx.Graph(), BACKWARD: fx.Graph()}
     outputs = {FORWARD: [], BACKWARD: []}
     saved: list[str] = []
-    for capture in captures:
-        renamed: dict[str, str] = {}  # this region's forward node names in the merged graph
-        for phase, graph in ((FORWARD, capture.forward), (BACKWARD, capture.backward)):
-            if graph is None:
-                continue
-            val_map: dict[fx.Node, fx.Node] = {}
-            out = merged[phase].graph_copy(graph, val_map)
-            outputs[phase].extend(a for a in pytree.tree_leaves(out) if isinstance(a, fx.Node))
-            if phase == FORWARD:
-                renamed = {old.name: new.name for old, new in val_map.items()}
-            for new in val_map.values():
-                origin = new.meta.get(ORIGIN)
-                if origin is not None and origin.forward_node is not None:
-                    new.meta[ORIGIN] = origin._replace(forward_node=renamed[origin.forward_node])
+    renames = []  # per call: its forward node names in the merged graph
+    for run in runs:
+        capture = captures[run.region]
+        out, renamed = _copy_into(merged[FORWARD], capture.forward, run.prefixes, {})
+        outputs[FORWARD] += out
+        renames.append(renamed)
         saved.extend(renamed.get(name, name) for name in capture.saved)
+    for run, renamed in reversed(list(zip(runs, renames))):
+        backward = captures[run.region].backward
+        if backward is not None:
+            outputs[BACKWARD] += _copy_into(merged[BACKWARD], backward, run.prefixes,
+                                            renamed)[0]
     for phase, graph in merged.items():
         graph.output(tuple(outputs[phase]))
-    has_backward = any(c.backward is not None for c in captures)
+    has_backward = any(captures[run.region].backward is not None for run in runs)
     return Capture(merged[FORWARD], merged[BACKWARD] if has_backward else None, saved)
+
+
+def _counting(compiled: Callable, record: Callable) -> Callable:
+    """``compiled``, recording the inputs of each call first. Dynamo calls what a backend
+    returns with the inputs as arguments, whatever its ``_boxed_call`` says (AOTAutograd's
+    wrapper copies that attribute off the boxed function it wraps)."""
+    def called(*args, **kwargs):
+        record(args)
+        return compiled(*args, **kwargs)
+    return called
 
 
 def _resolve(then):
@@ -169,17 +207,28 @@ class Backend:
     on_graph(gm, phase, region) is called with each annotated ATen GraphModule as soon as it
     exists (phase "forward" or "backward"; region counts Dynamo graphs from 0): its nodes carry
     ``meta[fxroof.cost_pass.COST]`` and ``meta[fxroof.capture.ORIGIN]``.
+
+    ``regions`` holds each compiled region once; ``runs`` each call of one (a region
+    compiled from a block's forward that a graph break cut runs once per block).
+    ``annotated`` rolls up one step's calls. Given the ``model``, each call's modules are
+    named as the model names them (``blocks.1.fc``, not the frame's ``fc``).
     """
 
     def __init__(self, on_graph: Optional[OnGraph] = None, then="inductor",
-                 name: str = "compiled"):
+                 name: str = "compiled", model: Optional[torch.nn.Module] = None):
         if on_graph is not None and not callable(on_graph):
             raise FxroofError(f"on_graph must be a callable (gm, phase, region), not a "
                               f"{type(on_graph).__name__}.")
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise FxroofError(f"model= takes the torch.nn.Module being compiled (to name "
+                              f"modules as it does), not a {type(model).__name__}.")
         self.on_graph = on_graph
         self.then = _resolve(then)
         self.name = name
+        self.model = model
         self.regions: list[Capture] = []
+        self.runs: list[RegionRun] = []
+        self._names: Optional[dict] = None  # id of each of the model's tensors -> its names
         self._parameters: dict[int, int] = {}  # id -> elements, each parameter counted once
         self._first_input: Optional[torch.Tensor] = None
 
@@ -205,20 +254,35 @@ class Backend:
         forward, backward = graphs[FORWARD], graphs.get(BACKWARD)
         self.regions.append(annotate_region(forward.graph, backward and backward.graph,
                                              is_param))
+        note_frame_locals(forward.graph, backward and backward.graph)
         if self.on_graph is not None:
             self.on_graph(forward, FORWARD, region)
             if backward is not None:
                 self.on_graph(backward, BACKWARD, region)
-        if self.then is None:
-            return compiled
-        return self.then(gm, example_inputs)
+        run = compiled if self.then is None else self.then(gm, example_inputs)
+        return _counting(run, self._recorder(region, placeholder_sources(gm)))
+
+    def _recorder(self, region: int, sources: list) -> Callable:
+        """What records a call of ``region``: where its frame locals sit in the model, read
+        off the tensors the call is given (Dynamo's ``sources`` for them, read now: it drops
+        them once the backend returns)."""
+        if self.model is not None and self._names is None:
+            self._names = tensor_names(self.model)
+
+        def record(inputs):
+            prefixes = call_prefixes(sources, inputs, self._names) if self._names else {}
+            self.runs.append(RegionRun(region, prefixes))
+        return record
 
     def annotated(self) -> AnnotatedGraph:
-        """Every region compiled so far, rolled up into one AnnotatedGraph (no timing source:
-        time the model with fxroof.analyze(...).time() instead)."""
+        """One step of the compiled model -- every call of a region it made, rolled up into
+        one AnnotatedGraph (no timing source: time the model with
+        fxroof.analyze(...).time() instead). Where the calls recorded repeat one step's
+        whole (the model called several times alike), that step's; else every call."""
         if not self.regions:
             raise ValueError("nothing has been compiled yet: call the compiled model first")
-        capture = _merge(self.regions)
+        runs = one_step(self.runs) or [RegionRun(i, {}) for i in range(len(self.regions))]
+        capture = _merge(self.regions, runs)
         x = self._first_input
         info = ModelInfo(
             name=self.name,
@@ -236,9 +300,10 @@ class Backend:
         return AnnotatedGraph(capture, info, memory_report(capture))
 
 
-def backend(on_graph: Optional[OnGraph] = None, then="inductor", name: str = "compiled") -> Backend:
+def backend(on_graph: Optional[OnGraph] = None, then="inductor", name: str = "compiled",
+            model: Optional[torch.nn.Module] = None) -> Backend:
     """A torch.compile backend that annotates each graph Dynamo produces (forward and backward,
     one region per graph break) and passes it on to ``then`` (a backend name or callable; None
     runs the AOT graphs as they are). Collect the results with ``.annotated()`` or
-    ``on_graph``."""
-    return Backend(on_graph, then, name)
+    ``on_graph``; give it the ``model`` compiled to name each call's modules as it does."""
+    return Backend(on_graph, then, name, model)

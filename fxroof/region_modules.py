@@ -16,8 +16,18 @@ from typing import NamedTuple, Optional
 import torch
 import torch.fx as fx
 
-from fxroof.compile_backend import module_path
 from fxroof.keys import BACKWARD, FRAME_LOCAL, ORIGIN
+
+
+def module_path(dynamo_name: str) -> str:
+    """Dynamo's source name of a module (``L['self'].layer1[0].conv1``, or
+    ``getattr(L['self'].blocks, '3')``) as a module path (``layer1.0.conv1``)."""
+    name = dynamo_name
+    while (m := re.search(r"getattr\((.*), '([^']+)'\)", name)):
+        name = name[:m.start()] + f"{m.group(1)}.{m.group(2)}" + name[m.end():]
+    name = re.sub(r"_modules\['([^']+)'\]", r"\1", name)
+    name = re.sub(r"^L\['[^']*'\]\.?", "", name)
+    return re.sub(r"\[['\"]?([^\]'\"]+)['\"]?\]", r".\1", name).strip(".")
 
 
 def frame_local(source: str) -> Optional[str]:

@@ -54,9 +54,10 @@ LAYERS = [
     # the canonical artefact: plain data and views, with one-line conveniences over the above
     {"fxroof.graph"},
     {"fxroof.page_faults", "fxroof.inductor_memory"},
-    # what Inductor lowers: a region's annotation, and a CUDA target's device answered
-    {"fxroof.compile_backend", "fxroof.gpu_lowering"},
+    # what Inductor lowers: where a region's modules sit in the model, a region's
+    # annotation, and a CUDA target's device answered
     {"fxroof.region_modules"},
+    {"fxroof.compile_backend", "fxroof.gpu_lowering"},
     {"fxroof.between_regions"},
     {"fxroof.compiled"},
     {"fxroof.analysis"},

@@ -7,8 +7,10 @@ from torch import nn
 
 import fxroof
 from fxroof.capture import BACKWARD, FORWARD, ORIGIN
-from fxroof.compile_backend import module_path
+from fxroof.compile_backend import RegionRun, one_step
 from fxroof.cost_pass import COST
+from fxroof.region_modules import module_path
+from tests.fixtures.user_models import HalvedStack
 
 
 @pytest.fixture(autouse=True)
@@ -170,7 +172,61 @@ def test_the_untraceable_fallback_works():
     ({"then": "inductr"}, "Did you mean inductor"),
     ({"then": 3}, "not a int"),
     ({"on_graph": "print"}, "on_graph must be a callable"),
+    ({"model": "resnet18"}, "model= takes the torch.nn.Module being compiled"),
 ])
 def test_bad_arguments_fail_at_once_with_a_clear_message(kwargs, fragment):
     with pytest.raises(fxroof.FxroofError, match=fragment):
         fxroof.backend(**kwargs)
+
+
+# batch 4: each 16 -> 16 Linear 2 * 4 * 16 * 16 FLOPs of products and 4 * 16 bias adds, the
+# head 2 * 4 * 16 * 4 and 4 * 4
+FORWARD_LINEAR_FLOPS = 5 * (2 * 4 * 16 * 16 + 4 * 16) + 2 * 4 * 16 * 4 + 4 * 4
+
+
+@pytest.mark.parametrize("give_model", [False, True])
+def test_a_region_called_once_per_block_counts_every_call(give_model):
+    """Dynamo compiles each half of the block once and calls it for both blocks: the
+    annotation holds every call, and, given the model, names each call's modules as the
+    model does (the frame names them ``fc``; the head, called from a resume function,
+    from a stack slot)."""
+    model, x = HalvedStack(), torch.randn(4, 16)
+    collector = fxroof.backend(then="eager", model=model if give_model else None)
+    torch.compile(model, backend=collector)(x).sum().backward()
+    assert len(collector.runs) > len(collector.regions)
+    g = collector.annotated()
+    linear = [r for r in g.records(FORWARD) if r["op"] == "addmm"]
+    assert sum(r["flops"] for r in linear) == FORWARD_LINEAR_FLOPS
+    if give_model:
+        assert [r["module"] for r in linear] == ["inp", "blocks.0.fc", "blocks.0.fc2",
+                                                 "blocks.1.fc", "blocks.1.fc2", "head"]
+        # the residual add of each block's own forward belongs to the block
+        assert [r["module"] for r in g.records(FORWARD) if r["op"] == "add"] == \
+            ["blocks.0", "blocks.1"]
+        # every gradient product is its module's, the last block's first (autograd's order)
+        backward = [r["module"] for r in g.records(BACKWARD) if r["op"] == "mm"]
+        assert backward[0] == "head" and backward.index("blocks.1.fc2") < \
+            backward.index("blocks.0.fc2")
+    assert flops_by_phase(g)[0] == pytest.approx(
+        flops_by_phase(fxroof.analyze(HalvedStack(), x, backward=True))[0], rel=0.01)
+
+
+def test_steps_called_alike_annotate_as_one():
+    model, x = HalvedStack(), torch.randn(4, 16)
+    collector = fxroof.backend(then="eager", model=model)
+    compiled = torch.compile(model, backend=collector)
+    compiled(x).sum().backward()
+    once = flops_by_phase(collector.annotated())
+    calls = len(collector.runs)
+    for _ in range(2):
+        compiled(x).sum().backward()
+    assert len(collector.runs) == 3 * calls
+    assert flops_by_phase(collector.annotated()) == once
+
+
+def test_one_step_is_the_shortest_run_of_calls_the_record_repeats_whole():
+    a, b = RegionRun(0, {"self": "blocks.0"}), RegionRun(0, {"self": "blocks.1"})
+    assert one_step([a, b, a, b]) == [a, b]
+    assert one_step([a, a, a]) == [a]
+    assert one_step([a, b, a]) == [a, b, a]  # not a whole repeat: every call
+    assert one_step([]) == []

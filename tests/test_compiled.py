@@ -237,27 +237,6 @@ def test_a_graph_break_gives_two_regions_and_both_are_in_the_view():
     assert [r["module"] for r in g.records() if r["op"] == "addmm"] == ["a", "b"]
 
 
-class HalvedBlock(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc, self.fc2 = nn.Linear(16, 16), nn.Linear(16, 16)
-
-    def forward(self, x):
-        y = self.fc(x)
-        torch._dynamo.graph_break()
-        return x + self.fc2(y)  # the block's own op: no module of the block holds it
-
-
-class HalvedStack(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.blocks = nn.Sequential(HalvedBlock(), HalvedBlock())
-        self.head = nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.head(self.blocks(x))
-
-
 @pytest.mark.parametrize("backward", [False, True])
 def test_a_region_compiled_once_and_called_per_layer_names_each_layers_modules(backward):
     """A graph break inside a block makes each half of the block a frame of its own, which
@@ -265,11 +244,14 @@ def test_a_region_compiled_once_and_called_per_layer_names_each_layers_modules(b
     head, called from a resume function, it names from a stack slot (``L['___stack0']``).
     The view names every product as the model does, per call: blocks.0.fc, blocks.1.fc, ...
     and the residual add of each block's own forward as the eager capture does: blocks.0."""
+    from tests.fixtures.user_models import HalvedStack
+
     x = torch.randn(4, 16)
     g = fxroof.analyze(HalvedStack(), x, compiled=True, backward=backward)
     products = [r["module"] for r in g.records() if r["op"] == "addmm" and
                 r["phase"] == "forward"]
-    assert products == ["blocks.0.fc", "blocks.0.fc2", "blocks.1.fc", "blocks.1.fc2", "head"]
+    assert products == ["inp", "blocks.0.fc", "blocks.0.fc2", "blocks.1.fc", "blocks.1.fc2",
+                        "head"]
     adds = [r["module"] for r in g.records("forward") if r["op"].startswith("fused_add")]
     assert adds == ["blocks.0", "blocks.1"]
     if backward:
