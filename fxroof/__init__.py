@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # what static tools and IDEs see
 _PUBLIC = {"analyze": "fxroof.analysis", "AnnotatedGraph": "fxroof.graph",
            "ModelInfo": "fxroof.graph", "backend": "fxroof.compile_backend",
            "Backend": "fxroof.compile_backend", "plot_roofline": "fxroof.roofline_points",
-           "record": "fxroof.recording", "fake": "fxroof.recording", "fake_model": "fxroof.recording"}
+           "record": "fxroof.recording", "fake": "fxroof.recording",
+           "fake_model": "fxroof.recording"}
 
 __all__ = [*_PUBLIC, "FxroofError", "UsageError", "__version__"]
 

@@ -493,7 +493,8 @@ def _kernel_node(graph: fx.Graph, kernel: dict, mine: list[fx.Node], members: li
     shapes, stride = node.meta[SHAPES], kernel["stride"]
     if kernel["extern"] and isinstance(shapes, TensorMeta) and stride \
             and len(stride) == len(shapes.shape):
-        node.meta[SHAPES] = TensorMeta(shapes.shape, stride, shapes.dtype)  # as Inductor lays it out
+        # as Inductor lays it out
+        node.meta[SHAPES] = TensorMeta(shapes.shape, stride, shapes.dtype)
     node.meta[COST] = estimate
     node.meta[KERNEL] = [n.name for n in mine]
     # an ATen node with no cost rule adds no FLOPs to its kernel: say so in the coverage

@@ -139,7 +139,8 @@ def figure(points: list[dict], chips: list[Chip], dtype: str, title: str,
                          _menu(traces, "group", points[0].get("group_name", "group")
                                if points else "group", 0.18)) if m]
     fig.update_layout(
-        title={"text": title, "x": 0.01, "y": 0.97, "yanchor": "top"}, template="plotly_white", height=700,
+        title={"text": title, "x": 0.01, "y": 0.97, "yanchor": "top"},
+        template="plotly_white", height=700,
         xaxis={"type": "log", "title": "operational intensity (FLOP/byte)",
                "exponentformat": "SI"},
         yaxis={"type": "log", "title": "performance (FLOP/s)", "exponentformat": "SI"},

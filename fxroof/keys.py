@@ -19,7 +19,8 @@ INPUT = "fxroof.input"    # capture, placeholders: InputKind(kind, label)
 COST = "fxroof.cost"      # cost pass: op_costs.Estimate (FLOP, bytes, rule, op class)
 TIME = "fxroof.time"      # timing pass: timers.Summary (seconds)
 ROOF = "fxroof.roof"      # roofline pass: roofline.NodeRoof on the chip placed on
-FAULTS = "fxroof.faults"  # page-fault pass: bytes the node's allocations fault in (int; None on CUDA)
+# page-fault pass: bytes the node's allocations fault in (int; None on CUDA)
+FAULTS = "fxroof.faults"
 SAVED_TRAFFIC = "fxroof.saved_traffic"  # memory pass: (bytes read, written) of saved activations
 KERNEL = "fxroof.kernel"  # compiled view: names of the ATen nodes a kernel holds
 UNPRICED = "fxroof.unpriced"  # compiled view: targets of a kernel's ATen nodes with no rule

@@ -141,9 +141,9 @@ CLASS_TITLES = {"gpu": "GPUs", "asic": "ASICs", "soc": "SoCs", "cpu": "CPUs", "f
 def draw_roofs(ax, chips: list[Chip], dtype: str) -> dict:
     """One roof per chip: min(peak, bandwidth x intensity), the chip's class shown by its
     marker (where more than ten roofs share the axes) and the chip by its colour (ten per
-    class, then the same ten with hollow markers). For fp32 on a GPU whose convolutions PyTorch runs in TF32 (cuDNN's default),
-    the TF32 tensor-core roof that fxroof's predictions use for convolutions is drawn too,
-    dashed and thinner. Returns chip id -> colour."""
+    class, then the same ten with hollow markers). For fp32 on a GPU whose convolutions
+    PyTorch runs in TF32 (cuDNN's default), the TF32 tensor-core roof that fxroof's
+    predictions use for convolutions is drawn too, dashed and thinner. Returns chip id -> colour."""
     colours, seen = {}, {}
     cmap = colormap("tab10")
     drawn = [c for c in chips if roof_key(c, dtype) is not None]

@@ -70,8 +70,8 @@ def breakdown(records: list[dict], by: str = "layer_type", depth: Optional[int] 
     key = key_function(by, depth)
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
         raise UsageError(f"depth must be a positive integer (module path levels), not {depth!r}.")
-    check_sort(sort, ("nodes", *SUMMED, "intensity", "time_s", "flops_share", "macs_share", "bytes_share",
-                      "time_share"))
+    check_sort(sort, ("nodes", *SUMMED, "intensity", "time_s", "flops_share", "macs_share",
+                      "bytes_share", "time_share"))
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in records:
         groups[key(r)].append(r)

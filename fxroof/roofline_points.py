@@ -161,8 +161,8 @@ def plot_roofline(models: list, chips: list, out: str, by: str = "model",
     to filter nodes by phase and layer type); returns the path.
 
     models: AnnotatedGraphs, JSON exports (`fxroof annotate --json`) or model names (or one
-        of them alone), which are analysed at each of ``batches``. A graph that was timed is placed at its achieved
-        FLOP/s, the others at their attainable FLOP/s on each chip.
+        of them alone), which are analysed at each of ``batches``. A graph that was timed is
+        placed at its achieved FLOP/s, the others at their attainable FLOP/s on each chip.
     chips: Chips or chip ids (``fxroof chips list``), or one alone.
     by: "model" (one point per model and batch), or "layer_type" / "node" for the parts of
         one model as bubbles whose area is their share of time, on the first chip.

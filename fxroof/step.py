@@ -252,6 +252,7 @@ class TrainingStep:
             except BaseException as e:  # the user's function: name it, not the model
                 raise FxroofError(
                     f"The loss '{self.loss.name}' failed on the model's output: "
-                    f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                    f"{type(e).__name__}: "
+                    f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}"
                     ". A loss function takes the model's output and returns a scalar "
                     "tensor; fix it, or choose --loss cross_entropy.") from None

@@ -35,7 +35,8 @@ def layer_cost(rows: int, w_ih: TensorMeta, w_hh: TensorMeta, mode: int, has_bia
     gates_hidden, hidden = w_hh.shape[0], w_hh.shape[-1]
     macs = rows * (w_ih.numel + w_hh.numel)
     if not backward:
-        elementwise = rows * gates_hidden * (1 + 2 * has_biases) + rows * hidden * CELL_FORWARD[mode]
+        elementwise = rows * gates_hidden * (1 + 2 * has_biases) \
+            + rows * hidden * CELL_FORWARD[mode]
         return Cost(flops=2 * macs + elementwise, macs=macs)
     elementwise = rows * hidden * CELL_BACKWARD[mode] + (rows * gates_hidden if has_biases else 0)
     return Cost(flops=4 * macs + elementwise, macs=2 * macs)
