@@ -120,12 +120,26 @@ class RegionRun(NamedTuple):
     prefixes: dict
 
 
+# Calls a backend keeps on record: a training loop run under the backend calls its regions
+# on every step, and the record, which only one step is read from, must not grow with it.
+RUN_RECORD_LIMIT = 100_000
+
+
 def one_step(runs: list[RegionRun]) -> list[RegionRun]:
     """The calls of one step: where the record is one step's calls repeated whole (a loop of
     identical steps), the first step's; else every call recorded."""
     for period in range(1, len(runs) + 1):
         if len(runs) % period == 0 and runs == runs[:period] * (len(runs) // period):
             return runs[:period]
+    return runs
+
+
+def _shortest_repeat(runs: list[RegionRun]) -> list[RegionRun]:
+    """``runs`` less the repeats of its shortest repeating unit: the unit (one step), then
+    the calls of the step under way; ``runs`` itself where no shorter unit repeats."""
+    for period in range(1, len(runs)):
+        if all(runs[i] == runs[i - period] for i in range(period, len(runs))):
+            return runs[:period] + runs[:len(runs) % period]
     return runs
 
 
@@ -209,7 +223,8 @@ class Backend:
     ``meta[fxroof.cost_pass.COST]`` and ``meta[fxroof.capture.ORIGIN]``.
 
     ``regions`` holds each compiled region once; ``runs`` each call of one (a region
-    compiled from a block's forward that a graph break cut runs once per block).
+    compiled from a block's forward that a graph break cut runs once per block), steps
+    that repeat the first taken out once RUN_RECORD_LIMIT calls are on record.
     ``annotated`` rolls up one step's calls. Given the ``model``, each call's modules are
     named as the model names them (``blocks.1.fc``, not the frame's ``fc``).
     """
@@ -270,6 +285,11 @@ class Backend:
             self._names = tensor_names(self.model)
 
         def record(inputs):
+            if len(self.runs) >= RUN_RECORD_LIMIT:
+                kept = _shortest_repeat(self.runs)
+                if len(kept) == len(self.runs):
+                    return  # no step repeats in the record: its first calls stand for it
+                self.runs[:] = kept
             prefixes = call_prefixes(sources, inputs, self._names) if self._names else {}
             self.runs.append(RegionRun(region, prefixes))
         return record

@@ -6,6 +6,7 @@ import torchvision
 from torch import nn
 
 import fxroof
+from fxroof import compile_backend
 from fxroof.capture import BACKWARD, FORWARD, ORIGIN
 from fxroof.compile_backend import RegionRun, one_step
 from fxroof.cost_pass import COST
@@ -224,9 +225,28 @@ def test_steps_called_alike_annotate_as_one():
     assert flops_by_phase(collector.annotated()) == once
 
 
+def test_a_long_loop_keeps_one_step_on_record(monkeypatch):
+    """A training loop under the backend: the record drops the repeats of its first step
+    once it holds RUN_RECORD_LIMIT calls, and annotates the same step as after one."""
+    monkeypatch.setattr(compile_backend, "RUN_RECORD_LIMIT", 15)  # two steps and a half
+    model, x = HalvedStack(), torch.randn(4, 16)
+    collector = fxroof.backend(then="eager", model=model)
+    compiled = torch.compile(model, backend=collector)
+    compiled(x).sum().backward()
+    step = list(collector.runs)
+    once = flops_by_phase(collector.annotated())
+    for _ in range(6):
+        compiled(x).sum().backward()
+        assert len(collector.runs) <= 15
+    assert collector.runs[:len(step)] == step
+    assert flops_by_phase(collector.annotated()) == once
+
+
 def test_one_step_is_the_shortest_run_of_calls_the_record_repeats_whole():
     a, b = RegionRun(0, {"self": "blocks.0"}), RegionRun(0, {"self": "blocks.1"})
     assert one_step([a, b, a, b]) == [a, b]
     assert one_step([a, a, a]) == [a]
     assert one_step([a, b, a]) == [a, b, a]  # not a whole repeat: every call
     assert one_step([]) == []
+    assert compile_backend._shortest_repeat([a, b, a, b, a]) == [a, b, a]
+    assert compile_backend._shortest_repeat([a, b, b]) == [a, b, b]  # nothing repeats
