@@ -284,14 +284,21 @@ class Backend:
         if self.model is not None and self._names is None:
             self._names = tensor_names(self.model)
 
+        names = self._names or {}
+        # a call's prefixes by the ids of the model's tensors it is given: a layer's are the
+        # same tensors on every step, so each call is placed once, not parsed again
+        placed: dict[tuple, dict] = {}
+
         def record(inputs):
             if len(self.runs) >= RUN_RECORD_LIMIT:
                 kept = _shortest_repeat(self.runs)
                 if len(kept) == len(self.runs):
                     return  # no step repeats in the record: its first calls stand for it
                 self.runs[:] = kept
-            prefixes = call_prefixes(sources, inputs, self._names) if self._names else {}
-            self.runs.append(RegionRun(region, prefixes))
+            key = tuple(id(value) for value in inputs if id(value) in names)
+            if key not in placed:
+                placed[key] = call_prefixes(sources, inputs, names) if names else {}
+            self.runs.append(RegionRun(region, placed[key]))
         return record
 
     def annotated(self) -> AnnotatedGraph:

@@ -9,6 +9,7 @@ it names modules from sits in the model (``self`` is ``blocks.3`` for the fourth
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from typing import NamedTuple, Optional
@@ -51,6 +52,13 @@ def _attribute_path(source: str) -> str:
                     if part not in ("_parameters", "_buffers"))
 
 
+@functools.lru_cache(maxsize=4096)
+def _local_and_path(source: str) -> tuple[Optional[str], str]:
+    """(frame local, attribute path) of a tensor's source, parsed once: a backend given the
+    model reads them on every call of every region."""
+    return frame_local(source), _attribute_path(source)
+
+
 def placeholder_sources(gm: fx.GraphModule) -> list[Optional[str]]:
     """The source each input of a region's graph comes from (``L['s']._modules['fc']
     ._parameters['weight']``), None where Dynamo does not say; read when the region is
@@ -68,10 +76,11 @@ def call_prefixes(sources: list[Optional[str]], inputs,
     agree on, is left out."""
     candidates: dict[str, set[str]] = {}
     for source, value in zip(sources, inputs):
-        local = frame_local(source) if isinstance(source, str) else None
-        if local is None or id(value) not in names:
+        if id(value) not in names or not isinstance(source, str):
             continue
-        relative = _attribute_path(source)
+        local, relative = _local_and_path(source)
+        if local is None:
+            continue
         places = {name[:len(name) - len(relative)].rstrip(".") for name in names[id(value)]
                   if name == relative or name.endswith("." + relative)}
         candidates[local] = candidates[local] & places if local in candidates else places
