@@ -282,7 +282,8 @@ class Backend:
         off the tensors the call is given (Dynamo's ``sources`` for them, read now: it drops
         them once the backend returns)."""
         if self.model is not None and self._names is None:
-            self._names = tensor_names(self.model)
+            # torch.compile's wrapper names its model's tensors "_orig_mod.<name>"
+            self._names = tensor_names(getattr(self.model, "_orig_mod", self.model))
 
         names = self._names or {}
         # a call's prefixes by the ids of the model's tensors it is given: a layer's are the
