@@ -42,8 +42,8 @@ from fxroof.errors import FxroofError
 from fxroof.graph import AnnotatedGraph, ModelInfo
 from fxroof.keys import BACKWARD, FORWARD, FRAME_LOCAL, INPUT, ORIGIN, SHAPES
 from fxroof.memory import memory_report
-from fxroof.region_modules import (call_prefixes, in_model, module_path, note_frame_locals,
-                                   placeholder_sources, tensor_names)
+from fxroof.region_modules import (call_prefixes, class_name, in_model, note_frame_locals,
+                                   placeholder_sources, stack_places, tensor_names)
 from fxroof.scope import op_family
 from fxroof.suggest import did_you_mean
 from fxroof.units import dtype_name
@@ -66,11 +66,11 @@ def _shapes_of(value):
 
 
 def module_scope(stack: Optional[dict], op) -> tuple[str, str]:
-    """(module path, layer type) from an nn_module_stack: the innermost module, as in scope.py."""
+    """(module path, layer type) from an nn_module_stack: the innermost module, as in scope.py
+    (region_modules.stack_places names it)."""
     if not stack:
         return "", op_family(op)
-    path, cls = list(stack.values())[-1][:2]
-    return module_path(path), getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1])
+    return stack_places(stack)[-1][1], class_name(list(stack.values())[-1][1])
 
 
 def annotate_region(fw: fx.Graph, bw: Optional[fx.Graph], is_param: list[bool]) -> Capture:

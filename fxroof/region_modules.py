@@ -20,6 +20,12 @@ import torch.fx as fx
 from fxroof.keys import BACKWARD, FRAME_LOCAL, ORIGIN
 
 
+# A frame local and the subscripts that pick a module out of it: ``L['self']``, or
+# ``L['args'][0]`` where the frame is a decorator's wrapper(*args, **kwargs) around a
+# forward (transformers 5 wraps its models' forwards so), whose self is its first argument.
+_FRAME_LOCAL = r"L\['([^']*)'\]((?:\[[^\]]*\])*)"
+
+
 def module_path(dynamo_name: str) -> str:
     """Dynamo's source name of a module (``L['self'].layer1[0].conv1``, or
     ``getattr(L['self'].blocks, '3')``) as a module path (``layer1.0.conv1``)."""
@@ -27,14 +33,15 @@ def module_path(dynamo_name: str) -> str:
     while (m := re.search(r"getattr\((.*), '([^']+)'\)", name)):
         name = name[:m.start()] + f"{m.group(1)}.{m.group(2)}" + name[m.end():]
     name = re.sub(r"_modules\['([^']+)'\]", r"\1", name)
-    name = re.sub(r"^L\['[^']*'\]\.?", "", name)
+    name = re.sub(r"^" + _FRAME_LOCAL + r"\.?", "", name)
     return re.sub(r"\[['\"]?([^\]'\"]+)['\"]?\]", r".\1", name).strip(".")
 
 
 def frame_local(source: str) -> Optional[str]:
-    """The frame local a Dynamo source name starts from (``L['self'].blocks[0]``: self)."""
-    found = re.search(r"L\['([^']*)'\]", source)
-    return found.group(1) if found else None
+    """The frame local a Dynamo source name starts from, with the subscripts that pick a
+    module out of it (``L['self'].blocks[0]``: self; ``L['args'][0].model``: args[0])."""
+    found = re.search(_FRAME_LOCAL, source)
+    return found.group(1) + found.group(2) if found else None
 
 
 def tensor_names(module: torch.nn.Module) -> dict[int, list[str]]:
@@ -87,11 +94,45 @@ def call_prefixes(sources: list[Optional[str]], inputs,
     return {local: places.pop() for local, places in candidates.items() if len(places) == 1}
 
 
-def traced_modules(gm: fx.GraphModule) -> set[str]:
-    """The source of every module a region's graph traced code of, at any depth of its
-    nodes' module stacks (read when the region is compiled, as placeholder_sources)."""
-    return {entry[0] for node in gm.graph.nodes
-            for entry in (node.meta.get("nn_module_stack") or {}).values()}
+def stack_places(stack: Optional[dict]) -> list[tuple[Optional[str], str]]:
+    """(frame local, module path) of each module of a node's nn_module_stack, outermost
+    first. A module a frame local reaches is named by its source (module_path). One Dynamo
+    reached otherwise -- transformers 5 keeps module-like functions in globals, as llama's
+    apply_rotary_pos_emb, called from a layer's forward -- is named as the eager capture
+    names a module that is not its caller's child, ``<caller>.<Cls>`` (fxroof.scope), and
+    shares its caller's local."""
+    places: list[tuple[Optional[str], str]] = []
+    for entry in (stack or {}).values():
+        source, cls = entry[0], entry[1]
+        local = frame_local(source)
+        if local is None:
+            caller_local, caller = places[-1] if places else (None, "")
+            places.append((caller_local, f"{caller}.<{class_name(cls)}>" if caller
+                           else f"<{class_name(cls)}>"))
+        else:
+            places.append((local, module_path(source)))
+    return places
+
+
+def class_name(cls) -> str:
+    """The name of a module class as an nn_module_stack holds it (a class, or its path)."""
+    return getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1])
+
+
+def traced_modules(gm: fx.GraphModule) -> set[tuple[Optional[str], str]]:
+    """(frame local, module path) of every module a region's graph traced code of, at any
+    depth of its nodes' module stacks (read when the region is compiled, as
+    placeholder_sources)."""
+    return {place for node in gm.graph.nodes
+            for place in stack_places(node.meta.get("nn_module_stack"))}
+
+
+def _registered(module: str) -> str:
+    """A module path up to its first module that is not its caller's child (``a.<Func>``
+    for the eager capture's ``a.<Func>.<Func>``): Dynamo names that one, not what it runs."""
+    parts = module.split(".")
+    cut = next((i for i, part in enumerate(parts) if part.startswith("<")), len(parts) - 1)
+    return ".".join(parts[:cut + 1])
 
 
 class Coverage(NamedTuple):
@@ -102,6 +143,7 @@ class Coverage(NamedTuple):
     tails: frozenset
 
     def holds(self, module: str) -> bool:
+        module = _registered(module)
         if module in self.paths:
             return True
         parts = module.split(".")
@@ -111,14 +153,14 @@ class Coverage(NamedTuple):
         return Coverage(self.paths | other.paths, self.tails | other.tails)
 
 
-def covered(traced: set[str], prefixes: dict[str, str]) -> Coverage:
-    """The modules one call of a region runs code of: those it traced, those whose frames
-    it was compiled from (a block's own forward), and the model's own forward -- the root
-    counts as covered by any region, so an op of the root's own forward that runs between
-    regions is left to the view's "outside:" line, never counted twice."""
+def covered(traced: set[tuple[Optional[str], str]], prefixes: dict[str, str]) -> Coverage:
+    """The modules one call of a region runs code of: those it traced (traced_modules'
+    places), those whose frames it was compiled from (a block's own forward), and the
+    model's own forward -- the root counts as covered by any region, so an op of the root's
+    own forward that runs between regions is left to the view's "outside:" line, never
+    counted twice."""
     paths, tails = {"", *prefixes.values()}, set()
-    for source in traced:
-        local, relative = frame_local(source), module_path(source)
+    for local, relative in traced:
         if local is None or local in prefixes:
             paths.add(in_model(relative, local, prefixes))
         elif relative:
@@ -131,6 +173,7 @@ def covered(traced: set[str], prefixes: dict[str, str]) -> Coverage:
 # module that forward's ``self`` is where the call placed it -- as the eager capture places
 # an op of a container's own forward at the container.
 FRAME_SELF = "self"
+WRAPPED_SELF = "args[0]"  # the self of a forward a decorator wraps in wrapper(*args, ...)
 
 
 def note_frame_locals(forward: fx.Graph, backward: Optional[fx.Graph]) -> None:
@@ -140,8 +183,7 @@ def note_frame_locals(forward: fx.Graph, backward: Optional[fx.Graph]) -> None:
     by_name = {}
     for node in forward.nodes:
         stack = node.meta.get("nn_module_stack")
-        node.meta[FRAME_LOCAL] = frame_local(list(stack.values())[-1][0]) if stack \
-            else FRAME_SELF
+        node.meta[FRAME_LOCAL] = stack_places(stack)[-1][0] if stack else FRAME_SELF
         by_name[node.name] = node
     for node in backward.nodes if backward is not None else ():
         origin = node.meta.get(ORIGIN)
@@ -154,6 +196,8 @@ def in_model(module: str, local: Optional[str], prefixes: dict[str, str]) -> str
     """A region node's module path as the model names it, for the call ``prefixes`` read;
     the region's own where the call does not say."""
     prefix = prefixes.get(local) if local is not None else None
+    if prefix is None and local == FRAME_SELF:
+        prefix = prefixes.get(WRAPPED_SELF)
     if not prefix:
         return module
     return f"{prefix}.{module}" if module else prefix

@@ -34,6 +34,29 @@ def test_llama_projection_macs_closed_form():
     assert matmul == b * t * (layers * per_layer + h * vocab)   # + the LM head
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_llama_compiled_is_its_kernels_alone_named_as_the_model_does(backward):
+    """transformers 5 wraps llama's forward (Dynamo names the model ``L['args'][0]``) and
+    keeps apply_rotary_pos_emb, a module-like Func, in a global: one Dynamo region holds the
+    whole model, so the compiled view holds no eager op besides its kernels; its products
+    have the eager step's FLOPs, each under the module the model names."""
+    b, t, h, inter, heads, kv, layers, vocab = 2, 16, 64, 128, 4, 2, 2, 100
+    d = h // heads
+    g = fxroof.analyze("hf:llama", seq_len=t, batch=b, compiled=True, backward=backward,
+                       hf_config={"num_hidden_layers": layers, "hidden_size": h,
+                                  "intermediate_size": inter, "num_attention_heads": heads,
+                                  "num_key_value_heads": kv, "vocab_size": vocab})
+    records = g.records("forward")
+    assert not [r for r in records if r["name"].startswith("eager_")]
+    products = [r for r in records if r["op"] in ("mm", "addmm", "bmm")]
+    per_layer = h * h + 2 * h * kv * d + h * h + 3 * h * inter  # q, k, v, o, gate/up/down
+    assert sum(r["macs"] for r in products) == b * t * (layers * per_layer + h * vocab)
+    assert {r["module"] for r in products} >= {"lm_head", "model.layers.1.mlp.down_proj",
+                                               "model.layers.0.self_attn.q_proj"}
+    assert {r["module"] for r in records if r["layer_type"] == "Func"} == \
+        {"model.layers.0.self_attn.<Func>", "model.layers.1.self_attn.<Func>"}
+
+
 def test_unknown_model_type_and_bad_override():
     with pytest.raises(fxroof.FxroofError, match="model type .lama.. Did you mean llama"):
         fxroof.analyze("hf:lama")

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from fxroof.region_modules import (Coverage, call_prefixes, covered, frame_local, in_model,
-                                   tensor_names)
+                                   stack_places, tensor_names)
 
 
 class Tied(nn.Module):
@@ -48,7 +48,7 @@ def test_module_paths_join_the_call_prefix_or_stay_as_the_region_names_them():
 
 
 def test_coverage_holds_traced_modules_their_frames_and_unplaced_tails():
-    traced = {"L['self'].norm", "L['self'].fc", "L['frozen'].attn.proj"}
+    traced = {("self", "norm"), ("self", "fc"), ("frozen", "attn.proj")}
     c = covered(traced, {"self": "blocks.1"})
     assert c.paths == {"", "blocks.1", "blocks.1.norm", "blocks.1.fc"}
     assert c.tails == {"attn.proj"}
@@ -58,3 +58,19 @@ def test_coverage_holds_traced_modules_their_frames_and_unplaced_tails():
     assert not c.holds("attn")
     both = c | Coverage(frozenset({"head"}), frozenset())
     assert both.holds("head") and both.holds("blocks.1.norm")
+
+
+def test_a_stack_names_modules_from_frame_locals_and_others_as_the_eager_capture_does():
+    """transformers 5 wraps a model's forward (self is the wrapper's args[0]) and keeps
+    module-like functions in globals (llama's apply_rotary_pos_emb, class Func): Dynamo's
+    stack names those from the global, the eager capture as ``<caller>.<Func>.<Func>``."""
+    stack = {"a": ("L['args'][0].model", "LlamaModel"),
+             "b": ("L['args'][0].model.layers[0].self_attn", "LlamaAttention"),
+             "c": ("G['__import_transformers_dot_models'].apply_rotary_pos_emb", "Func")}
+    assert stack_places(stack) == [("args[0]", "model"),
+                                   ("args[0]", "model.layers.0.self_attn"),
+                                   ("args[0]", "model.layers.0.self_attn.<Func>")]
+    assert stack_places({"g": ("G['f']", "Func")}) == [(None, "<Func>")]
+    c = covered(set(stack_places(stack)), {"args[0]": ""})
+    assert c.holds("model.layers.0.self_attn.<Func>.<Func>")
+    assert not c.holds("model.layers.1.self_attn.<Func>.<Func>")
