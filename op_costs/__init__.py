@@ -9,6 +9,7 @@ from op_costs.registry import (  # noqa: F401
     DEFAULT_RULE,
     MATRIX,
     MEMORY,
+    NAMED_RULES,
     RULES,
     VECTOR,
     VIEW,
@@ -18,6 +19,7 @@ from op_costs.registry import (  # noqa: F401
     estimate,
     override_rule,
     register,
+    register_named,
     rule_for,
 )
 from op_costs import (  # noqa: F401,E402  (imported for their registrations)

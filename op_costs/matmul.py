@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from op_costs.registry import MATRIX, Cost, register
+from op_costs.registry import MATRIX, Cost, register, register_named
 
 aten = __import__("torch").ops.aten
 
@@ -60,6 +60,24 @@ def grouped_products(a, b, out) -> Cost:
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, out, **_):
     cost = grouped_products(a, b, out)
     return Cost(flops=cost.flops + (out.numel if bias is not None else 0), macs=cost.macs)
+
+
+# transformers' own grouped product (transformers.integrations.moe), which a mixture of
+# experts runs under torch.compile where torch._grouped_mm does not serve it (fp32 weights):
+# input (S, K), its rows sorted by expert; weight (E, K, N); offs, the experts' cumulative
+# token counts. An mm per expert over its rows: each output row is a length-K dot product.
+@register_named("transformers::grouped_mm_fallback", op_class=MATRIX)
+def transformers_grouped_mm(input, weight, offs, *, out, **_):
+    return grouped_products(input, weight, out)
+
+
+@register_named("transformers::grouped_mm_fallback_backward", op_class=MATRIX)
+def transformers_grouped_mm_backward(input, weight, offs, grad_output, *, out, **_):
+    """The input gradient, grad_output (S, N) by each expert's weight transposed, and the
+    weight gradient, each expert's input rows transposed by their grad_output rows: S x K x N
+    multiply-adds each, the groups covering the S rows."""
+    macs = 2 * math.prod(input.shape) * grad_output.shape[-1]
+    return Cost(flops=2 * macs, macs=macs)
 
 
 @register(aten._scaled_grouped_mm, aten._scaled_grouped_mm_v2, op_class=MATRIX)

@@ -216,6 +216,26 @@ def register(*packets, op_class: str = VECTOR, name: Optional[str] = None,
     return wrap
 
 
+# Rules of ops another library registers (transformers' custom ops), by qualified name
+# ("transformers::grouped_mm_fallback"): such an op exists once its library is imported,
+# which fxroof never does for the user, so it is found by name when a graph holds it.
+NAMED_RULES: dict[str, Rule] = {}
+
+
+def register_named(*qualified_names: str, op_class: str = VECTOR):
+    """Decorator: register ``fn`` as the cost rule of the ops named ``namespace::op``."""
+
+    def wrap(fn):
+        for qualified in qualified_names:
+            if qualified in NAMED_RULES:
+                raise ValueError(f"two cost rules for {qualified}")
+            NAMED_RULES[qualified] = Rule(fn.__name__, fn, op_class)
+        _lookup_cache.clear()
+        return fn
+
+    return wrap
+
+
 def _inplace_base(packet):
     """``aten.relu_`` -> ``aten.relu``: an in-place op costs what its functional form costs."""
     name = packet.__name__
@@ -256,7 +276,7 @@ def rule_for(op) -> Optional[Rule]:
     except KeyError:
         pass
     packet = getattr(op, "overloadpacket", op)
-    rule = RULES.get(packet)
+    rule = RULES.get(packet) or NAMED_RULES.get(getattr(packet, "_qualified_op_name", None))
     if rule is None:
         base = _inplace_base(packet)
         rule = RULES.get(base) if base is not None else None

@@ -57,6 +57,40 @@ def test_llama_compiled_is_its_kernels_alone_named_as_the_model_does(backward):
         {"model.layers.0.self_attn.<Func>", "model.layers.1.self_attn.<Func>"}
 
 
+def test_transformers_grouped_products_have_closed_forms():
+    """transformers' custom grouped product (its experts under torch.compile): S rows of K
+    by E experts' K x N weights, S x K x N multiply-adds; its backward, the input and the
+    weight gradients, as many each."""
+    import torch
+    from transformers.integrations import moe  # noqa: F401  (registers the ops)
+    from op_costs import NAMED_RULES, TensorMeta, estimate
+
+    s, k, n, e = 64, 32, 48, 4
+    x, w, offs = TensorMeta.contiguous((s, k)), TensorMeta.contiguous((e, k, n)), \
+        TensorMeta.contiguous((e,), torch.int64)
+    y = TensorMeta.contiguous((s, n))
+    forward = estimate(torch.ops.transformers.grouped_mm_fallback.default, (x, w, offs), {}, y)
+    assert (forward.macs, forward.flops) == (s * k * n, 2 * s * k * n)
+    backward = estimate(torch.ops.transformers.grouped_mm_fallback_backward.default,
+                        (x, w, offs, y), {}, (x, w))
+    assert (backward.macs, backward.flops) == (2 * s * k * n, 4 * s * k * n)
+    assert set(NAMED_RULES) == {"transformers::grouped_mm_fallback",
+                                "transformers::grouped_mm_fallback_backward"}
+
+
+def test_mixtral_compiled_prices_its_experts():
+    """Under torch.compile, mixtral's fp32 experts run transformers' custom grouped product,
+    not torch._grouped_mm: the view's products have the eager step's MACs."""
+    overrides = {**TINY, "num_key_value_heads": 2, "vocab_size": 100, "num_local_experts": 4}
+    products = lambda g: sum(r["macs"] for r in g.records("forward")  # noqa: E731
+                             if "mm" in r["op"])
+    eager = fxroof.analyze("hf:mixtral", hf_config=overrides, seq_len=16, batch=2)
+    compiled = fxroof.analyze("hf:mixtral", hf_config=overrides, seq_len=16, batch=2,
+                              compiled=True)
+    assert compiled.coverage()["default_rule_ops"] == {}
+    assert products(compiled) == products(eager) > 0
+
+
 def test_unknown_model_type_and_bad_override():
     with pytest.raises(fxroof.FxroofError, match="model type .lama.. Did you mean llama"):
         fxroof.analyze("hf:lama")
