@@ -18,6 +18,7 @@ import torch
 import torch.fx as fx
 
 from fxroof.keys import BACKWARD, FRAME_LOCAL, ORIGIN
+from fxroof.scope import unregistered_path
 
 
 # A frame local and the subscripts that pick a module out of it: ``L['self']``, or
@@ -99,7 +100,7 @@ def stack_places(stack: Optional[dict]) -> list[tuple[Optional[str], str]]:
     first. A module a frame local reaches is named by its source (module_path). One Dynamo
     reached otherwise -- transformers 5 keeps module-like functions in globals, as llama's
     apply_rotary_pos_emb, called from a layer's forward -- is named as the eager capture
-    names a module that is not its caller's child, ``<caller>.<Cls>`` (fxroof.scope), and
+    names a module that is not its caller's child (scope.unregistered_path), and
     shares its caller's local."""
     places: list[tuple[Optional[str], str]] = []
     for entry in (stack or {}).values():
@@ -107,8 +108,7 @@ def stack_places(stack: Optional[dict]) -> list[tuple[Optional[str], str]]:
         local = frame_local(source)
         if local is None:
             caller_local, caller = places[-1] if places else (None, "")
-            places.append((caller_local, f"{caller}.<{class_name(cls)}>" if caller
-                           else f"<{class_name(cls)}>"))
+            places.append((caller_local, unregistered_path(caller, class_name(cls))))
         else:
             places.append((local, module_path(source)))
     return places

@@ -108,7 +108,7 @@ class ModuleScope:
         if info is None:  # a module built during forward: name it under its parent
             parent = self.current.path if self.current else ""
             cls = type(module).__name__
-            info = ModuleInfo(f"{parent}.<{cls}>" if parent else f"<{cls}>", cls, True)
+            info = ModuleInfo(unregistered_path(parent, cls), cls, True)
         self.stack.append(info)
 
     def _pop(self, module, args, output):
@@ -118,3 +118,9 @@ class ModuleScope:
     def layer_type_of(self, op) -> str:
         info = self.current
         return info.cls if info is not None and info.owns_ops else op_family(op)
+
+
+def unregistered_path(caller: str, cls: str) -> str:
+    """The path of a module its caller runs without holding it as a child (one built during
+    forward, or kept in a global): ``<caller>.<Cls>``."""
+    return f"{caller}.<{cls}>" if caller else f"<{cls}>"
